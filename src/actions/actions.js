@@ -1,0 +1,245 @@
+// The paper's actions (movePrimariesFromServer, movePrimariesFromNode, addServer, createReplica) and the
+// ones around them (rebalancePrimaries, migrateReplicasOff, releaseServer). Each returns a report.
+
+import { AppError } from '../errors.js';
+import { findServer, findServerForPod, findTable, tableLabel } from '../cluster/cluster-model.js';
+import { createDeadline } from '../lib/clock.js';
+import { configOf, planMovePrimariesFromServers, planRebalancePrimaries } from '../planner/primary-planner.js';
+import {
+  finalizeReplica, planAddServer, planCreateReplica, planMigrateReplicasOff, stageReplica,
+} from '../planner/replica-planner.js';
+import { votingReplicas } from '../planner/eligibility.js';
+import {
+  describeShard, namedItems, outcomeOf, plannedPrimaryChanges, plannedReplicaMoves, primaryChanges,
+} from './report.js';
+
+export function createActions({ store, reconfigurer, marks, operations, kube, clock, logger, config }) {
+  const log = logger.child({ module: 'actions' });
+
+  function resolveServer(cluster, ref) {
+    const server = findServer(cluster, ref);
+    if (!server) {
+      const known = cluster.servers.map((s) => s.name).join(', ');
+      throw new AppError('SERVER_NOT_FOUND', `server "${ref}" is not in the cluster (known: ${known})`);
+    }
+    return server;
+  }
+
+  function resolveTable(cluster, ref) {
+    const table = findTable(cluster, ref);
+    if (!table) {
+      const known = cluster.tables.map(tableLabel).join(', ');
+      throw new AppError('TABLE_NOT_FOUND', `table "${ref}" is not managed by this manager (managed: ${known})`);
+    }
+    return table;
+  }
+
+  // Plans, and unless dryRun, commits and waits for the new primaries to act.
+  async function runPrimaryPlan({ action, target, planFn, dryRun, deadlineSeconds, reason, draining }) {
+    const startedAt = clock.now();
+    const deadline = createDeadline(clock, (deadlineSeconds ?? config.deadlines.actionSeconds) * 1000);
+    const cluster = await store.readCluster();
+    const plan = planFn(cluster);
+    const base = { action, target, dryRun, reason: reason ?? null };
+    if (dryRun) {
+      const changes = plannedPrimaryChanges(cluster, plan);
+      return { ...base, outcome: 'planned', changes, skipped: namedItems(cluster, plan.skipped), notDone: [], settled: null, durationMs: clock.now() - startedAt };
+    }
+    const tableIds = plan.changes.map((c) => c.tableId);
+    const committed = tableIds.length > 0
+      ? await reconfigurer.commit(planFn, { tableIds, draining })
+      : { cluster, plan, written: [], notDone: [] };
+    const touched = committed.written.map((w) => w.change.tableId);
+    const wait = touched.length > 0 ? await reconfigurer.waitForPrimaries(touched, deadline) : { settled: true, pending: [] };
+    const report = {
+      ...base,
+      changes: primaryChanges(committed.cluster, committed.written),
+      skipped: namedItems(committed.cluster, committed.plan.skipped),
+      notDone: namedItems(committed.cluster, committed.notDone),
+      settled: wait.settled,
+      pending: wait.settled ? [] : namedItems(committed.cluster, wait.pending),
+      durationMs: clock.now() - startedAt,
+    };
+    report.outcome = outcomeOf(report);
+    log.info({ action, target, reason, outcome: report.outcome, changes: report.changes.length, skipped: report.skipped.length, durationMs: report.durationMs }, 'action finished');
+    return report;
+  }
+
+  async function movePrimariesFromServer({ server, dryRun = false, deadlineSeconds, reason }) {
+    const cluster = await store.readCluster();
+    const s = resolveServer(cluster, server);
+    return drainServers({ action: 'move-primaries-from-server', target: { server: s.name }, servers: [s], dryRun, deadlineSeconds, reason });
+  }
+
+  async function movePrimariesFromNode({ node, dryRun = false, deadlineSeconds, reason }) {
+    if (!kube) throw new AppError('KUBERNETES_UNAVAILABLE', 'no Kubernetes API is configured, so nodes cannot be resolved to servers');
+    const pods = await kube.listRethinkDbPodsOnNode(node);
+    const cluster = await store.readCluster();
+    const servers = [];
+    const unmapped = [];
+    for (const pod of pods) {
+      const s = findServerForPod(cluster, { podName: pod.name, podIp: pod.podIp, overrides: config.podServerOverrides });
+      if (s) servers.push(s); else unmapped.push({ pod: pod.name, reason: 'no connected RethinkDB server matches this pod' });
+    }
+    const report = await drainServers({
+      action: 'move-primaries-from-node', target: { node, pods: pods.map((p) => p.name), servers: servers.map((s) => s.name) },
+      servers, dryRun, deadlineSeconds, reason,
+    });
+    return { ...report, unmappedPods: unmapped };
+  }
+
+  async function drainServers({ action, target, servers, dryRun, deadlineSeconds, reason }) {
+    const ids = servers.map((s) => s.id);
+    if (!dryRun) {
+      for (const s of servers) await marks.markDraining(s.id, { reason: reason ?? action, serverName: s.name });
+    }
+    const draining = [...new Set([...(await marks.drainingIds()), ...ids])];
+    const planFn = (c) => planMovePrimariesFromServers(c, ids, { draining });
+    return runPrimaryPlan({ action, target, planFn, dryRun, deadlineSeconds, reason, draining });
+  }
+
+  async function rebalancePrimaries({ dryRun = false, deadlineSeconds, reason, tableIds = null } = {}) {
+    const draining = await marks.drainingIds();
+    const planFn = (c) => planRebalancePrimaries(c, { draining, tableIds });
+    return runPrimaryPlan({ action: 'rebalance-primaries', target: {}, planFn, dryRun, deadlineSeconds, reason, draining });
+  }
+
+  async function releaseServer({ server, rebalance = true, dryRun = false, deadlineSeconds, reason }) {
+    const cluster = await store.readCluster();
+    const s = resolveServer(cluster, server);
+    const wasDraining = (await marks.drainingIds()).includes(s.id);
+    if (!dryRun) await marks.release(s.id);
+    log.info({ server: s.name, wasDraining, reason }, 'server released');
+    const rebalanced = rebalance ? await rebalancePrimaries({ dryRun, deadlineSeconds, reason: reason ?? `release ${s.name}` }) : null;
+    return { action: 'release-server', target: { server: s.name }, dryRun, wasDraining, rebalance: rebalanced, outcome: rebalanced?.outcome ?? 'completed' };
+  }
+
+  async function createReplica({ table, shard, server, dryRun = false, deadlineSeconds, reason }) {
+    const cluster = await store.readCluster();
+    const t = resolveTable(cluster, table);
+    if (!Number.isInteger(shard) || shard < 0 || shard >= t.shards.length) {
+      throw new AppError('SHARD_NOT_FOUND', `table ${tableLabel(t)} has shards 0 to ${t.shards.length - 1}, not ${shard}`);
+    }
+    const s = resolveServer(cluster, server);
+    const plan = planCreateReplica(cluster, t.id, shard, s.id, { draining: await marks.drainingIds() });
+    return startReplicaMoves({ action: 'create-replica', target: { table: tableLabel(t), shard, server: s.name }, cluster, plan, dryRun, deadlineSeconds, reason });
+  }
+
+  async function migrateReplicasOff({ server, dryRun = false, deadlineSeconds, reason }) {
+    const cluster = await store.readCluster();
+    const s = resolveServer(cluster, server);
+    if (!dryRun) await marks.markDraining(s.id, { reason: reason ?? 'migrate-replicas-off', serverName: s.name });
+    const draining = [...new Set([...(await marks.drainingIds()), s.id])];
+    const plan = planMigrateReplicasOff(cluster, s.id, { draining });
+    return startReplicaMoves({ action: 'migrate-replicas-off', target: { server: s.name }, cluster, plan, dryRun, deadlineSeconds, reason });
+  }
+
+  async function addServer({ server, tables, grow = false, dryRun = false, deadlineSeconds, reason }) {
+    const cluster = await store.readCluster();
+    const s = resolveServer(cluster, server);
+    const tableIds = tables ? tables.map((ref) => resolveTable(cluster, ref).id) : null;
+    const plan = planAddServer(cluster, s.id, { draining: await marks.drainingIds(), tableIds, grow });
+    return startReplicaMoves({
+      action: 'add-server', target: { server: s.name, tables: tables ?? null, grow }, cluster, plan, dryRun, deadlineSeconds, reason,
+      afterMoves: (touched) => rebalancePrimaries({ tableIds: touched, reason: `give ${s.name} its share of primaries` }),
+    });
+  }
+
+  // Data moves: a dry run returns the plan; otherwise an operation runs them one replica at a time.
+  function startReplicaMoves({ action, target, cluster, plan, dryRun, deadlineSeconds, reason, afterMoves }) {
+    const planned = plannedReplicaMoves(cluster, plan.moves);
+    const skipped = namedItems(cluster, plan.skipped);
+    if (dryRun) return { action, target, dryRun, outcome: 'planned', changes: planned, skipped, notDone: [] };
+    const op = operations.start(action, target, (operation) => runReplicaMoves(operation, {
+      action, target, moves: plan.moves, planned, skipped, deadlineSeconds, reason, afterMoves,
+    }));
+    return { action, target, dryRun, operation: op };
+  }
+
+  async function runReplicaMoves(op, { action, target, moves, planned, skipped, deadlineSeconds, reason, afterMoves }) {
+    const startedAt = clock.now();
+    const deadline = createDeadline(clock, (deadlineSeconds ?? config.deadlines.migrationSeconds) * 1000);
+    op.steps = planned.map((p) => ({ ...p, status: 'pending', state: null, progress: null, error: null }));
+    const changes = [];
+    const notDone = [];
+    for (let i = 0; i < moves.length; i += 1) {
+      const step = op.steps[i];
+      if (deadline.expired()) {
+        step.status = 'not_started';
+        notDone.push({ table: step.table, shard: step.shard, reason: 'deadline passed before this move started' });
+        continue;
+      }
+      const result = await moveOneReplica(moves[i], step, deadline);
+      if (result.change) changes.push(result.change);
+      else notDone.push({ table: step.table, shard: step.shard, reason: step.error });
+    }
+    const touched = [...new Set(changes.map((c) => c.tableId))];
+    const primaries = touched.length > 0 && afterMoves ? await afterMoves(touched) : null;
+    const report = { action, target, dryRun: false, reason: reason ?? null, changes, skipped, notDone, settled: true, primaries, durationMs: clock.now() - startedAt };
+    report.outcome = outcomeOf(report);
+    log.info({ action, target, reason, outcome: report.outcome, moved: changes.length, notDone: notDone.length, durationMs: report.durationMs }, 'action finished');
+    return report;
+  }
+
+  async function moveOneReplica(move, step, deadline) {
+    const draining = await marks.drainingIds();
+    const fail = (status, error) => { step.status = status; step.error = error; return { change: null }; };
+    step.status = 'staging';
+    const staged = await reconfigurer.commit((c) => stagePlan(c, move), { tableIds: [move.tableId], draining });
+    const stageProblem = staged.notDone[0] ?? staged.plan.skipped[0];
+    if (stageProblem) return fail('failed', stageProblem.reason);
+    const before = staged.cluster.tables.find((t) => t.id === move.tableId)?.shards[move.shard];
+    step.status = 'backfilling';
+    const ready = await reconfigurer.waitForReplicaReady(move.tableId, move.shard, move.to, deadline, (p) => {
+      step.state = p.state;
+      step.progress = p.progress;
+    });
+    if (!ready.settled) return fail('timed_out', `deadline passed while the replica was ${step.state}; it stays as a nonvoting replica`);
+    step.status = 'finalizing';
+    const finalized = await reconfigurer.commit((c) => finalizePlan(c, move, draining), { tableIds: [move.tableId], draining });
+    const finalProblem = finalized.notDone[0] ?? finalized.plan.skipped[0];
+    if (finalProblem) return fail('failed', finalProblem.reason);
+    const table = finalized.cluster.tables.find((t) => t.id === move.tableId);
+    const after = finalized.written[0]?.change.shards[move.shard] ?? table.shards[move.shard];
+    await reconfigurer.waitForPrimaries([move.tableId], deadline);
+    step.status = 'done';
+    step.progress = 1;
+    return {
+      change: {
+        table: step.table, tableId: move.tableId, shard: move.shard, kind: 'replica', from: step.from, to: step.to,
+        before: before ? describeShard(finalized.cluster, before) : null, after: describeShard(finalized.cluster, after),
+      },
+    };
+  }
+
+  return {
+    movePrimariesFromServer, movePrimariesFromNode, rebalancePrimaries, releaseServer,
+    createReplica, migrateReplicasOff, addServer,
+    // exposed for the routes' name resolution and the cluster view
+    resolveServer, resolveTable,
+  };
+}
+
+function stagePlan(cluster, move) {
+  const table = cluster.tables.find((t) => t.id === move.tableId);
+  if (!table) return { changes: [], skipped: [{ tableId: move.tableId, shard: move.shard, reason: 'table disappeared' }] };
+  const shard = table.shards[move.shard];
+  if (votingReplicas(shard).includes(move.to)) return { changes: [], skipped: [] };
+  const shards = table.shards.map(configOf);
+  shards[move.shard] = stageReplica(shard, move.to);
+  return { changes: [{ tableId: table.id, shards, moves: [] }], skipped: [] };
+}
+
+function finalizePlan(cluster, move, draining) {
+  const table = cluster.tables.find((t) => t.id === move.tableId);
+  if (!table) return { changes: [], skipped: [{ tableId: move.tableId, shard: move.shard, reason: 'table disappeared' }] };
+  const shard = table.shards[move.shard];
+  const done = votingReplicas(shard).includes(move.to) && !(move.from && shard.replicas.includes(move.from));
+  if (done) return { changes: [], skipped: [] };
+  const { shard: next, error } = finalizeReplica(cluster, table, move.shard, move, { draining });
+  if (error) return { changes: [], skipped: [{ tableId: table.id, shard: move.shard, reason: error }] };
+  const shards = table.shards.map(configOf);
+  shards[move.shard] = next;
+  return { changes: [{ tableId: table.id, shards, moves: [] }], skipped: [] };
+}
+

@@ -1,0 +1,99 @@
+// Carries out plans against the data store: locks the tables, re-plans on a fresh read, checks safety,
+// writes one table_config update per table, and waits until the change has really taken effect.
+
+import { AppError } from '../errors.js';
+import { tableLabel } from '../cluster/cluster-model.js';
+import { createView } from '../planner/eligibility.js';
+import { checkTransition } from '../planner/safety.js';
+
+export function createReconfigurer({ store, locks, clock, logger, waitPollIntervalMs }) {
+  const log = logger.child({ module: 'reconfigurer' });
+
+  // planFn(cluster) -> { changes, skipped }. Returns what was written and what was not.
+  async function commit(planFn, { tableIds, draining = [] }) {
+    const sorted = [...new Set(tableIds)].sort();
+    return withLocks(sorted, async () => {
+      const cluster = await store.readCluster();
+      const plan = planFn(cluster);
+      const written = [];
+      const notDone = [];
+      for (const change of plan.changes) {
+        const table = cluster.tables.find((t) => t.id === change.tableId);
+        if (!sorted.includes(change.tableId)) {
+          notDone.push({ tableId: change.tableId, reason: 'table changed concurrently; run the action again' });
+          continue;
+        }
+        const violations = checkTransition(cluster, table, change.shards, { draining });
+        if (violations.length > 0) {
+          notDone.push({ tableId: change.tableId, reason: `unsafe, not written: ${violations.join('; ')}` });
+          log.error({ table: tableLabel(table), violations }, 'unsafe transition refused');
+          continue;
+        }
+        try {
+          await store.writeTableShards(change.tableId, change.shards);
+          written.push({ change, before: table });
+        } catch (err) {
+          if (err.code === 'DATA_STORE_UNAVAILABLE') throw err;
+          notDone.push({ tableId: change.tableId, reason: err.message });
+          log.warn({ table: tableLabel(table), err: err.message }, 'table_config write failed');
+        }
+      }
+      return { cluster, plan, written, notDone };
+    });
+  }
+
+  async function withLocks(keys, fn, index = 0) {
+    if (index >= keys.length) return fn();
+    return locks.runExclusive(keys[index], () => withLocks(keys, fn, index + 1));
+  }
+
+  // Until every shard's acting primary is the configured one and the tables take writes.
+  // ready_for_writes alone is true while the old primary still acts (fixtures 03).
+  async function waitForPrimaries(tableIds, deadline) {
+    return pollUntil(deadline, (cluster) => {
+      const pending = [];
+      for (const id of tableIds) {
+        const table = cluster.tables.find((t) => t.id === id);
+        if (!table) continue;
+        if (!table.readyForWrites) pending.push({ tableId: id, reason: 'not ready for writes' });
+        for (const shard of table.shards) {
+          if (shard.acting.length !== 1 || shard.acting[0] !== shard.primary) {
+            pending.push({ tableId: id, shard: shard.index, reason: 'acting primary is not the configured one yet' });
+          }
+        }
+      }
+      return pending;
+    });
+  }
+
+  // Until `serverId`'s replica of the shard is ready; reports backfill progress from jobs as it goes.
+  async function waitForReplicaReady(tableId, shardIndex, serverId, deadline, onProgress) {
+    return pollUntil(deadline, (cluster) => {
+      const table = cluster.tables.find((t) => t.id === tableId);
+      if (!table) return [{ tableId, reason: 'table disappeared' }];
+      const state = table.shards[shardIndex]?.states[serverId];
+      const job = cluster.backfills.find((b) => b.tableId === tableId && b.destinationId === serverId);
+      onProgress?.({ state: state ?? 'unknown', progress: state === 'ready' ? 1 : job?.progress ?? null });
+      if (state === 'ready' && createView(cluster).isConnected(serverId)) return [];
+      return [{ tableId, shard: shardIndex, reason: `replica is ${state ?? 'not listed yet'}` }];
+    });
+  }
+
+  // Polls the cluster until check() returns no pending items or the deadline passes.
+  async function pollUntil(deadline, check) {
+    let pending = [{ reason: 'not checked yet' }];
+    for (;;) {
+      try {
+        pending = check(await store.readCluster());
+      } catch (err) {
+        if (!(err instanceof AppError) || err.code !== 'DATA_STORE_UNAVAILABLE') throw err;
+        pending = [{ reason: err.message }];
+      }
+      if (pending.length === 0) return { settled: true, pending };
+      if (deadline.expired()) return { settled: false, pending };
+      await clock.sleep(Math.min(waitPollIntervalMs, deadline.remainingMs()));
+    }
+  }
+
+  return { commit, waitForPrimaries, waitForReplicaReady };
+}

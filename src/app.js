@@ -1,0 +1,59 @@
+// createApp(deps): the express app. It never listens; src/server.js does.
+
+import express from 'express';
+import { pinoHttp } from 'pino-http';
+import { AppError, toAppError } from './errors.js';
+import { createActionRoutes } from './routes/action-routes.js';
+import { createReadRoutes } from './routes/read-routes.js';
+
+const BODY_LIMIT = '16kb';
+
+export function createApp({ store, actions, marks, operations, work, logger, extraRoutes = [] }) {
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('query parser', 'simple');
+  app.use(pinoHttp({
+    logger: logger.child({ module: 'http' }),
+    autoLogging: { ignore: (req) => req.url === '/livez' || req.url === '/readyz' },
+    customLogLevel: (req, res, err) => (err || res.statusCode >= 500 ? 'error' : res.statusCode >= 400 ? 'info' : 'info'),
+  }));
+  app.use(requireJsonBodies);
+  app.use(express.json({ limit: BODY_LIMIT, strict: true }));
+  app.use(createReadRoutes({ store, marks, operations, work }));
+  app.use(createActionRoutes({ actions, work }));
+  for (const router of extraRoutes) app.use(router);
+  app.use((req, res, next) => next(new AppError('NOT_FOUND', `no route for ${req.method} ${req.path}; see the README's API reference`)));
+  app.use(createErrorHandler(logger.child({ module: 'errors' })));
+  return app;
+}
+
+// A request that carries a body must say it is JSON.
+function requireJsonBodies(req, res, next) {
+  const hasBody = Number(req.headers['content-length'] ?? 0) > 0 || req.headers['transfer-encoding'] !== undefined;
+  if (hasBody && !req.is('application/json')) {
+    next(new AppError('UNSUPPORTED_MEDIA_TYPE', `request bodies must be application/json, got ${req.headers['content-type'] ?? 'no content type'}`));
+    return;
+  }
+  next();
+}
+
+// The one error handler: status from the error, 4xx at info, 5xx at error, never a stack trace in the body.
+export function createErrorHandler(log) {
+  // eslint-disable-next-line no-unused-vars
+  return function errorHandler(err, req, res, next) {
+    const appErr = fromExpressError(err);
+    const entry = { code: appErr.code, status: appErr.statusCode, method: req.method, path: req.path, err: appErr.message };
+    if (appErr.statusCode >= 500) log.error({ ...entry, cause: appErr.cause?.message }, 'request failed');
+    else log.info(entry, 'request rejected');
+    res.status(appErr.statusCode).json({ error: appErr.code, message: appErr.message, ...(appErr.details ? { details: appErr.details } : {}) });
+  };
+}
+
+function fromExpressError(err) {
+  if (err instanceof AppError) return err;
+  if (err?.type === 'entity.too.large') return new AppError('PAYLOAD_TOO_LARGE', `request body exceeds ${BODY_LIMIT}`);
+  if (err?.type === 'entity.parse.failed') return new AppError('BAD_REQUEST', `request body is not valid JSON: ${err.message}`);
+  if (err?.type === 'charset.unsupported' || err?.type === 'encoding.unsupported') return new AppError('UNSUPPORTED_MEDIA_TYPE', err.message);
+  if (err?.status >= 400 && err?.status < 500) return new AppError('BAD_REQUEST', err.message);
+  return toAppError(err);
+}

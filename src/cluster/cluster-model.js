@@ -1,0 +1,140 @@
+// Pure: turns RethinkDB system-table documents into the manager's cluster snapshot, and looks things up in it.
+// Identities are uuids (stable across renames); names are kept for humans.
+
+// raw: { tableConfig, tableConfigByName, tableStatus, serverStatus, serverConfig, dbConfig, jobs }
+// tableConfig and tableStatus are read with identifierFormat 'uuid'; tableConfigByName, serverStatus and jobs with names.
+export function normalizeSystemTables(raw) {
+  const dbNames = new Map((raw.dbConfig ?? []).map((d) => [d.id, d.name]));
+  const tagsById = new Map((raw.serverConfig ?? []).map((s) => [s.id, s.tags ?? []]));
+  const servers = new Map();
+  for (const status of raw.serverStatus ?? []) {
+    servers.set(status.id, {
+      id: status.id,
+      name: status.name,
+      connected: true,
+      tags: tagsById.get(status.id) ?? [],
+      hostname: status.network?.hostname ?? null,
+      canonicalAddresses: (status.network?.canonical_addresses ?? []).map((a) => ({ host: a.host, port: a.port })),
+    });
+  }
+  // Servers that configs reference but server_status no longer lists are disconnected; name-format
+  // table_config still knows their names, shard by shard in the same order as the uuid form.
+  const namesFromConfig = zipConfigNames(raw.tableConfig ?? [], raw.tableConfigByName ?? []);
+  const statusById = new Map((raw.tableStatus ?? []).map((t) => [t.id, t]));
+  const tables = (raw.tableConfig ?? []).map((config) => {
+    for (const id of referencedServers(config)) {
+      if (!servers.has(id)) {
+        servers.set(id, {
+          id, name: namesFromConfig.get(id) ?? id, connected: false, tags: [], hostname: null, canonicalAddresses: [],
+        });
+      }
+    }
+    return normalizeTable(config, statusById.get(config.id), dbNames);
+  });
+  const idByName = new Map([...servers.values()].filter((s) => s.connected).map((s) => [s.name, s.id]));
+  const tableIdByName = new Map(tables.map((t) => [`${t.db}.${t.name}`, t.id]));
+  const backfills = (raw.jobs ?? [])
+    .filter((job) => job.type === 'backfill' && job.info)
+    .map((job) => ({
+      tableId: tableIdByName.get(`${job.info.db}.${job.info.table}`) ?? null,
+      db: job.info.db,
+      table: job.info.table,
+      sourceId: idByName.get(job.info.source_server) ?? null,
+      destinationId: idByName.get(job.info.destination_server) ?? null,
+      progress: typeof job.info.progress === 'number' ? job.info.progress : null,
+    }));
+  return {
+    servers: [...servers.values()].sort(byName),
+    tables: tables.sort((a, b) => `${a.db}.${a.name}`.localeCompare(`${b.db}.${b.name}`)),
+    backfills,
+  };
+}
+
+function normalizeTable(config, status, dbNames) {
+  const statusShards = status?.shards ?? null;
+  return {
+    id: config.id,
+    db: dbNames.get(config.db) ?? config.db,
+    name: config.name,
+    shards: config.shards.map((shard, index) => {
+      const observed = statusShards?.[index];
+      return {
+        index,
+        primary: shard.primary_replica,
+        replicas: [...shard.replicas],
+        nonvoting: [...(shard.nonvoting_replicas ?? [])],
+        acting: observed ? [...observed.primary_replicas] : [],
+        states: Object.fromEntries((observed?.replicas ?? []).map((r) => [r.server, r.state])),
+      };
+    }),
+    readyForWrites: status?.status?.ready_for_writes ?? false,
+    readyForReads: status?.status?.ready_for_reads ?? false,
+    allReplicasReady: status?.status?.all_replicas_ready ?? false,
+    raftLeader: status?.raft_leader ?? null,
+  };
+}
+
+function zipConfigNames(byId, byName) {
+  const names = new Map();
+  const nameDocs = new Map(byName.map((t) => [t.id, t]));
+  for (const table of byId) {
+    const named = nameDocs.get(table.id);
+    if (!named || named.shards.length !== table.shards.length) continue;
+    table.shards.forEach((shard, i) => {
+      shard.replicas.forEach((id, j) => {
+        const name = named.shards[i].replicas[j];
+        if (name !== undefined) names.set(id, name);
+      });
+    });
+  }
+  return names;
+}
+
+function referencedServers(config) {
+  const ids = new Set();
+  for (const shard of config.shards) {
+    for (const id of shard.replicas) ids.add(id);
+    if (shard.primary_replica) ids.add(shard.primary_replica);
+  }
+  return ids;
+}
+
+function byName(a, b) {
+  return a.name.localeCompare(b.name) || a.id.localeCompare(b.id);
+}
+
+// Lookups. A reference is a name (what humans type) or a uuid.
+export function findServer(cluster, ref) {
+  return cluster.servers.find((s) => s.id === ref) ?? cluster.servers.find((s) => s.name === ref) ?? null;
+}
+
+export function findTable(cluster, ref) {
+  return cluster.tables.find((t) => t.id === ref) ?? cluster.tables.find((t) => `${t.db}.${t.name}` === ref) ?? null;
+}
+
+export function serverName(cluster, id) {
+  return cluster.servers.find((s) => s.id === id)?.name ?? id;
+}
+
+export function tableLabel(table) {
+  return `${table.db}.${table.name}`;
+}
+
+// selectors: ['db.table', 'db.*']; empty means every user table.
+export function filterManagedTables(cluster, selectors) {
+  if (!selectors || selectors.length === 0) return cluster;
+  const matches = (t) => selectors.some((sel) => sel === `${t.db}.${t.name}` || sel === `${t.db}.*`);
+  return { ...cluster, tables: cluster.tables.filter(matches) };
+}
+
+// Maps a Kubernetes pod to its RethinkDB server: explicit override first, then the server's hostname
+// (a StatefulSet pod's hostname is its name), then canonical addresses (pod DNS name or pod IP).
+export function findServerForPod(cluster, { podName, podIp = null, overrides = {} }) {
+  const override = overrides[podName];
+  if (override) return findServer(cluster, override);
+  const connected = cluster.servers.filter((s) => s.connected);
+  return connected.find((s) => s.hostname === podName)
+    ?? connected.find((s) => s.canonicalAddresses.some((a) => a.host === podName
+      || a.host.startsWith(`${podName}.`) || (podIp && a.host === podIp)))
+    ?? null;
+}

@@ -1,0 +1,120 @@
+// loadConfig(env): the only reader of the environment. Pure: checks every key and reports all problems at once.
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+const BACKENDS = ['rethinkdb', 'sandbox'];
+
+// Each key: its env name, default, parser and the field it sets. The README's configuration table mirrors this list.
+const KEYS = [
+  { env: 'MANAGER_BACKEND', field: 'backend', parse: oneOf(BACKENDS), default: undefined },
+  { env: 'RETHINKDB_HOST', field: 'rethinkdb.host', parse: nonEmptyString, default: undefined },
+  { env: 'RETHINKDB_PORT', field: 'rethinkdb.port', parse: integer(1, 65535), default: 28015 },
+  { env: 'RETHINKDB_USER', field: 'rethinkdb.user', parse: nonEmptyString, default: 'admin' },
+  { env: 'RETHINKDB_PASSWORD', field: 'rethinkdb.password', parse: anyString, default: '' },
+  { env: 'RETHINKDB_TLS', field: 'rethinkdb.tls', parse: boolean, default: false },
+  { env: 'RETHINKDB_TLS_CA_FILE', field: 'rethinkdb.tlsCaFile', parse: nonEmptyString, default: undefined },
+  { env: 'RETHINKDB_TLS_SERVERNAME', field: 'rethinkdb.tlsServername', parse: nonEmptyString, default: undefined },
+  { env: 'RETHINKDB_CONNECT_TIMEOUT_SECONDS', field: 'rethinkdb.connectTimeoutSeconds', parse: integer(1, 300), default: 5 },
+  { env: 'RETHINKDB_QUERY_TIMEOUT_MS', field: 'rethinkdb.queryTimeoutMs', parse: integer(100, 600000), default: 5000 },
+  { env: 'RETHINKDB_RECONNECT_MIN_MS', field: 'rethinkdb.reconnectMinMs', parse: integer(10, 600000), default: 500 },
+  { env: 'RETHINKDB_RECONNECT_MAX_MS', field: 'rethinkdb.reconnectMaxMs', parse: integer(10, 3600000), default: 30000 },
+  { env: 'MANAGED_TABLES', field: 'managedTables', parse: tableSelectors, default: [] },
+  { env: 'POD_SERVER_OVERRIDES', field: 'podServerOverrides', parse: keyValuePairs, default: {} },
+  { env: 'PORT', field: 'http.port', parse: integer(0, 65535), default: 8080 },
+  { env: 'HOST', field: 'http.host', parse: nonEmptyString, default: '0.0.0.0' },
+  { env: 'LOG_LEVEL', field: 'logLevel', parse: oneOf(LOG_LEVELS), default: 'info' },
+  { env: 'ACTION_DEADLINE_SECONDS', field: 'deadlines.actionSeconds', parse: integer(1, 3600), default: 20 },
+  { env: 'MIGRATION_DEADLINE_SECONDS', field: 'deadlines.migrationSeconds', parse: integer(1, 86400), default: 3600 },
+  { env: 'SHUTDOWN_GRACE_SECONDS', field: 'deadlines.shutdownGraceSeconds', parse: integer(0, 3600), default: 25 },
+  { env: 'WAIT_POLL_INTERVAL_MS', field: 'waitPollIntervalMs', parse: integer(10, 60000), default: 250 },
+  { env: 'SANDBOX_ELECTION_TIMEOUT_MS', field: 'sandbox.electionTimeoutMs', parse: integer(0, 600000), default: 10000 },
+  { env: 'SANDBOX_BACKFILL_MS_PER_1000_DOCS', field: 'sandbox.backfillMsPer1000Docs', parse: integer(0, 600000), default: 100 },
+];
+
+export function loadConfig(env) {
+  const problems = [];
+  const config = {};
+  for (const key of KEYS) {
+    const raw = env[key.env];
+    let value = key.default;
+    if (raw !== undefined && raw !== '') {
+      const parsed = key.parse(raw);
+      if (parsed.error) problems.push(`${key.env}=${JSON.stringify(raw)}: ${parsed.error}`);
+      else value = parsed.value;
+    }
+    setPath(config, key.field, value);
+  }
+  if (!config.backend) config.backend = config.rethinkdb.host ? 'rethinkdb' : 'sandbox';
+  if (config.backend === 'rethinkdb' && !config.rethinkdb.host) {
+    problems.push('MANAGER_BACKEND=rethinkdb needs RETHINKDB_HOST');
+  }
+  if (config.rethinkdb.reconnectMinMs > config.rethinkdb.reconnectMaxMs) {
+    problems.push('RETHINKDB_RECONNECT_MIN_MS must not exceed RETHINKDB_RECONNECT_MAX_MS');
+  }
+  if (config.rethinkdb.tlsCaFile && !config.rethinkdb.tls) {
+    problems.push('RETHINKDB_TLS_CA_FILE is set but RETHINKDB_TLS is not true');
+  }
+  if (problems.length > 0) {
+    const err = new Error(`invalid configuration:\n  - ${problems.join('\n  - ')}`);
+    err.problems = problems;
+    throw err;
+  }
+  return config;
+}
+
+export const CONFIG_KEYS = KEYS.map(({ env, default: def }) => ({ env, default: def }));
+
+function setPath(target, path, value) {
+  const parts = path.split('.');
+  let node = target;
+  for (const part of parts.slice(0, -1)) node = node[part] ??= {};
+  node[parts.at(-1)] = value;
+}
+
+function nonEmptyString(raw) {
+  return raw.trim() ? { value: raw.trim() } : { error: 'must not be empty' };
+}
+
+function anyString(raw) {
+  return { value: raw };
+}
+
+function integer(min, max) {
+  return (raw) => {
+    if (!/^-?\d+$/.test(raw.trim())) return { error: `must be an integer between ${min} and ${max}` };
+    const value = Number(raw);
+    if (value < min || value > max) return { error: `must be between ${min} and ${max}` };
+    return { value };
+  };
+}
+
+function boolean(raw) {
+  const v = raw.trim().toLowerCase();
+  if (['true', '1', 'yes'].includes(v)) return { value: true };
+  if (['false', '0', 'no'].includes(v)) return { value: false };
+  return { error: 'must be true or false' };
+}
+
+function oneOf(values) {
+  return (raw) => (values.includes(raw.trim())
+    ? { value: raw.trim() }
+    : { error: `must be one of ${values.join(', ')}` });
+}
+
+// "db.table" or "db.*", comma separated.
+function tableSelectors(raw) {
+  const items = raw.split(',').map((s) => s.trim()).filter(Boolean);
+  const bad = items.filter((s) => !/^[A-Za-z0-9_]+\.([A-Za-z0-9_]+|\*)$/.test(s));
+  if (bad.length) return { error: `expected db.table or db.* entries, got ${bad.join(', ')}` };
+  return { value: items };
+}
+
+// "pod-a=server_a,pod-b=server_b"
+function keyValuePairs(raw) {
+  const value = {};
+  for (const item of raw.split(',').map((s) => s.trim()).filter(Boolean)) {
+    const match = /^([^=\s]+)=([^=\s]+)$/.exec(item);
+    if (!match) return { error: `expected pod=server entries, got ${item}` };
+    value[match[1]] = match[2];
+  }
+  return { value };
+}

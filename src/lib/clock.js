@@ -1,0 +1,36 @@
+// Time as an injected dependency, so that pure code never reads the clock and tests can control it.
+
+export function createSystemClock() {
+  return {
+    now: () => Date.now(),
+    sleep: (ms) => new Promise((resolve) => {
+      const timer = setTimeout(resolve, Math.max(0, ms));
+      timer.unref?.();
+    }),
+  };
+}
+
+// A deadline is an absolute point in time on a given clock.
+export function createDeadline(clock, timeoutMs) {
+  const expiresAt = clock.now() + timeoutMs;
+  return {
+    expiresAt,
+    timeoutMs,
+    remainingMs: () => Math.max(0, expiresAt - clock.now()),
+    expired: () => clock.now() >= expiresAt,
+  };
+}
+
+// Resolves with the promise's value, or rejects with onTimeout() when the deadline passes first.
+export async function withinMs(promise, timeoutMs, onTimeout) {
+  let timer;
+  const timeout = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(onTimeout()), Math.max(0, timeoutMs));
+    timer.unref?.();
+  });
+  try {
+    return await Promise.race([promise, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

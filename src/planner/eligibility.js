@@ -1,0 +1,75 @@
+// Pure rules about who may hold which role. Every planner decision and the final safety check use these.
+
+// A view indexes a cluster snapshot once, so that the planners stay linear on large clusters.
+export function createView(cluster, { draining = [] } = {}) {
+  const serversById = new Map(cluster.servers.map((s) => [s.id, s]));
+  return {
+    cluster,
+    serversById,
+    draining: new Set(draining),
+    isConnected: (id) => serversById.get(id)?.connected === true,
+    nameOf: (id) => serversById.get(id)?.name ?? id,
+  };
+}
+
+export function votingReplicas(shard) {
+  const nonvoting = new Set(shard.nonvoting);
+  return shard.replicas.filter((id) => !nonvoting.has(id));
+}
+
+// Live and up to date: connected, and its replica of this shard is `ready` in table_status.
+export function isLiveReady(view, shard, id) {
+  return view.isConnected(id) && shard.states[id] === 'ready';
+}
+
+// Why a server may not become this shard's primary, or null if it may.
+export function primaryIneligibility(view, shard, id) {
+  if (!shard.replicas.includes(id)) return 'not a replica';
+  if (shard.nonvoting.includes(id)) return 'nonvoting';
+  if (!view.isConnected(id)) return 'disconnected';
+  if (view.draining.has(id)) return 'draining';
+  const state = shard.states[id];
+  if (state !== 'ready') return state ?? 'state unknown';
+  return null;
+}
+
+export function hasLiveMajority(view, shard) {
+  const voters = votingReplicas(shard);
+  const live = voters.filter((id) => isLiveReady(view, shard, id)).length;
+  return live * 2 > voters.length;
+}
+
+// A server that may receive a new replica: connected and not draining.
+export function canHostReplica(view, id) {
+  return view.isConnected(id) && !view.draining.has(id);
+}
+
+// Primaries configured per server, over the given tables.
+export function countPrimaries(tables) {
+  const counts = new Map();
+  for (const table of tables) {
+    for (const shard of table.shards) counts.set(shard.primary, (counts.get(shard.primary) ?? 0) + 1);
+  }
+  return counts;
+}
+
+export function countReplicas(tables) {
+  const counts = new Map();
+  for (const table of tables) {
+    for (const shard of table.shards) {
+      for (const id of shard.replicas) counts.set(id, (counts.get(id) ?? 0) + 1);
+    }
+  }
+  return counts;
+}
+
+// The candidate with the fewest items so far; ties go to the lower name so that plans are deterministic.
+export function pickLeastLoaded(view, candidates, counts) {
+  let best = null;
+  for (const id of candidates) {
+    if (best === null) { best = id; continue; }
+    const diff = (counts.get(id) ?? 0) - (counts.get(best) ?? 0);
+    if (diff < 0 || (diff === 0 && view.nameOf(id) < view.nameOf(best))) best = id;
+  }
+  return best;
+}

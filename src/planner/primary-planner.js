@@ -1,0 +1,146 @@
+// Pure: where shard primaries should go. Moving a primary is cheap (no data moves), so these plans are the
+// manager's first answer to a stopping, returning or overloaded server.
+
+import { countPrimaries, createView, pickLeastLoaded, primaryIneligibility, votingReplicas } from './eligibility.js';
+
+// A plan is { changes: [{ tableId, shards, moves: [{ shard, from, to }] }], skipped: [{ tableId, shard, reason }] }.
+// `shards` is the table's whole new shards array: one write per table.
+
+// Demote every primary on `serverId` to the least-loaded eligible replica of the same shard.
+export function planMovePrimariesFromServer(cluster, serverId, options = {}) {
+  return planMovePrimariesFromServers(cluster, [serverId], options);
+}
+
+// The same for several servers at once (all servers of a node): none of them receives another's primaries.
+export function planMovePrimariesFromServers(cluster, serverIds, { draining = [] } = {}) {
+  const leaving = new Set(serverIds);
+  const view = createView(cluster, { draining: [...draining, ...serverIds] });
+  const counts = countPrimaries(cluster.tables);
+  const changes = [];
+  const skipped = [];
+  for (const table of cluster.tables) {
+    const moves = [];
+    for (const shard of table.shards) {
+      const from = shard.primary;
+      if (!leaving.has(from)) continue;
+      const candidates = votingReplicas(shard).filter((id) => !leaving.has(id) && !primaryIneligibility(view, shard, id));
+      if (candidates.length === 0) {
+        skipped.push({ tableId: table.id, shard: shard.index, reason: explainNoCandidate(view, shard, from) });
+        continue;
+      }
+      const to = pickLeastLoaded(view, candidates, counts);
+      bump(counts, from, -1);
+      bump(counts, to, 1);
+      moves.push({ shard: shard.index, from, to });
+    }
+    if (moves.length > 0) changes.push(changeFor(table, moves));
+  }
+  return { changes, skipped };
+}
+
+// Even out primaries over healthy, non-draining servers, moving as few as possible.
+export function planRebalancePrimaries(cluster, { draining = [], tableIds = null } = {}) {
+  const view = createView(cluster, { draining });
+  const tables = tableIds ? cluster.tables.filter((t) => tableIds.includes(t.id)) : cluster.tables;
+  const primary = new Map();
+  const counts = new Map();
+  const byServer = new Map();
+  const moves = new Map();
+  const skipped = [];
+  const refs = [];
+  for (const table of tables) {
+    for (const shard of table.shards) {
+      const ref = { table, shard };
+      refs.push(ref);
+      primary.set(ref, shard.primary);
+    }
+  }
+  const eligibleFor = (ref, exclude) => votingReplicas(ref.shard)
+    .filter((id) => id !== exclude && !primaryIneligibility(view, ref.shard, id));
+  const assign = (ref, to) => {
+    const from = primary.get(ref);
+    if (from === to) return;
+    primary.set(ref, to);
+    moves.set(ref, { shard: ref.shard.index, from: ref.shard.primary, to });
+    if (moves.get(ref).from === to) moves.delete(ref);
+    bump(counts, from, -1);
+    bump(counts, to, 1);
+    byServer.get(from)?.delete(ref);
+    if (!byServer.has(to)) byServer.set(to, new Set());
+    byServer.get(to).add(ref);
+  };
+  for (const ref of refs) {
+    const id = primary.get(ref);
+    bump(counts, id, 1);
+    if (!byServer.has(id)) byServer.set(id, new Set());
+    byServer.get(id).add(ref);
+  }
+  // First, primaries on servers that cannot serve them (draining, disconnected, not ready).
+  for (const ref of refs) {
+    if (!primaryIneligibility(view, ref.shard, primary.get(ref))) continue;
+    const candidates = eligibleFor(ref, primary.get(ref));
+    if (candidates.length === 0) {
+      skipped.push({ tableId: ref.table.id, shard: ref.shard.index, reason: explainNoCandidate(view, ref.shard, primary.get(ref)) });
+      continue;
+    }
+    assign(ref, pickLeastLoaded(view, candidates, counts));
+  }
+  // Then, move one primary at a time from the most to a less loaded server while that narrows the gap by 2+.
+  for (;;) {
+    const move = findLevellingMove(view, byServer, counts, eligibleFor);
+    if (!move) break;
+    assign(move.ref, move.to);
+  }
+  return { changes: groupMoves(tables, moves), skipped };
+}
+
+function findLevellingMove(view, byServer, counts, eligibleFor) {
+  const loaded = [...byServer.keys()]
+    .filter((id) => (counts.get(id) ?? 0) > 0)
+    .sort((a, b) => (counts.get(b) ?? 0) - (counts.get(a) ?? 0) || view.nameOf(a).localeCompare(view.nameOf(b)));
+  for (const from of loaded) {
+    const fromCount = counts.get(from) ?? 0;
+    let best = null;
+    for (const ref of byServer.get(from)) {
+      const candidates = eligibleFor(ref, from).filter((id) => (counts.get(id) ?? 0) <= fromCount - 2);
+      const to = pickLeastLoaded(view, candidates, counts);
+      if (to === null) continue;
+      if (!best || (counts.get(to) ?? 0) < (counts.get(best.to) ?? 0)) best = { ref, to };
+    }
+    if (best) return best;
+  }
+  return null;
+}
+
+function groupMoves(tables, moves) {
+  const byTable = new Map();
+  for (const [ref, move] of moves) {
+    if (!byTable.has(ref.table.id)) byTable.set(ref.table.id, []);
+    byTable.get(ref.table.id).push(move);
+  }
+  return tables
+    .filter((t) => byTable.has(t.id))
+    .map((t) => changeFor(t, byTable.get(t.id).sort((a, b) => a.shard - b.shard)));
+}
+
+export function changeFor(table, moves) {
+  const shards = table.shards.map(configOf);
+  for (const move of moves) shards[move.shard].primary = move.to;
+  return { tableId: table.id, shards, moves };
+}
+
+// The writable part of a shard: what goes into table_config.
+export function configOf(shard) {
+  return { primary: shard.primary, replicas: [...shard.replicas], nonvoting: [...shard.nonvoting] };
+}
+
+export function explainNoCandidate(view, shard, current) {
+  const others = shard.replicas.filter((id) => id !== current);
+  if (others.length === 0) return 'no other replica';
+  const reasons = others.map((id) => `${view.nameOf(id)} ${primaryIneligibility(view, shard, id)}`);
+  return `no eligible replica (${reasons.join(', ')})`;
+}
+
+function bump(counts, id, delta) {
+  counts.set(id, (counts.get(id) ?? 0) + delta);
+}

@@ -1,0 +1,144 @@
+// Pure: where replicas (data) should move. A move {tableId, shard, from, to} is carried out in two writes,
+// never changing the voting set while the new copy backfills:
+//   stage:    `to` joins as a nonvoting replica and backfills;
+//   finalize: once `to` is ready it becomes voting and `from` (if any) leaves.
+
+import {
+  canHostReplica, countPrimaries, countReplicas, createView, hasLiveMajority, isLiveReady,
+  pickLeastLoaded, primaryIneligibility, votingReplicas,
+} from './eligibility.js';
+import { configOf, explainNoCandidate } from './primary-planner.js';
+
+// A replica plan is { moves: [{ tableId, shard, from, to }], skipped: [{ tableId, shard, reason }] }.
+
+export function planCreateReplica(cluster, tableId, shardIndex, serverId, { draining = [] } = {}) {
+  const view = createView(cluster, { draining });
+  const table = cluster.tables.find((t) => t.id === tableId);
+  const shard = table.shards[shardIndex];
+  const skip = (reason) => ({ moves: [], skipped: [{ tableId, shard: shardIndex, reason }] });
+  if (votingReplicas(shard).includes(serverId)) return skip(`${view.nameOf(serverId)} is already a replica`);
+  if (!view.isConnected(serverId)) return skip(`${view.nameOf(serverId)} is disconnected`);
+  if (view.draining.has(serverId)) return skip(`${view.nameOf(serverId)} is draining`);
+  if (!hasLiveMajority(view, shard)) return skip('shard has no live voting majority');
+  return { moves: [{ tableId, shard: shardIndex, from: null, to: serverId }], skipped: [] };
+}
+
+// Move every replica off `serverId`, each to the connected, non-draining server holding the fewest replicas.
+export function planMigrateReplicasOff(cluster, serverId, { draining = [] } = {}) {
+  const view = createView(cluster, { draining: [...draining, serverId] });
+  const counts = countReplicas(cluster.tables);
+  const hosts = cluster.servers.filter((s) => canHostReplica(view, s.id)).map((s) => s.id);
+  const moves = [];
+  const skipped = [];
+  for (const table of cluster.tables) {
+    for (const shard of table.shards) {
+      if (!shard.replicas.includes(serverId)) continue;
+      const to = pickLeastLoaded(view, hosts.filter((id) => !shard.replicas.includes(id)), counts);
+      if (to === null) {
+        skipped.push({ tableId: table.id, shard: shard.index, reason: 'no connected, non-draining server without a replica of this shard' });
+        continue;
+      }
+      counts.set(to, (counts.get(to) ?? 0) + 1);
+      moves.push({ tableId: table.id, shard: shard.index, from: serverId, to });
+    }
+  }
+  return { moves, skipped };
+}
+
+// Give a (new) server a fair share of replicas, taken from the servers holding the most. With grow, the
+// server is added as an extra replica instead, raising those shards' replica counts by one.
+export function planAddServer(cluster, serverId, { draining = [], tableIds = null, grow = false } = {}) {
+  const view = createView(cluster, { draining });
+  const tables = tableIds ? cluster.tables.filter((t) => tableIds.includes(t.id)) : cluster.tables;
+  if (!view.isConnected(serverId)) {
+    return { moves: [], skipped: [{ tableId: null, shard: null, reason: `${view.nameOf(serverId)} is disconnected` }] };
+  }
+  const hosts = new Set(cluster.servers.filter((s) => canHostReplica(view, s.id)).map((s) => s.id));
+  hosts.add(serverId);
+  const counts = countReplicas(tables);
+  const open = [];
+  for (const table of tables) {
+    for (const shard of table.shards) {
+      if (!shard.replicas.includes(serverId) && hasLiveMajority(view, shard)) open.push({ table, shard });
+    }
+  }
+  const total = [...counts.entries()].filter(([id]) => hosts.has(id)).reduce((n, [, c]) => n + c, 0);
+  const fairShare = grow ? open.length : Math.floor(total / hosts.size);
+  const moves = [];
+  const perTable = new Map();
+  while ((counts.get(serverId) ?? 0) < fairShare && open.length > 0) {
+    const pick = grow ? pickGrowth(open, perTable) : pickDonation(view, open, counts, perTable, serverId);
+    if (!pick) break;
+    open.splice(open.indexOf(pick.ref), 1);
+    moves.push({ tableId: pick.ref.table.id, shard: pick.ref.shard.index, from: pick.from, to: serverId });
+    counts.set(serverId, (counts.get(serverId) ?? 0) + 1);
+    if (pick.from) counts.set(pick.from, counts.get(pick.from) - 1);
+    perTable.set(pick.ref.table.id, (perTable.get(pick.ref.table.id) ?? 0) + 1);
+  }
+  return { moves: sortMoves(tables, moves), skipped: [] };
+}
+
+function pickGrowth(open, perTable) {
+  return { ref: minBy(open, (ref) => perTable.get(ref.table.id) ?? 0), from: null };
+}
+
+// The shard whose most-loaded non-primary replica is the most loaded overall; spread over tables.
+function pickDonation(view, open, counts, perTable, serverId) {
+  let best = null;
+  for (const ref of open) {
+    for (const id of ref.shard.replicas) {
+      if (id === ref.shard.primary || ref.shard.nonvoting.includes(id)) continue;
+      const load = counts.get(id) ?? 0;
+      if (load <= (counts.get(serverId) ?? 0) + 1) continue;
+      const spread = perTable.get(ref.table.id) ?? 0;
+      if (!best || load > best.load || (load === best.load && (spread < best.spread
+        || (spread === best.spread && view.nameOf(id) < view.nameOf(best.from))))) {
+        best = { ref, from: id, load, spread };
+      }
+    }
+  }
+  return best;
+}
+
+function minBy(items, score) {
+  let best = null;
+  let bestScore = Infinity;
+  for (const item of items) {
+    const s = score(item);
+    if (s < bestScore) { best = item; bestScore = s; }
+  }
+  return best;
+}
+
+function sortMoves(tables, moves) {
+  const order = new Map(tables.map((t, i) => [t.id, i]));
+  return moves.sort((a, b) => order.get(a.tableId) - order.get(b.tableId) || a.shard - b.shard);
+}
+
+// Stage: `to` joins as nonvoting. Idempotent when already staged.
+export function stageReplica(shard, to) {
+  const next = configOf(shard);
+  if (!next.replicas.includes(to)) next.replicas.push(to);
+  if (!next.nonvoting.includes(to) && !votingReplicas(shard).includes(to)) next.nonvoting.push(to);
+  return next;
+}
+
+// Finalize: `to` votes, `from` leaves. If `from` held the primary, it goes to the least-loaded live-ready
+// voter first. Returns { shard, error } where error explains why finalizing is not possible yet.
+export function finalizeReplica(cluster, table, shardIndex, { from, to }, { draining = [] } = {}) {
+  const view = createView(cluster, { draining });
+  const shard = table.shards[shardIndex];
+  if (!shard.replicas.includes(to)) return { shard: null, error: `${view.nameOf(to)} is not a replica` };
+  if (!isLiveReady(view, shard, to)) return { shard: null, error: `${view.nameOf(to)} is not ready yet` };
+  const next = configOf(shard);
+  next.nonvoting = next.nonvoting.filter((id) => id !== to && id !== from);
+  if (from) next.replicas = next.replicas.filter((id) => id !== from);
+  if (from && shard.primary === from) {
+    const candidates = next.replicas.filter((id) => !next.nonvoting.includes(id)
+      && !primaryIneligibility(view, shard, id));
+    const primary = pickLeastLoaded(view, candidates, countPrimaries(cluster.tables));
+    if (primary === null) return { shard: null, error: explainNoCandidate(view, shard, from) };
+    next.primary = primary;
+  }
+  return { shard: next, error: null };
+}

@@ -1,0 +1,38 @@
+// Pure: the last check before any table_config write. A transition that breaks an invariant is never written.
+
+import { createView, hasLiveMajority, primaryIneligibility, votingReplicas } from './eligibility.js';
+
+// Returns a list of violations (empty when the new shards are safe to write).
+export function checkTransition(cluster, table, newShards, { draining = [] } = {}) {
+  const view = createView(cluster, { draining });
+  const violations = [];
+  if (newShards.length !== table.shards.length) {
+    violations.push(`shard count changed from ${table.shards.length} to ${newShards.length}`);
+    return violations;
+  }
+  newShards.forEach((next, index) => {
+    const before = table.shards[index];
+    const where = `${table.db}.${table.name} shard ${index}`;
+    violations.push(...checkShape(view, next, where));
+    if (next.primary !== before.primary) {
+      const why = primaryIneligibility(view, { ...before, ...next, states: before.states }, next.primary);
+      if (why) violations.push(`${where}: ${view.nameOf(next.primary)} cannot become primary (${why})`);
+    }
+    const after = { ...next, states: before.states };
+    if (hasLiveMajority(view, before) && !hasLiveMajority(view, after)) {
+      violations.push(`${where}: change would leave the shard without a live voting majority`);
+    }
+  });
+  return violations;
+}
+
+function checkShape(view, shard, where) {
+  const problems = [];
+  if (shard.replicas.length === 0) problems.push(`${where}: no replicas`);
+  if (new Set(shard.replicas).size !== shard.replicas.length) problems.push(`${where}: a server is listed twice`);
+  if (!shard.replicas.includes(shard.primary)) problems.push(`${where}: primary is not a replica`);
+  if (shard.nonvoting.includes(shard.primary)) problems.push(`${where}: primary is nonvoting`);
+  if (shard.nonvoting.some((id) => !shard.replicas.includes(id))) problems.push(`${where}: nonvoting server not in replicas`);
+  if (votingReplicas(shard).length === 0) problems.push(`${where}: no voting replicas`);
+  return problems;
+}

@@ -1,0 +1,42 @@
+// The data-store port the actions use. It wraps a system-table source (the real driver, or the sandbox
+// model): it parses the documents into a cluster snapshot and turns write results into success or an error.
+
+import { AppError } from '../errors.js';
+import { filterManagedTables, normalizeSystemTables } from '../cluster/cluster-model.js';
+import { toRawShards } from './queries.js';
+
+export function createDataStore({ source, managedTables = [] }) {
+  async function readCluster() {
+    const raw = await source.readSystemTables();
+    return filterManagedTables(normalizeSystemTables(raw), managedTables);
+  }
+
+  async function writeTableShards(tableId, shards) {
+    const result = await source.updateTableShards(tableId, toRawShards(shards));
+    return checkWriteResult(result, tableId);
+  }
+
+  return {
+    kind: source.kind,
+    readCluster,
+    writeTableShards,
+    ping: () => source.ping(),
+    close: () => source.close(),
+  };
+}
+
+// A write result with errors is an error carrying first_error, never a silent success.
+export function checkWriteResult(result, tableId) {
+  if (!result || typeof result !== 'object') {
+    throw new AppError('RECONFIGURATION_REJECTED', `table_config update for ${tableId} returned no result`);
+  }
+  if (result.errors > 0) {
+    throw new AppError('RECONFIGURATION_REJECTED', `RethinkDB rejected the table_config update: ${result.first_error}`, {
+      details: { firstError: result.first_error, tableId },
+    });
+  }
+  if ((result.replaced ?? 0) + (result.unchanged ?? 0) === 0) {
+    throw new AppError('TABLE_NOT_FOUND', `table ${tableId} no longer exists (update skipped)`);
+  }
+  return { changed: result.replaced > 0 };
+}

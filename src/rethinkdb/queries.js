@@ -1,0 +1,31 @@
+// ReQL for the system tables the manager reads and the one table it writes. Builders only; nothing runs here.
+
+const UUID = { identifierFormat: 'uuid' };
+
+// One round trip for a consistent-enough snapshot of the cluster.
+export function buildReadSystemTables(r) {
+  const sys = r.db('rethinkdb');
+  return r.expr({
+    tableConfig: sys.table('table_config', UUID).coerceTo('array'),
+    tableConfigByName: sys.table('table_config').pluck('id', 'shards').coerceTo('array'),
+    tableStatus: sys.table('table_status', UUID).coerceTo('array'),
+    serverStatus: sys.table('server_status').coerceTo('array'),
+    serverConfig: sys.table('server_config').pluck('id', 'name', 'tags').coerceTo('array'),
+    dbConfig: sys.table('db_config').coerceTo('array'),
+    jobs: sys.table('jobs').filter({ type: 'backfill' }).coerceTo('array'),
+  });
+}
+
+// ONE update per table carrying the whole shards array, addressed by the table's uuid.
+export function buildUpdateTableShards(r, tableId, shards) {
+  return r.db('rethinkdb').table('table_config', UUID).get(tableId).update({ shards });
+}
+
+export function buildPing(r) {
+  return r.db('rethinkdb').table('server_status').count();
+}
+
+// Our shard shape to table_config's.
+export function toRawShards(shards) {
+  return shards.map((s) => ({ primary_replica: s.primary, replicas: [...s.replicas], nonvoting_replicas: [...s.nonvoting] }));
+}

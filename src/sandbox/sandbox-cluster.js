@@ -1,0 +1,324 @@
+// An in-memory RethinkDB 2.4 cluster for the no-cluster default and the tests. It produces the system-table
+// documents a real cluster does (shapes and error strings from ../shared/fixtures/rethinkdb-2.4.4), and derives
+// replica states, acting primaries and backfills from connectivity and an injected clock.
+
+const FORMAT_ERROR = "The change you're trying to make to `rethinkdb.table_config` has the wrong format. In `shards`: ";
+const SHARD_KEYS = new Set(['primary_replica', 'replicas', 'nonvoting_replicas']);
+const VERSION = 'rethinkdb 2.4.4 (sandbox)';
+
+export function sandboxUuid(n) {
+  return `00000000-0000-4000-8000-${String(n).padStart(12, '0')}`;
+}
+
+// The paper's testbed (Section IV-A): 4 servers, one table of 4 shards x 3 replicas, 3 replicas per server.
+export function paperTopology() {
+  const servers = [0, 1, 2, 3].map((i) => ({ name: `rethinkdb_${i}`, hostname: `rethinkdb-${i}`, tags: ['default', `node_${i}`] }));
+  const shards = [0, 1, 2, 3].map((i) => ({
+    primary: `rethinkdb_${i}`,
+    replicas: [i, (i + 1) % 4, (i + 2) % 4].map((j) => `rethinkdb_${j}`),
+  }));
+  return { servers, tables: [{ db: 'ycsb', name: 'usertable', docCount: 100000, shards }] };
+}
+
+export function createSandboxCluster({ clock, topology = paperTopology(), electionTimeoutMs = 10000, handoverMs = 300, backfillMsPer1000Docs = 100 }) {
+  let nextId = 1;
+  const servers = new Map();
+  const dbs = new Map();
+  const tables = new Map();
+
+  function addServer({ name, hostname = name.replace(/_/g, '-'), tags = ['default'], address = null }) {
+    const id = sandboxUuid(nextId++);
+    const now = clock.now();
+    servers.set(id, { id, name, hostname, tags, address: address ?? hostname, connected: true, since: now, disconnectedAt: null, pid: 1000 + servers.size });
+    return id;
+  }
+
+  function idOf(name) {
+    const found = [...servers.values()].find((s) => s.name === name);
+    if (!found) throw new Error(`sandbox: no server named ${name}`);
+    return found.id;
+  }
+
+  function addTable({ db, name, docCount = 0, shards }) {
+    let dbId = [...dbs.entries()].find(([, n]) => n === db)?.[0];
+    if (!dbId) { dbId = sandboxUuid(nextId++); dbs.set(dbId, db); }
+    const id = sandboxUuid(nextId++);
+    tables.set(id, {
+      id, dbId, name, docCount,
+      shards: shards.map((s) => ({ primary: idOf(s.primary), replicas: s.replicas.map(idOf), nonvoting: (s.nonvoting ?? []).map(idOf) })),
+      runtime: shards.map((s) => ({ acting: idOf(s.primary), changedAt: -Infinity, backfills: new Map() })),
+    });
+    return id;
+  }
+
+  for (const s of topology.servers) addServer(s);
+  for (const t of topology.tables) addTable(t);
+
+  const isConnected = (id) => servers.get(id)?.connected === true;
+  const nameOf = (id) => servers.get(id)?.name ?? id;
+
+  function replicaState(table, i, id, now) {
+    if (!isConnected(id)) return 'disconnected';
+    const backfill = table.runtime[i].backfills.get(id);
+    if (backfill) {
+      if (now < backfill.start + backfill.durationMs) return now < backfill.start + 50 ? 'transitioning' : 'backfilling';
+      table.runtime[i].backfills.delete(id);
+    }
+    return 'ready';
+  }
+
+  const voters = (shard) => shard.replicas.filter((id) => !shard.nonvoting.includes(id));
+
+  function liveMajority(table, i, now) {
+    const v = voters(table.shards[i]);
+    return v.filter((id) => replicaState(table, i, id, now) === 'ready').length * 2 > v.length;
+  }
+
+  // Who RethinkDB would let act as primary right now, ignoring the handover delay.
+  function desiredActing(table, i, now) {
+    const shard = table.shards[i];
+    if (!liveMajority(table, i, now)) return null;
+    const ready = (id) => replicaState(table, i, id, now) === 'ready';
+    if (ready(shard.primary)) return shard.primary;
+    const current = table.runtime[i].acting;
+    if (current && voters(shard).includes(current) && ready(current)) return current;
+    const down = servers.get(shard.primary);
+    if (down && !down.connected && now < down.disconnectedAt + electionTimeoutMs) return null;
+    return voters(shard).filter(ready).sort((a, b) => nameOf(a).localeCompare(nameOf(b)))[0] ?? null;
+  }
+
+  function actingPrimary(table, i, now) {
+    const rt = table.runtime[i];
+    const target = desiredActing(table, i, now);
+    if (target === rt.acting) return rt.acting;
+    const oldStillActs = rt.acting && isConnected(rt.acting) && target && now < rt.changedAt + handoverMs;
+    if (!oldStillActs) rt.acting = target;
+    return rt.acting;
+  }
+
+  function tableStatus(table, now, format) {
+    const ref = (id) => (format === 'uuid' ? id : nameOf(id));
+    const shards = table.shards.map((shard, i) => {
+      const acting = actingPrimary(table, i, now);
+      const order = [...shard.replicas.filter(isConnected), ...shard.replicas.filter((id) => !isConnected(id))];
+      const states = order.map((id) => {
+        const state = replicaState(table, i, id, now);
+        const waiting = state === 'ready' && acting === null && voters(shard).includes(id);
+        return { server: ref(id), state: waiting ? 'waiting_for_primary' : state };
+      });
+      return { primary_replicas: acting ? [ref(acting)] : [], replicas: states };
+    });
+    const everyShard = (pred) => table.shards.every((_, i) => pred(i));
+    const hasPrimary = (i) => shards[i].primary_replicas.length > 0;
+    const writable = everyShard((i) => hasPrimary(i) && liveMajority(table, i, now));
+    const allReady = everyShard((i) => shards[i].replicas.every((r) => r.state === 'ready')
+      && table.runtime[i].acting === table.shards[i].primary);
+    const leader = [...new Set(table.shards.flatMap(voters))].filter(isConnected).sort((a, b) => nameOf(a).localeCompare(nameOf(b)))[0];
+    return {
+      db: format === 'uuid' ? table.dbId : dbs.get(table.dbId),
+      id: table.id,
+      name: table.name,
+      raft_leader: leader ? ref(leader) : null,
+      shards,
+      status: {
+        all_replicas_ready: allReady,
+        ready_for_outdated_reads: everyShard((i) => shards[i].replicas.some((r) => r.state === 'ready' || r.state === 'waiting_for_primary')),
+        ready_for_reads: everyShard(hasPrimary),
+        ready_for_writes: writable,
+      },
+    };
+  }
+
+  function tableConfig(table, format) {
+    const ref = (id) => (format === 'uuid' ? id : nameOf(id));
+    return {
+      db: format === 'uuid' ? table.dbId : dbs.get(table.dbId),
+      durability: 'hard',
+      id: table.id,
+      indexes: [],
+      name: table.name,
+      primary_key: 'id',
+      shards: table.shards.map((s) => ({ nonvoting_replicas: s.nonvoting.map(ref), primary_replica: ref(s.primary), replicas: s.replicas.map(ref) })),
+      write_acks: 'majority',
+      write_hook: null,
+    };
+  }
+
+  function serverStatus(server) {
+    const peers = [...servers.values()].filter((s) => s.connected && s.id !== server.id);
+    return {
+      id: server.id,
+      name: server.name,
+      network: {
+        canonical_addresses: [{ host: server.address, port: 29015 }],
+        cluster_port: 29015,
+        connected_to: Object.fromEntries(peers.map((p) => [p.name, true])),
+        hostname: server.hostname,
+        http_admin_port: 8080,
+        reql_port: 28015,
+        time_connected: new Date(server.since).toISOString(),
+      },
+      process: {
+        argv: ['rethinkdb', 'serve', '-d', '/data/rethinkdb_data', '--bind', 'all', '--canonical-address', server.address],
+        cache_size_mb: 256,
+        pid: server.pid,
+        time_started: new Date(server.since).toISOString(),
+        version: VERSION,
+      },
+    };
+  }
+
+  function backfillJobs(now) {
+    const jobs = [];
+    for (const table of tables.values()) {
+      table.runtime.forEach((rt, i) => {
+        for (const [id, b] of rt.backfills) {
+          if (replicaState(table, i, id, now) !== 'backfilling' && replicaState(table, i, id, now) !== 'transitioning') continue;
+          jobs.push({
+            duration_sec: (now - b.start) / 1000,
+            id: ['backfill', sandboxUuid(9e11 + jobs.length)],
+            info: {
+              db: dbs.get(table.dbId), destination_server: nameOf(id),
+              progress: Math.min(1, (now - b.start) / Math.max(1, b.durationMs)), source_server: nameOf(b.source), table: table.name,
+            },
+            servers: [nameOf(b.source), nameOf(id)],
+            type: 'backfill',
+          });
+        }
+      });
+    }
+    return jobs;
+  }
+
+  // The same documents the real adapter's one query returns.
+  function readSystemTables() {
+    const now = clock.now();
+    const list = [...tables.values()];
+    const connected = [...servers.values()].filter((s) => s.connected);
+    return {
+      tableConfig: list.map((t) => tableConfig(t, 'uuid')),
+      tableConfigByName: list.map((t) => ({ id: t.id, shards: tableConfig(t, 'name').shards })),
+      tableStatus: list.map((t) => tableStatus(t, now, 'uuid')),
+      serverStatus: connected.map(serverStatus),
+      serverConfig: connected.map((s) => ({ id: s.id, name: s.name, tags: s.tags })),
+      dbConfig: [...dbs.entries()].map(([id, name]) => ({ id, name })),
+      jobs: backfillJobs(now),
+    };
+  }
+
+  // r.db('rethinkdb').table('table_config', {identifierFormat: 'uuid'}).get(id).update({ shards })
+  function updateTableShards(tableId, rawShards) {
+    const table = tables.get(tableId);
+    if (!table) return writeResult({ skipped: 1 });
+    const error = validateShards(table, rawShards);
+    if (error) return writeResult({ errors: 1, first_error: error });
+    const next = rawShards.map((s) => ({ primary: s.primary_replica, replicas: [...s.replicas], nonvoting: [...(s.nonvoting_replicas ?? [])] }));
+    if (JSON.stringify(next) === JSON.stringify(table.shards)) return writeResult({ unchanged: 1 });
+    const now = clock.now();
+    next.forEach((shard, i) => {
+      const rt = table.runtime[i];
+      const old = table.shards[i];
+      for (const id of shard.replicas) {
+        if (!old.replicas.includes(id)) {
+          const durationMs = Math.round((table.docCount / table.shards.length / 1000) * backfillMsPer1000Docs);
+          rt.backfills.set(id, { start: now, durationMs, source: rt.acting ?? old.primary });
+        }
+      }
+      for (const id of rt.backfills.keys()) if (!shard.replicas.includes(id)) rt.backfills.delete(id);
+      if (shard.primary !== old.primary) rt.changedAt = now;
+    });
+    table.shards = next;
+    return writeResult({ replaced: 1 });
+  }
+
+  function validateShards(table, rawShards) {
+    if (!Array.isArray(rawShards) || rawShards.length === 0) return `${FORMAT_ERROR}You must specify at least one shard.`;
+    if (rawShards.length !== table.shards.length) return `${FORMAT_ERROR}the sandbox does not model resharding (${table.shards.length} shards expected).`;
+    const known = new Set(table.shards.flatMap((s) => s.replicas));
+    for (const shard of rawShards) {
+      const extra = Object.keys(shard).filter((k) => !SHARD_KEYS.has(k));
+      if (extra.length) return `${FORMAT_ERROR}Unexpected key(s): ${extra.join(', ')}`;
+      if (!shard.replicas?.length) return `${FORMAT_ERROR}You must specify at least one replica for each shard.`;
+      const seen = new Set();
+      for (const id of shard.replicas) {
+        if (!isConnected(id) && !known.has(id)) return `${FORMAT_ERROR}In \`replicas\`: Server \`${id}\` does not exist or is not connected.`;
+        if (seen.has(id)) return `${FORMAT_ERROR}In \`replicas\`: Server \`${nameOf(id)}\` is listed more than once.`;
+        seen.add(id);
+      }
+      const primary = shard.primary_replica;
+      if (!shard.replicas.includes(primary)) {
+        return `${FORMAT_ERROR}The server listed in the \`primary_replica\` field (\`${nameOf(primary)}\`) must also appear in \`replicas\`.`;
+      }
+      if ((shard.nonvoting_replicas ?? []).includes(primary)) {
+        return `${FORMAT_ERROR}The primary replica (\`${nameOf(primary)}\`) must not be a nonvoting replica.`;
+      }
+    }
+    return null;
+  }
+
+  // Infrastructure events, driven by the sandbox's Kubernetes side, the admin endpoints or tests.
+  function crashServer(name) {
+    const s = servers.get(idOf(name));
+    s.connected = false;
+    s.disconnectedAt = clock.now();
+  }
+
+  function restoreServer(name) {
+    const s = servers.get(idOf(name));
+    if (s.connected) return;
+    s.connected = true;
+    s.since = clock.now();
+    for (const table of tables.values()) {
+      table.shards.forEach((shard, i) => { if (shard.primary === s.id) table.runtime[i].changedAt = clock.now(); });
+    }
+  }
+
+  return {
+    kind: 'sandbox',
+    readSystemTables,
+    updateTableShards,
+    addServer,
+    addTable,
+    crashServer,
+    restoreServer,
+    serverId: idOf,
+    serverNames: () => [...servers.values()].map((s) => s.name),
+  };
+}
+
+function writeResult(fields) {
+  return { deleted: 0, errors: 0, inserted: 0, replaced: 0, skipped: 0, unchanged: 0, ...fields };
+}
+
+// The sandbox as a system-table source for createDataStore, like the real driver source.
+export function createSandboxSource(model) {
+  return {
+    kind: 'sandbox',
+    readSystemTables: async () => structuredClone(model.readSystemTables()),
+    updateTableShards: async (tableId, rawShards) => model.updateTableShards(tableId, structuredClone(rawShards)),
+    ping: async () => true,
+    close: async () => {},
+  };
+}
+
+// The sandbox's Kubernetes side for node and pod lookups: one pod per server, pod i on node-i.
+export function createSandboxKube({ podsByNode }) {
+  return {
+    kind: 'sandbox',
+    async listRethinkDbPodsOnNode(nodeName) {
+      return (podsByNode[nodeName] ?? []).map((p) => ({ ...p, nodeName }));
+    },
+    async getPod(name) {
+      for (const [nodeName, pods] of Object.entries(podsByNode)) {
+        const pod = pods.find((p) => p.name === name);
+        if (pod) return { ...pod, nodeName };
+      }
+      return null;
+    },
+    nodeNames: () => Object.keys(podsByNode),
+  };
+}
+
+export function paperPods() {
+  return Object.fromEntries([0, 1, 2, 3].map((i) => [`node-${i}`, [{ name: `rethinkdb-${i}`, podIp: `198.18.0.${10 + i}` }]]));
+}
