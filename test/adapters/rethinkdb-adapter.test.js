@@ -1,0 +1,159 @@
+import { EventEmitter } from 'node:events';
+import r from 'rethinkdb';
+import { AppError } from '../../src/errors.js';
+import { checkWriteResult, createDataStore } from '../../src/rethinkdb/data-store.js';
+import {
+  createConnectionManager, createQueryRunner, createRethinkDbSource, translateDriverError,
+} from '../../src/rethinkdb/rethinkdb-source.js';
+import { createLogger } from '../../src/logger.js';
+import { loadRethinkFixture, rawSnapshot, recordedIds } from '../helpers/fixtures.js';
+import { createLogSink, createVirtualClock } from '../helpers/harness.js';
+
+const ids = recordedIds().servers;
+const USERTABLE = '32000534-2427-4a10-8470-c69cc11d3872';
+
+// A fake query runner: records the wire JSON of each term and answers from a queue of recorded results.
+function recordingRunner(answers) {
+  const sent = [];
+  const runQuery = async (term) => {
+    sent.push(term.build());
+    const next = answers.shift();
+    if (next instanceof Error) throw next;
+    return next;
+  };
+  return { sent, runQuery };
+}
+
+describe('RethinkDB adapter: queries', () => {
+  test('when reading the cluster, then one query reads every system table, uuid format where identities matter', async () => {
+    const { sent, runQuery } = recordingRunner([rawSnapshot('01-healthy.json')]);
+    const store = createDataStore({ source: createRethinkDbSource({ r, runQuery }) });
+    const cluster = await store.readCluster();
+    expect(cluster.tables).toHaveLength(2);
+    const sys = [14, ['rethinkdb']];
+    const uuid = { identifier_format: 'uuid' };
+    expect(sent).toEqual([{
+      tableConfig: [51, [[15, [sys, 'table_config'], uuid], 'array']],
+      tableConfigByName: [51, [[33, [[15, [sys, 'table_config']], 'id', 'shards']], 'array']],
+      tableStatus: [51, [[15, [sys, 'table_status'], uuid], 'array']],
+      serverStatus: [51, [[15, [sys, 'server_status']], 'array']],
+      serverConfig: [51, [[33, [[15, [sys, 'server_config']], 'id', 'name', 'tags']], 'array']],
+      dbConfig: [51, [[15, [sys, 'db_config']], 'array']],
+      jobs: [51, [[39, [[15, [sys, 'jobs']], { type: 'backfill' }]], 'array']],
+    }]);
+  });
+
+  test('when writing, then ONE update per table carries the whole shards array by table uuid', async () => {
+    const moved = loadRethinkFixture('03-move-primary.json').moveResult;
+    const { sent, runQuery } = recordingRunner([moved]);
+    const store = createDataStore({ source: createRethinkDbSource({ r, runQuery }) });
+    const shards = [{ primary: ids.rethinkdb_0, replicas: [ids.rethinkdb_3, ids.rethinkdb_0, ids.rethinkdb_2], nonvoting: [] }];
+    await expect(store.writeTableShards(USERTABLE, shards)).resolves.toEqual({ changed: true });
+    expect(sent).toEqual([[53, [
+      [16, [[15, [[14, ['rethinkdb']], 'table_config'], { identifier_format: 'uuid' }], USERTABLE]],
+      { shards: [2, [{ primary_replica: ids.rethinkdb_0, replicas: [2, [ids.rethinkdb_3, ids.rethinkdb_0, ids.rethinkdb_2]], nonvoting_replicas: [2, []] }]] },
+    ]]]);
+  });
+});
+
+describe('RethinkDB adapter: write results', () => {
+  const invalid = loadRethinkFixture('02-invalid-table-config-updates.json');
+
+  test.each(Object.keys(invalid))('when RethinkDB answers the recorded %s result, then it becomes an error carrying first_error', (key) => {
+    const { result } = invalid[key];
+    expect(() => checkWriteResult(result, USERTABLE)).toThrow(expect.objectContaining({
+      code: 'RECONFIGURATION_REJECTED', statusCode: 502, details: { firstError: result.first_error, tableId: USERTABLE },
+    }));
+  });
+
+  test('when the same update is repeated (unchanged: 1), then it succeeds without a change', () => {
+    expect(checkWriteResult(loadRethinkFixture('03-move-primary-repeated.json').result, USERTABLE)).toEqual({ changed: false });
+  });
+
+  test('when the table vanished (skipped), then it is TABLE_NOT_FOUND, not success', () => {
+    expect(() => checkWriteResult({ deleted: 0, errors: 0, inserted: 0, replaced: 0, skipped: 1, unchanged: 0 }, USERTABLE))
+      .toThrow(expect.objectContaining({ code: 'TABLE_NOT_FOUND' }));
+  });
+
+  test('when a config naming a dead server is accepted (06), then the adapter reports success: the planner must prevent it', () => {
+    expect(checkWriteResult(loadRethinkFixture('06-config-change-naming-dead-server.json').primaryOntoDead.result, USERTABLE))
+      .toEqual({ changed: true });
+  });
+});
+
+describe('RethinkDB adapter: errors', () => {
+  const fromRecorded = (rec) => Object.assign(new Error(rec.message), { name: rec.name, msg: rec.message });
+
+  test.each([
+    ['a refused connection', Object.assign(new Error('Could not connect to 10.0.0.1:28015.\nconnect ECONNREFUSED'), { name: 'ReqlDriverError' }), 'DATA_STORE_UNAVAILABLE', 503],
+    ['the recorded wait timeout', fromRecorded(loadRethinkFixture('06-config-change-naming-dead-server.json').waitTimeout.error), 'RECONFIGURATION_REJECTED', 502],
+    ['the recorded no-quorum write error', fromRecorded(loadRethinkFixture('07-two-servers-killed-ops.json').writes[0].error), 'RECONFIGURATION_REJECTED', 502],
+    ['the recorded too-many-replicas error', fromRecorded(loadRethinkFixture('04-reconfigure.json').tooManyReplicas.error), 'RECONFIGURATION_REJECTED', 502],
+  ])('when the driver reports %s, then it becomes %s', (_, err, code, status) => {
+    const translated = translateDriverError(err, 'update table_config');
+    expect(translated).toBeInstanceOf(AppError);
+    expect(translated).toMatchObject({ code, statusCode: status });
+    expect(translated.message).toContain(err.message.split('\n')[0]);
+  });
+
+  test('when there is no connection, then a query fails at once with 503 instead of waiting', async () => {
+    const connections = { get: () => { throw new AppError('DATA_STORE_UNAVAILABLE', 'not connected to RethinkDB yet'); }, reportFailure: () => {} };
+    const runQuery = createQueryRunner({ connections, queryTimeoutMs: 1000 });
+    const store = createDataStore({ source: createRethinkDbSource({ r, runQuery }) });
+    await expect(store.readCluster()).rejects.toMatchObject({ code: 'DATA_STORE_UNAVAILABLE', statusCode: 503 });
+  });
+
+  test('when a query hangs, then it fails with 503 after the query timeout', async () => {
+    const hanging = { open: true, _start: () => {} };
+    const connections = { get: () => hanging, reportFailure: () => {} };
+    const term = { run: () => new Promise(() => {}) };
+    const runQuery = createQueryRunner({ connections, queryTimeoutMs: 30 });
+    await expect(runQuery(term, 'ping')).rejects.toMatchObject({ code: 'DATA_STORE_UNAVAILABLE', message: expect.stringContaining('within 30 ms') });
+  });
+});
+
+describe('connection manager', () => {
+  function fakeConnection() {
+    const conn = new EventEmitter();
+    conn.open = true;
+    conn.close = async () => { conn.open = false; };
+    return conn;
+  }
+
+  test('when RethinkDB is down at start, then it keeps retrying with exponential backoff up to the cap', async () => {
+    const clock = createVirtualClock();
+    const sleeps = [];
+    const sleepyClock = { ...clock, sleep: async (ms) => { sleeps.push(ms); await clock.sleep(ms); } };
+    let calls = 0;
+    const conn = fakeConnection();
+    const connect = async () => {
+      calls += 1;
+      if (calls < 6) throw new Error('connect ECONNREFUSED');
+      return conn;
+    };
+    const logger = createLogger({ level: 'silent', destination: createLogSink().stream });
+    const manager = createConnectionManager({ connect, clock: sleepyClock, logger, reconnectMinMs: 100, reconnectMaxMs: 500 });
+    expect(() => manager.get()).toThrow(expect.objectContaining({ code: 'DATA_STORE_UNAVAILABLE' }));
+    manager.start();
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(sleeps).toEqual([100, 200, 400, 500, 500]);
+    expect(manager.get()).toBe(conn);
+    expect(manager.status()).toMatchObject({ connected: true, attempts: 6 });
+  });
+
+  test('when the connection closes, then get() answers 503 and it reconnects', async () => {
+    const clock = createVirtualClock();
+    const first = fakeConnection();
+    const second = fakeConnection();
+    const conns = [first, second];
+    const logger = createLogger({ level: 'silent', destination: createLogSink().stream });
+    const manager = createConnectionManager({ connect: async () => conns.shift(), clock, logger, reconnectMinMs: 10, reconnectMaxMs: 10 });
+    manager.start();
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    expect(manager.get()).toBe(first);
+    first.open = false;
+    first.emit('close');
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    expect(manager.get()).toBe(second);
+  });
+});

@@ -1,0 +1,85 @@
+import {
+  filterManagedTables, findServer, findServerForPod, findTable, normalizeSystemTables,
+} from '../../src/cluster/cluster-model.js';
+import { loadRethinkFixture, rawSnapshot, recordedIds, toUuidFormat } from '../helpers/fixtures.js';
+
+const ids = recordedIds().servers;
+
+describe('toUuidFormat (test helper)', () => {
+  test('when applied to the recorded name-format docs, then it matches the recorded uuid-format docs', () => {
+    const named = loadRethinkFixture('01-healthy.json');
+    const uuid = loadRethinkFixture('01-healthy-uuid.json');
+    expect(named.table_config.map((t) => toUuidFormat(t))).toEqual(uuid.table_config);
+    expect(named.table_status.map((t) => toUuidFormat(t))).toEqual(uuid.table_status);
+  });
+});
+
+describe('normalizeSystemTables', () => {
+  test('when all servers are up, then servers, shards and readiness are read by uuid with names', () => {
+    const cluster = normalizeSystemTables(rawSnapshot('01-healthy.json'));
+    expect(cluster.servers.map((s) => [s.name, s.connected, s.hostname])).toEqual([
+      ['rethinkdb_0', true, 'rethinkdb-0'], ['rethinkdb_1', true, 'rethinkdb-1'],
+      ['rethinkdb_2', true, 'rethinkdb-2'], ['rethinkdb_3', true, 'rethinkdb-3'],
+    ]);
+    const usertable = findTable(cluster, 'ycsb.usertable');
+    expect(usertable.id).toBe('32000534-2427-4a10-8470-c69cc11d3872');
+    expect(usertable.shards[0]).toEqual({
+      index: 0,
+      primary: ids.rethinkdb_3,
+      replicas: [ids.rethinkdb_3, ids.rethinkdb_0, ids.rethinkdb_2],
+      nonvoting: [],
+      acting: [ids.rethinkdb_3],
+      states: { [ids.rethinkdb_3]: 'ready', [ids.rethinkdb_0]: 'ready', [ids.rethinkdb_2]: 'ready' },
+    });
+    expect(usertable.readyForWrites).toBe(true);
+    expect(findServer(cluster, 'rethinkdb_2').tags).toEqual(['default', 'node_2']);
+  });
+
+  test('when a server was killed, then it stays known by name as disconnected and its replicas read disconnected', () => {
+    const cluster = normalizeSystemTables(rawSnapshot('06-one-server-killed-after-1.5s.json'));
+    const dead = findServer(cluster, 'rethinkdb_3');
+    expect(dead).toMatchObject({ id: ids.rethinkdb_3, connected: false });
+    const accounts = findTable(cluster, 'ycsb.accounts');
+    expect(accounts.shards[0].states[ids.rethinkdb_3]).toBe('disconnected');
+  });
+
+  test('when two of four servers are down, then shards waiting for a primary have no acting primary', () => {
+    const cluster = normalizeSystemTables(rawSnapshot('07-two-servers-killed.json'));
+    const usertable = findTable(cluster, 'ycsb.usertable');
+    expect(usertable.readyForWrites).toBe(false);
+    expect(usertable.shards[2].acting).toEqual([]);
+    expect(usertable.shards[2].states[ids.rethinkdb_0]).toBe('waiting_for_primary');
+  });
+
+  test('when a backfill runs, then jobs become progress keyed by table and destination uuid', () => {
+    const raw = rawSnapshot('01-healthy.json');
+    raw.jobs = loadRethinkFixture('05-backfill-in-progress.json').samples[0].jobs;
+    const cluster = normalizeSystemTables(raw);
+    expect(cluster.backfills).toEqual([{
+      tableId: '32000534-2427-4a10-8470-c69cc11d3872', db: 'ycsb', table: 'usertable',
+      sourceId: ids.rethinkdb_3, destinationId: ids.rethinkdb_1, progress: 0.13327057968529923,
+    }]);
+  });
+
+  test('when MANAGED_TABLES names one table, then only that table is managed', () => {
+    const cluster = filterManagedTables(normalizeSystemTables(rawSnapshot('01-healthy.json')), ['ycsb.accounts']);
+    expect(cluster.tables.map((t) => t.name)).toEqual(['accounts']);
+    expect(filterManagedTables(normalizeSystemTables(rawSnapshot('01-healthy.json')), ['ycsb.*']).tables).toHaveLength(2);
+  });
+});
+
+describe('findServerForPod', () => {
+  const cluster = normalizeSystemTables(rawSnapshot('01-healthy.json'));
+
+  test.each([
+    ['the hostname equals the pod name', { podName: 'rethinkdb-2' }, 'rethinkdb_2'],
+    ['only the pod IP matches a canonical address', { podName: 'other-name', podIp: '198.18.0.13' }, 'rethinkdb_3'],
+    ['an override names the server', { podName: 'rethinkdb-0', overrides: { 'rethinkdb-0': 'rethinkdb_1' } }, 'rethinkdb_1'],
+  ])('when %s, then the pod maps to that server', (_, args, expected) => {
+    expect(findServerForPod(cluster, args).name).toBe(expected);
+  });
+
+  test('when nothing matches, then no server is returned (names are never compared: servers cannot contain "-")', () => {
+    expect(findServerForPod(cluster, { podName: 'rethinkdb_1' })).toBeNull();
+  });
+});

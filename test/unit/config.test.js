@@ -1,0 +1,45 @@
+import { loadConfig } from '../../src/config.js';
+
+describe('loadConfig', () => {
+  test('when nothing is configured, then the sandbox backend and documented defaults are used', () => {
+    const config = loadConfig({});
+    expect(config.backend).toBe('sandbox');
+    expect(config.http.port).toBe(8080);
+    expect(config.rethinkdb).toMatchObject({ port: 28015, user: 'admin', password: '', tls: false });
+    expect(config.managedTables).toEqual([]);
+    expect(config.deadlines).toEqual({ actionSeconds: 20, migrationSeconds: 3600, shutdownGraceSeconds: 25 });
+  });
+
+  test('when RETHINKDB_HOST is set, then the rethinkdb backend is chosen', () => {
+    const config = loadConfig({ RETHINKDB_HOST: 'rethinkdb.db.svc', RETHINKDB_PORT: '28016', RETHINKDB_TLS: 'true' });
+    expect(config.backend).toBe('rethinkdb');
+    expect(config.rethinkdb).toMatchObject({ host: 'rethinkdb.db.svc', port: 28016, tls: true });
+  });
+
+  test('when PORT=0, then it is accepted (an ephemeral port for tests)', () => {
+    expect(loadConfig({ PORT: '0' }).http.port).toBe(0);
+  });
+
+  test('when several keys are wrong, then one error lists every problem', () => {
+    let error;
+    try {
+      loadConfig({ PORT: 'eighty', LOG_LEVEL: 'loud', RETHINKDB_TLS: 'maybe', MANAGED_TABLES: 'ycsb', MANAGER_BACKEND: 'rethinkdb' });
+    } catch (err) {
+      error = err;
+    }
+    expect(error.problems).toEqual([
+      expect.stringMatching(/^RETHINKDB_TLS="maybe": must be true or false$/),
+      expect.stringMatching(/^MANAGED_TABLES="ycsb": expected db.table or db.\* entries, got ycsb$/),
+      expect.stringMatching(/^PORT="eighty": must be an integer between 0 and 65535$/),
+      expect.stringMatching(/^LOG_LEVEL="loud": must be one of fatal, error/),
+      'MANAGER_BACKEND=rethinkdb needs RETHINKDB_HOST',
+    ]);
+    expect(error.message).toMatch(/^invalid configuration:\n {2}- /);
+  });
+
+  test('when selectors and overrides are given, then they are parsed', () => {
+    const config = loadConfig({ MANAGED_TABLES: 'ycsb.usertable, app.*', POD_SERVER_OVERRIDES: 'rethinkdb-0=rdb_a,rethinkdb-1=rdb_b' });
+    expect(config.managedTables).toEqual(['ycsb.usertable', 'app.*']);
+    expect(config.podServerOverrides).toEqual({ 'rethinkdb-0': 'rdb_a', 'rethinkdb-1': 'rdb_b' });
+  });
+});

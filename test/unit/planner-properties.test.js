@@ -1,0 +1,100 @@
+// Property tests: the planner's invariants hold on random clusters, including dead, draining and
+// backfilling servers.
+
+import fc from 'fast-check';
+import { createView, hasLiveMajority, votingReplicas } from '../../src/planner/eligibility.js';
+import { planMovePrimariesFromServer, planRebalancePrimaries } from '../../src/planner/primary-planner.js';
+import { finalizeReplica, planMigrateReplicasOff, stageReplica } from '../../src/planner/replica-planner.js';
+import { checkTransition } from '../../src/planner/safety.js';
+import { applyChanges, clusterArbitrary } from '../helpers/clusters.js';
+
+const RUNS = { numRuns: 300 };
+
+function everyChangeIsSafe(cluster, plan, draining) {
+  return plan.changes.every((c) => {
+    const table = cluster.tables.find((t) => t.id === c.tableId);
+    return checkTransition(cluster, table, c.shards, { draining }).length === 0;
+  });
+}
+
+// The oracle, written from the rules rather than from the planner's own helpers.
+function expectFitToLead(cluster, shard, to, draining) {
+  const server = cluster.servers.find((s) => s.id === to);
+  expect({ to, connected: server.connected, state: shard.states[to], voting: shard.replicas.includes(to) && !shard.nonvoting.includes(to), draining: draining.includes(to) })
+    .toEqual({ to, connected: true, state: 'ready', voting: true, draining: false });
+}
+
+describe('primary planner invariants', () => {
+  test('when draining any server, then every new primary is a live, ready, voting, non-draining replica of its shard', () => {
+    fc.assert(fc.property(clusterArbitrary, fc.nat(), (cluster, pick) => {
+      const server = cluster.servers[pick % cluster.servers.length].id;
+      const plan = planMovePrimariesFromServer(cluster, server, { draining: cluster.draining });
+      for (const change of plan.changes) {
+        const table = cluster.tables.find((t) => t.id === change.tableId);
+        for (const move of change.moves) expectFitToLead(cluster, table.shards[move.shard], move.to, [...cluster.draining, server]);
+      }
+      expect(everyChangeIsSafe(cluster, plan, cluster.draining)).toBe(true);
+    }), RUNS);
+  });
+
+  test('when draining, then afterwards no primary is left on the server unless the shard was reported skipped', () => {
+    fc.assert(fc.property(clusterArbitrary, fc.nat(), (cluster, pick) => {
+      const server = cluster.servers[pick % cluster.servers.length].id;
+      const plan = planMovePrimariesFromServer(cluster, server, { draining: cluster.draining });
+      const after = applyChanges(cluster, plan.changes);
+      const left = after.tables.flatMap((t) => t.shards.filter((s) => s.primary === server).map((s) => `${t.id}:${s.index}`));
+      expect(left.sort()).toEqual(plan.skipped.map((s) => `${s.tableId}:${s.shard}`).sort());
+    }), RUNS);
+  });
+
+  test('when planning twice on the same state, then the plans are equal; after applying, replanning does nothing', () => {
+    fc.assert(fc.property(clusterArbitrary, (cluster) => {
+      const first = planRebalancePrimaries(cluster, { draining: cluster.draining });
+      expect(planRebalancePrimaries(cluster, { draining: cluster.draining })).toEqual(first);
+      const after = applyChanges(cluster, first.changes);
+      expect(planRebalancePrimaries(after, { draining: cluster.draining }).changes).toEqual([]);
+    }), RUNS);
+  });
+
+  test('when rebalancing, then a draining server never receives a primary and every change passes the safety check', () => {
+    fc.assert(fc.property(clusterArbitrary, (cluster) => {
+      const plan = planRebalancePrimaries(cluster, { draining: cluster.draining });
+      for (const change of plan.changes) {
+        const table = cluster.tables.find((t) => t.id === change.tableId);
+        for (const move of change.moves) expectFitToLead(cluster, table.shards[move.shard], move.to, cluster.draining);
+      }
+      expect(everyChangeIsSafe(cluster, plan, cluster.draining)).toBe(true);
+    }), RUNS);
+  });
+});
+
+describe('replica planner invariants', () => {
+  test('when a replica moves (stage, backfill, finalize), then no shard with a live majority ever loses it', () => {
+    fc.assert(fc.property(clusterArbitrary, fc.nat(), (cluster, pick) => {
+      const server = cluster.servers[pick % cluster.servers.length].id;
+      const plan = planMigrateReplicasOff(cluster, server, { draining: cluster.draining });
+      for (const move of plan.moves) {
+        const table = cluster.tables.find((t) => t.id === move.tableId);
+        const before = table.shards[move.shard];
+        expect(cluster.draining).not.toContain(move.to);
+        // stage: the voting set is untouched
+        const staged = stageReplica(before, move.to);
+        expect(votingReplicas(staged)).toEqual(votingReplicas(before));
+        const stagedShards = table.shards.map((s, i) => (i === move.shard ? staged : s));
+        expect(checkTransition(cluster, table, stagedShards, { draining: cluster.draining })).toEqual([]);
+        // backfill done: the new replica is ready; finalize keeps a live majority where there was one
+        const readyShard = { ...before, ...staged, states: { ...before.states, [move.to]: 'ready' } };
+        const readyTable = { ...table, shards: table.shards.map((s, i) => (i === move.shard ? readyShard : s)) };
+        const readyCluster = { ...cluster, tables: cluster.tables.map((t) => (t.id === table.id ? readyTable : t)) };
+        const { shard: next } = finalizeReplica(readyCluster, readyTable, move.shard, move, { draining: cluster.draining });
+        if (!next) continue;
+        const view = createView(readyCluster, { draining: cluster.draining });
+        if (hasLiveMajority(view, readyShard)) {
+          expect(hasLiveMajority(view, { ...next, states: readyShard.states })).toBe(true);
+        }
+        expect(next.replicas).not.toContain(server);
+        expect(votingReplicas(next)).toContain(next.primary);
+      }
+    }), RUNS);
+  });
+});

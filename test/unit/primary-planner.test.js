@@ -1,0 +1,99 @@
+import { findServer, findTable } from '../../src/cluster/cluster-model.js';
+import { planMovePrimariesFromServer, planMovePrimariesFromServers, planRebalancePrimaries } from '../../src/planner/primary-planner.js';
+import { applyChanges, fixtureCluster } from '../helpers/clusters.js';
+
+const named = (cluster, plan) => plan.changes.flatMap((c) => c.moves.map((m) => {
+  const table = findTable(cluster, c.tableId);
+  const name = (id) => cluster.servers.find((s) => s.id === id).name;
+  return `${table.name}[${m.shard}] ${name(m.from)} -> ${name(m.to)}`;
+}));
+
+describe('planMovePrimariesFromServer', () => {
+  const healthy = fixtureCluster('01-healthy.json');
+  const id = (cluster, name) => findServer(cluster, name).id;
+
+  test.each([
+    ['rethinkdb_1 on the healthy cluster', '01-healthy.json', 'rethinkdb_1', [], ['accounts[0] rethinkdb_1 -> rethinkdb_2', 'usertable[3] rethinkdb_1 -> rethinkdb_3']],
+    ['rethinkdb_0 on the healthy cluster', '01-healthy.json', 'rethinkdb_0', [], ['accounts[1] rethinkdb_0 -> rethinkdb_2', 'usertable[1] rethinkdb_0 -> rethinkdb_3']],
+    ['rethinkdb_0 while rethinkdb_3 drains', '01-healthy.json', 'rethinkdb_0', ['rethinkdb_3'], ['accounts[1] rethinkdb_0 -> rethinkdb_2', 'usertable[1] rethinkdb_0 -> rethinkdb_1']],
+    ['rethinkdb_2 while rethinkdb_3 is dead', '06-one-server-killed-after-13.5s.json', 'rethinkdb_2', [], ['usertable[2] rethinkdb_2 -> rethinkdb_0']],
+  ])('when draining %s, then primaries go to the least-loaded eligible replicas', (_, fixture, server, draining, expected) => {
+    const cluster = fixtureCluster(fixture);
+    const plan = planMovePrimariesFromServer(cluster, id(cluster, server), { draining: draining.map((n) => id(cluster, n)) });
+    expect(named(cluster, plan).sort()).toEqual(expected);
+    expect(plan.skipped).toEqual([]);
+  });
+
+  test('when the primaries were already moved, then draining again plans nothing (idempotent)', () => {
+    const server = id(healthy, 'rethinkdb_1');
+    const after = applyChanges(healthy, planMovePrimariesFromServer(healthy, server).changes);
+    expect(planMovePrimariesFromServer(after, server)).toEqual({ changes: [], skipped: [] });
+  });
+
+  test('when two of a shard\'s three servers are down, then that shard is skipped with the reason per replica, and the others move', () => {
+    const cluster = fixtureCluster('07-two-servers-killed.json');
+    const plan = planMovePrimariesFromServer(cluster, id(cluster, 'rethinkdb_0'));
+    expect(named(cluster, plan)).toEqual(['usertable[1] rethinkdb_0 -> rethinkdb_1']);
+    expect(plan.skipped).toEqual([{
+      tableId: findTable(cluster, 'ycsb.accounts').id, shard: 1,
+      reason: 'no eligible replica (rethinkdb_3 disconnected, rethinkdb_2 disconnected)',
+    }]);
+  });
+
+  test('when a replica is still backfilling, then it never becomes primary', () => {
+    const cluster = structuredClone(healthy);
+    const usertable = findTable(cluster, 'ycsb.usertable');
+    usertable.shards[3].states[id(cluster, 'rethinkdb_2')] = 'backfilling';
+    const plan = planMovePrimariesFromServer(cluster, id(cluster, 'rethinkdb_1'));
+    expect(named(cluster, plan)).toContain('usertable[3] rethinkdb_1 -> rethinkdb_3');
+  });
+
+  test('when a whole node drains, then no server on it receives another\'s primaries', () => {
+    const both = [id(healthy, 'rethinkdb_1'), id(healthy, 'rethinkdb_2')];
+    const plan = planMovePrimariesFromServers(healthy, both);
+    const targets = plan.changes.flatMap((c) => c.moves.map((m) => m.to));
+    expect(targets.some((t) => both.includes(t))).toBe(false);
+    expect(named(healthy, plan).sort()).toEqual([
+      'accounts[0] rethinkdb_1 -> rethinkdb_3', 'usertable[2] rethinkdb_2 -> rethinkdb_0', 'usertable[3] rethinkdb_1 -> rethinkdb_3',
+    ]);
+  });
+
+  test('when planning, then the whole new shards array is produced per table (one write per table)', () => {
+    const plan = planMovePrimariesFromServer(healthy, id(healthy, 'rethinkdb_1'));
+    const usertable = plan.changes.find((c) => c.tableId === findTable(healthy, 'ycsb.usertable').id);
+    expect(usertable.shards).toHaveLength(4);
+    expect(usertable.shards.map((s) => s.primary)).toEqual(
+      ['rethinkdb_3', 'rethinkdb_0', 'rethinkdb_2', 'rethinkdb_3'].map((n) => id(healthy, n)),
+    );
+  });
+});
+
+describe('planRebalancePrimaries', () => {
+  test('when the healthy cluster is already even, then nothing moves', () => {
+    expect(planRebalancePrimaries(fixtureCluster('01-healthy.json')).changes).toEqual([]);
+  });
+
+  test('when a drained server is released, then it gets primaries back until counts differ by at most one', () => {
+    const healthy = fixtureCluster('01-healthy.json');
+    const r1 = findServer(healthy, 'rethinkdb_1').id;
+    const drained = applyChanges(healthy, planMovePrimariesFromServer(healthy, r1).changes);
+    const plan = planRebalancePrimaries(drained);
+    const after = applyChanges(drained, plan.changes);
+    const counts = new Map();
+    for (const t of after.tables) for (const s of t.shards) counts.set(s.primary, (counts.get(s.primary) ?? 0) + 1);
+    expect(counts.get(r1)).toBeGreaterThanOrEqual(1);
+    expect(Math.max(...counts.values()) - Math.min(...counts.values())).toBeLessThanOrEqual(1);
+    expect(planRebalancePrimaries(after).changes).toEqual([]);
+  });
+
+  test('when a configured primary is on a dead server, then rebalancing moves it to a live server', () => {
+    const cluster = fixtureCluster('06-one-server-killed-after-13.5s.json');
+    const dead = findServer(cluster, 'rethinkdb_3').id;
+    const t = structuredClone(cluster);
+    findTable(t, 'ycsb.accounts').shards[1].primary = dead;
+    const plan = planRebalancePrimaries(t);
+    const moves = plan.changes.flatMap((c) => c.moves);
+    expect(moves).toEqual(expect.arrayContaining([expect.objectContaining({ shard: 1, from: dead })]));
+    expect(moves.every((m) => m.to !== dead)).toBe(true);
+  });
+});
