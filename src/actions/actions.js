@@ -49,8 +49,8 @@ export function createActions({ store, reconfigurer, marks, operations, kube, cl
     const committed = tableIds.length > 0
       ? await reconfigurer.commit(planFn, { tableIds, draining })
       : { cluster, plan, written: [], notDone: [] };
-    const touched = committed.written.map((w) => w.change.tableId);
-    const wait = touched.length > 0 ? await reconfigurer.waitForPrimaries(touched, deadline) : { settled: true, pending: [] };
+    const targets = committed.written.map((w) => ({ tableId: w.change.tableId, shards: w.change.moves.map((m) => m.shard) }));
+    const wait = targets.length > 0 ? await reconfigurer.waitForPrimaries(targets, deadline) : { settled: true, pending: [] };
     const report = {
       ...base,
       changes: primaryChanges(committed.cluster, committed.written),
@@ -73,6 +73,7 @@ export function createActions({ store, reconfigurer, marks, operations, kube, cl
 
   async function movePrimariesFromNode({ node, dryRun = false, deadlineSeconds, reason }) {
     if (!kube) throw new AppError('KUBERNETES_UNAVAILABLE', 'no Kubernetes API is configured, so nodes cannot be resolved to servers');
+    if (!(await kube.nodeExists(node))) throw new AppError('NODE_NOT_FOUND', `Kubernetes node "${node}" does not exist`);
     const pods = await kube.listRethinkDbPodsOnNode(node);
     const cluster = await store.readCluster();
     const servers = [];
@@ -201,7 +202,8 @@ export function createActions({ store, reconfigurer, marks, operations, kube, cl
     if (finalProblem) return fail('failed', finalProblem.reason);
     const table = finalized.cluster.tables.find((t) => t.id === move.tableId);
     const after = finalized.written[0]?.change.shards[move.shard] ?? table.shards[move.shard];
-    await reconfigurer.waitForPrimaries([move.tableId], deadline);
+    const settleDeadline = createDeadline(clock, Math.min(deadline.remainingMs(), config.deadlines.actionSeconds * 1000));
+    await reconfigurer.waitForPrimaries([{ tableId: move.tableId, shards: [move.shard] }], settleDeadline);
     step.status = 'done';
     step.progress = 1;
     return {

@@ -47,18 +47,21 @@ export function createReconfigurer({ store, locks, clock, logger, waitPollInterv
     return locks.runExclusive(keys[index], () => withLocks(keys, fn, index + 1));
   }
 
-  // Until every shard's acting primary is the configured one and the tables take writes.
-  // ready_for_writes alone is true while the old primary still acts (fixtures 03).
-  async function waitForPrimaries(tableIds, deadline) {
+  // Until each changed shard's acting primary is the configured one and its table takes writes.
+  // ready_for_writes alone is true while the old primary still acts (fixtures 03). Only the shards a change
+  // touched are awaited: another shard whose configured primary is down would never settle.
+  // targets: [{ tableId, shards: [index, ...] }]
+  async function waitForPrimaries(targets, deadline) {
     return pollUntil(deadline, (cluster) => {
       const pending = [];
-      for (const id of tableIds) {
-        const table = cluster.tables.find((t) => t.id === id);
+      for (const { tableId, shards } of targets) {
+        const table = cluster.tables.find((t) => t.id === tableId);
         if (!table) continue;
-        if (!table.readyForWrites) pending.push({ tableId: id, reason: 'not ready for writes' });
-        for (const shard of table.shards) {
+        if (!table.readyForWrites) pending.push({ tableId, reason: 'not ready for writes' });
+        for (const index of shards) {
+          const shard = table.shards[index];
           if (shard.acting.length !== 1 || shard.acting[0] !== shard.primary) {
-            pending.push({ tableId: id, shard: shard.index, reason: 'acting primary is not the configured one yet' });
+            pending.push({ tableId, shard: index, reason: 'acting primary is not the configured one yet' });
           }
         }
       }

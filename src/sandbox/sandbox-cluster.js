@@ -315,7 +315,9 @@ export function createSandboxKube({ podsByNode }) {
       }
       return null;
     },
-    nodeNames: () => Object.keys(podsByNode),
+    async nodeExists(nodeName) {
+      return Object.hasOwn(podsByNode, nodeName);
+    },
   };
 }
 
