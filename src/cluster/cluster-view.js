@@ -36,6 +36,8 @@ export function describeCluster(cluster, { backend, draining = [], operations = 
       })),
     })),
     backfills: cluster.backfills.map((b) => ({ table: `${b.db}.${b.table}`, from: b.sourceId ? name(b.sourceId) : null, to: b.destinationId ? name(b.destinationId) : null, progress: b.progress })),
+    // Marks outlive the server's presence in the system tables (a removed dead server is no longer listed).
+    draining: draining.map((d) => ({ server: d.serverName, id: d.serverId, reason: d.reason, since: d.since, present: cluster.servers.some((s) => s.id === d.serverId) })),
     runningOperations: operations.filter((o) => o.status === 'running').map((o) => ({ id: o.id, kind: o.kind, href: `/v1/operations/${o.id}` })),
   };
 }
