@@ -98,8 +98,10 @@ function findLevellingMove(view, byServer, counts, eligibleFor) {
   const loaded = [...byServer.keys()]
     .filter((id) => (counts.get(id) ?? 0) > 0)
     .sort((a, b) => (counts.get(b) ?? 0) - (counts.get(a) ?? 0) || view.nameOf(a).localeCompare(view.nameOf(b)));
+  const lowest = Math.min(...[...counts.entries()].filter(([id]) => !view.draining.has(id) && view.isConnected(id)).map(([, c]) => c), 0);
   for (const from of loaded) {
     const fromCount = counts.get(from) ?? 0;
+    if (fromCount - lowest < 2) break;
     let best = null;
     for (const ref of byServer.get(from)) {
       const candidates = eligibleFor(ref, from).filter((id) => (counts.get(id) ?? 0) <= fromCount - 2);

@@ -66,38 +66,54 @@ export function planAddServer(cluster, serverId, { draining = [], tableIds = nul
   const fairShare = grow ? open.length : Math.floor(total / hosts.size);
   const moves = [];
   const perTable = new Map();
-  while ((counts.get(serverId) ?? 0) < fairShare && open.length > 0) {
-    const pick = grow ? pickGrowth(open, perTable) : pickDonation(view, open, counts, perTable, serverId);
-    if (!pick) break;
-    open.splice(open.indexOf(pick.ref), 1);
-    moves.push({ tableId: pick.ref.table.id, shard: pick.ref.shard.index, from: pick.from, to: serverId });
+  const pick = grow ? growthPicker(open, perTable) : donationPicker(view, open, counts, perTable, serverId, hosts);
+  while ((counts.get(serverId) ?? 0) < fairShare) {
+    const next = pick();
+    if (!next) break;
+    moves.push({ tableId: next.ref.table.id, shard: next.ref.shard.index, from: next.from, to: serverId });
     counts.set(serverId, (counts.get(serverId) ?? 0) + 1);
-    if (pick.from) counts.set(pick.from, counts.get(pick.from) - 1);
-    perTable.set(pick.ref.table.id, (perTable.get(pick.ref.table.id) ?? 0) + 1);
+    if (next.from) counts.set(next.from, counts.get(next.from) - 1);
+    perTable.set(next.ref.table.id, (perTable.get(next.ref.table.id) ?? 0) + 1);
   }
   return { moves: sortMoves(tables, moves), skipped: [] };
 }
 
-function pickGrowth(open, perTable) {
-  return { ref: minBy(open, (ref) => perTable.get(ref.table.id) ?? 0), from: null };
+// Each pick takes a shard from the table the server has the fewest new replicas of.
+function growthPicker(open, perTable) {
+  const taken = new Set();
+  return () => {
+    const ref = minBy(open.filter((r) => !taken.has(r)), (r) => perTable.get(r.table.id) ?? 0);
+    if (!ref) return null;
+    taken.add(ref);
+    return { ref, from: null };
+  };
 }
 
-// The shard whose most-loaded non-primary replica is the most loaded overall; spread over tables.
-function pickDonation(view, open, counts, perTable, serverId) {
-  let best = null;
+// Each pick takes a replica from the most loaded server (a non-primary voting one, so no primary moves),
+// preferring tables the new server has the fewest replicas of. Shards are indexed by donor once.
+function donationPicker(view, open, counts, perTable, serverId, hosts) {
+  const byDonor = new Map();
   for (const ref of open) {
     for (const id of ref.shard.replicas) {
-      if (id === ref.shard.primary || ref.shard.nonvoting.includes(id)) continue;
-      const load = counts.get(id) ?? 0;
-      if (load <= (counts.get(serverId) ?? 0) + 1) continue;
-      const spread = perTable.get(ref.table.id) ?? 0;
-      if (!best || load > best.load || (load === best.load && (spread < best.spread
-        || (spread === best.spread && view.nameOf(id) < view.nameOf(best.from))))) {
-        best = { ref, from: id, load, spread };
-      }
+      if (id === ref.shard.primary || ref.shard.nonvoting.includes(id) || !hosts.has(id)) continue;
+      if (!byDonor.has(id)) byDonor.set(id, []);
+      byDonor.get(id).push(ref);
     }
   }
-  return best;
+  const taken = new Set();
+  return () => {
+    const donors = [...byDonor.keys()]
+      .filter((id) => (counts.get(id) ?? 0) > (counts.get(serverId) ?? 0) + 1)
+      .sort((a, b) => (counts.get(b) ?? 0) - (counts.get(a) ?? 0) || view.nameOf(a).localeCompare(view.nameOf(b)));
+    for (const from of donors) {
+      const ref = minBy(byDonor.get(from).filter((r) => !taken.has(r)), (r) => perTable.get(r.table.id) ?? 0);
+      if (ref) {
+        taken.add(ref);
+        return { ref, from };
+      }
+    }
+    return null;
+  };
 }
 
 function minBy(items, score) {
