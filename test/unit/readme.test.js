@@ -1,0 +1,29 @@
+// The README is the operator's reference: it must list every config key and show every route.
+
+import { readFileSync } from 'node:fs';
+import { CONFIG_KEYS } from '../../src/config.js';
+import { ACTION_ROUTES } from '../../src/routes/action-routes.js';
+
+const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+
+describe('README', () => {
+  test('when it starts, then the first commands run the manager and the tests', () => {
+    const firstBlock = readme.split('```')[1];
+    expect(firstBlock).toMatch(/npm start/);
+    expect(firstBlock).toMatch(/npm test/);
+  });
+
+  test.each(CONFIG_KEYS.map((k) => [k.env, k.default]))('when documenting config, then %s is in the table with its default', (env, def) => {
+    const row = readme.split('\n').find((line) => line.startsWith(`| \`${env}\` |`));
+    expect(row).toBeDefined();
+    if (typeof def === 'number' || (typeof def === 'string' && def !== '')) expect(row).toContain(`\`${def}\``);
+  });
+
+  test.each(ACTION_ROUTES.map((r) => r.path))('when documenting the API, then there is a curl example for /v1/actions/%s', (path) => {
+    expect(readme).toMatch(new RegExp(`curl [^\\n]*/v1/actions/${path}`));
+  });
+
+  test.each(['/v1/cluster', '/v1/operations', '/livez', '/readyz'])('when documenting reads, then there is a curl example for %s', (path) => {
+    expect(readme).toMatch(new RegExp(`curl [^\\n]*${path}`));
+  });
+});
