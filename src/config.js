@@ -19,6 +19,10 @@ const KEYS = [
   { env: 'RETHINKDB_RECONNECT_MAX_MS', field: 'rethinkdb.reconnectMaxMs', parse: integer(10, 3600000), default: 30000 },
   { env: 'MANAGED_TABLES', field: 'managedTables', parse: tableSelectors, default: [] },
   { env: 'POD_SERVER_OVERRIDES', field: 'podServerOverrides', parse: keyValuePairs, default: {} },
+  { env: 'KUBERNETES_MODE', field: 'kubernetes.mode', parse: oneOf(['auto', 'in-cluster', 'kubeconfig', 'off']), default: 'auto' },
+  { env: 'KUBERNETES_NAMESPACE', field: 'kubernetes.namespace', parse: dnsLabel, default: 'rethinkdb' },
+  { env: 'RETHINKDB_POD_SELECTOR', field: 'kubernetes.podLabelSelector', parse: nonEmptyString, default: 'app=rethinkdb' },
+  { env: 'RETHINKDB_STATEFULSET', field: 'kubernetes.statefulSetName', parse: dnsLabel, default: 'rethinkdb' },
   { env: 'PORT', field: 'http.port', parse: integer(0, 65535), default: 8080 },
   { env: 'HOST', field: 'http.host', parse: nonEmptyString, default: '0.0.0.0' },
   { env: 'LOG_LEVEL', field: 'logLevel', parse: oneOf(LOG_LEVELS), default: 'info' },
@@ -46,6 +50,10 @@ export function loadConfig(env) {
   if (!config.backend) config.backend = config.rethinkdb.host ? 'rethinkdb' : 'sandbox';
   if (config.backend === 'rethinkdb' && !config.rethinkdb.host) {
     problems.push('MANAGER_BACKEND=rethinkdb needs RETHINKDB_HOST');
+  }
+  // auto: in-cluster inside a pod, a kubeconfig when KUBECONFIG is set, otherwise no Kubernetes API.
+  if (config.kubernetes.mode === 'auto') {
+    config.kubernetes.mode = env.KUBERNETES_SERVICE_HOST ? 'in-cluster' : env.KUBECONFIG ? 'kubeconfig' : 'off';
   }
   if (config.rethinkdb.reconnectMinMs > config.rethinkdb.reconnectMaxMs) {
     problems.push('RETHINKDB_RECONNECT_MIN_MS must not exceed RETHINKDB_RECONNECT_MAX_MS');
@@ -98,6 +106,10 @@ function oneOf(values) {
   return (raw) => (values.includes(raw.trim())
     ? { value: raw.trim() }
     : { error: `must be one of ${values.join(', ')}` });
+}
+
+function dnsLabel(raw) {
+  return /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(raw.trim()) ? { value: raw.trim() } : { error: 'must be a DNS label (lowercase letters, digits and -)' };
 }
 
 // "db.table" or "db.*", comma separated.

@@ -1,10 +1,12 @@
 // Entry point: reads the config, builds the real clients (or the sandbox), listens, and shuts down on SIGTERM.
 
 import { readFileSync } from 'node:fs';
+import { KubeConfig } from '@kubernetes/client-node';
 import r from 'rethinkdb';
 import { loadConfig } from './config.js';
 import { createSystemClock } from './lib/clock.js';
 import { createLogger } from './logger.js';
+import { createKubeAdapter } from './kubernetes/kube-adapter.js';
 import { createManager } from './manager.js';
 import { createDataStore } from './rethinkdb/data-store.js';
 import { createConnectionManager, createQueryRunner, createRethinkDbSource } from './rethinkdb/rethinkdb-source.js';
@@ -22,7 +24,14 @@ function main() {
   }
   const logger = createLogger({ level: config.logLevel });
   const clock = createSystemClock();
-  const backend = config.backend === 'sandbox' ? buildSandbox(config, clock, logger) : buildRethinkDb(config, clock, logger);
+  let backend;
+  try {
+    backend = config.backend === 'sandbox' ? buildSandbox(config, clock, logger) : buildRethinkDb(config, clock, logger);
+  } catch (err) {
+    // A client that cannot even be built (unreadable CA file or kubeconfig) is a start-up configuration error.
+    logger.fatal({ err: err.message }, 'cannot start: a client could not be configured');
+    process.exit(1);
+  }
   const store = createDataStore({ source: backend.source, managedTables: config.managedTables });
   const manager = createManager({ config, store, kube: backend.kube, clock, logger });
   const server = manager.app.listen(config.http.port, config.http.host, () => {
@@ -70,7 +79,20 @@ function buildRethinkDb(config, clock, logger) {
   connections.start();
   logger.info({ host: rc.host, port: rc.port, user: rc.user, tls: rc.tls }, 'connecting to RethinkDB');
   const source = createRethinkDbSource({ r, runQuery: createQueryRunner({ connections, queryTimeoutMs: rc.queryTimeoutMs }) });
-  return { source, kube: null, close: () => connections.close() };
+  return { source, kube: buildKube(config, clock, logger), close: () => connections.close() };
+}
+
+function buildKube(config, clock, logger) {
+  const k = config.kubernetes;
+  if (k.mode === 'off') {
+    logger.warn('no Kubernetes API configured (KUBERNETES_MODE=off): node actions answer 503');
+    return null;
+  }
+  const kubeConfig = new KubeConfig();
+  if (k.mode === 'in-cluster') kubeConfig.loadFromCluster();
+  else kubeConfig.loadFromDefault();
+  logger.info({ mode: k.mode, namespace: k.namespace, selector: k.podLabelSelector, statefulSet: k.statefulSetName }, 'using the Kubernetes API');
+  return createKubeAdapter({ kubeConfig, namespace: k.namespace, podLabelSelector: k.podLabelSelector, statefulSetName: k.statefulSetName, clock });
 }
 
 main();

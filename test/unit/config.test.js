@@ -43,3 +43,18 @@ describe('loadConfig', () => {
     expect(config.podServerOverrides).toEqual({ 'rethinkdb-0': 'rdb_a', 'rethinkdb-1': 'rdb_b' });
   });
 });
+
+describe('loadConfig: Kubernetes', () => {
+  test.each([
+    [{}, 'off'],
+    [{ KUBERNETES_SERVICE_HOST: '10.96.0.1' }, 'in-cluster'],
+    [{ KUBECONFIG: '/home/op/.kube/config' }, 'kubeconfig'],
+    [{ KUBERNETES_SERVICE_HOST: '10.96.0.1', KUBERNETES_MODE: 'off' }, 'off'],
+  ])('when the environment is %j, then the Kubernetes mode is %s', (env, mode) => {
+    expect(loadConfig(env).kubernetes.mode).toBe(mode);
+  });
+
+  test('when the namespace is not a DNS label, then it is refused', () => {
+    expect(() => loadConfig({ KUBERNETES_NAMESPACE: 'Rethink_DB' })).toThrow(/KUBERNETES_NAMESPACE="Rethink_DB": must be a DNS label/);
+  });
+});

@@ -1,0 +1,154 @@
+// The Kubernetes adapter: the calls the manager makes, through @kubernetes/client-node 1.4, with the API's
+// shapes and errors turned into ours. KUBE_CALLS lists every call; the RBAC rules are derived from it.
+
+import { AppsV1Api, CoreV1Api, CustomObjectsApi, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
+import { AppError } from '../errors.js';
+import { parseOptionalQuantity, parseQuantity } from './quantity.js';
+
+// Every API call the adapter makes: the single source for the RBAC manifest and its test.
+export const KUBE_CALLS = Object.freeze([
+  { apiGroup: '', resource: 'pods', verbs: ['get', 'list'], namespaced: true },
+  { apiGroup: '', resource: 'events', verbs: ['create'], namespaced: true },
+  { apiGroup: 'apps', resource: 'statefulsets/scale', verbs: ['get', 'patch'], namespaced: true },
+  { apiGroup: '', resource: 'nodes', verbs: ['get'], namespaced: false },
+  { apiGroup: 'metrics.k8s.io', resource: 'pods', verbs: ['list'], namespaced: true },
+  { apiGroup: 'metrics.k8s.io', resource: 'nodes', verbs: ['get', 'list'], namespaced: false },
+]);
+
+export function createKubeAdapter({ kubeConfig, namespace, podLabelSelector = 'app=rethinkdb', statefulSetName = 'rethinkdb', component = 'rethinkdb-k8s-manager', clock }) {
+  const core = kubeConfig.makeApiClient(CoreV1Api);
+  const apps = kubeConfig.makeApiClient(AppsV1Api);
+  const custom = kubeConfig.makeApiClient(CustomObjectsApi);
+  const call = (what, fn) => fn().catch((err) => { throw translateKubeError(err, what); });
+
+  async function getPod(name) {
+    return toPod(await call(`get pod ${name}`, () => core.readNamespacedPod({ name, namespace })));
+  }
+
+  async function listRethinkDbPods({ nodeName } = {}) {
+    const list = await call('list pods', () => core.listNamespacedPod({
+      namespace, labelSelector: podLabelSelector, ...(nodeName ? { fieldSelector: `spec.nodeName=${nodeName}` } : {}),
+    }));
+    return list.items.map(toPod);
+  }
+
+  async function getNode(name) {
+    const node = await call(`get node ${name}`, () => core.readNode({ name }));
+    return { name: node.metadata.name, allocatableCpuCores: parseOptionalQuantity(node.status?.allocatable?.cpu) };
+  }
+
+  async function nodeExists(name) {
+    try {
+      await getNode(name);
+      return true;
+    } catch (err) {
+      if (err.code === 'NOT_FOUND') return false;
+      throw err;
+    }
+  }
+
+  async function listPodMetrics() {
+    const list = await call('list pod metrics', () => custom.listNamespacedCustomObject({
+      group: 'metrics.k8s.io', version: 'v1beta1', namespace, plural: 'pods', labelSelector: podLabelSelector,
+    }));
+    return list.items.map((item) => ({
+      name: item.metadata.name,
+      cpuCores: item.containers.reduce((sum, c) => sum + parseQuantity(c.usage.cpu), 0),
+      memoryBytes: item.containers.reduce((sum, c) => sum + parseQuantity(c.usage.memory), 0),
+      timestamp: item.timestamp,
+      window: item.window,
+    }));
+  }
+
+  async function listNodeMetrics() {
+    const list = await call('list node metrics', () => custom.listClusterCustomObject({ group: 'metrics.k8s.io', version: 'v1beta1', plural: 'nodes' }));
+    return list.items.map((item) => ({ name: item.metadata.name, cpuCores: parseQuantity(item.usage.cpu), memoryBytes: parseQuantity(item.usage.memory), timestamp: item.timestamp }));
+  }
+
+  async function getStatefulSetScale() {
+    const scale = await call('get statefulset scale', () => apps.readNamespacedStatefulSetScale({ name: statefulSetName, namespace }));
+    return { replicas: scale.spec?.replicas ?? 0, currentReplicas: scale.status?.replicas ?? 0 };
+  }
+
+  async function patchStatefulSetScale(replicas) {
+    const scale = await call('patch statefulset scale', () => apps.patchNamespacedStatefulSetScale(
+      { name: statefulSetName, namespace, body: { spec: { replicas } } },
+      setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+    ));
+    return { replicas: scale.spec?.replicas ?? replicas };
+  }
+
+  async function createPodEvent({ pod, reason, message, type = 'Normal' }) {
+    const now = new Date(clock.now()).toISOString();
+    return call(`create event on ${pod.name}`, () => core.createNamespacedEvent({
+      namespace,
+      body: {
+        metadata: { generateName: `${pod.name}.` },
+        involvedObject: { kind: 'Pod', apiVersion: 'v1', namespace, name: pod.name, ...(pod.uid ? { uid: pod.uid } : {}) },
+        reason,
+        message: message.slice(0, 1024),
+        type,
+        source: { component },
+        firstTimestamp: now,
+        lastTimestamp: now,
+        count: 1,
+      },
+    }));
+  }
+
+  return {
+    kind: 'kubernetes',
+    getPod,
+    listRethinkDbPods: () => listRethinkDbPods(),
+    listRethinkDbPodsOnNode: (nodeName) => listRethinkDbPods({ nodeName }),
+    getNode,
+    nodeExists,
+    listPodMetrics,
+    listNodeMetrics,
+    getStatefulSetScale,
+    patchStatefulSetScale,
+    createPodEvent,
+  };
+}
+
+function toPod(pod) {
+  const containers = pod.spec?.containers ?? [];
+  const sum = (pick) => {
+    const values = containers.map((c) => parseOptionalQuantity(pick(c.resources ?? {})));
+    return values.some((v) => v === null) ? null : values.reduce((a, b) => a + b, 0);
+  };
+  return {
+    name: pod.metadata.name,
+    uid: pod.metadata.uid ?? null,
+    nodeName: pod.spec?.nodeName ?? null,
+    podIp: pod.status?.podIP ?? null,
+    hostname: pod.spec?.hostname ?? pod.metadata.name,
+    phase: pod.status?.phase ?? null,
+    cpuRequestCores: sum((r) => r.requests?.cpu),
+    cpuLimitCores: sum((r) => r.limits?.cpu),
+  };
+}
+
+// A Kubernetes API error in our error model. The client's ApiException carries `code` and a Status body.
+export function translateKubeError(err, what) {
+  if (err instanceof AppError) return err;
+  const status = err?.code;
+  const body = typeof err?.body === 'string' ? safeJson(err.body) : err?.body;
+  const detail = body?.message ?? (typeof err?.body === 'string' ? err.body.trim() : err?.message);
+  if (status === 404) return new AppError('NOT_FOUND', `Kubernetes: ${what}: ${detail}`, { cause: err });
+  if (status === 401 || status === 403) {
+    return new AppError('KUBERNETES_UNAVAILABLE', `Kubernetes refused "${what}" (${status}): ${detail}; check the manager's ServiceAccount and RBAC`, { cause: err });
+  }
+  if (typeof status === 'number' && status >= 400 && status < 500) {
+    return new AppError('INTERNAL', `Kubernetes rejected "${what}" (${status}): ${detail}`, { cause: err });
+  }
+  return new AppError('KUBERNETES_UNAVAILABLE', `Kubernetes API unavailable during "${what}": ${detail ?? err}`, { cause: err });
+}
+
+function safeJson(text) {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return null;
+  }
+}
