@@ -64,6 +64,7 @@ function buildSandbox(config, clock, logger) {
 }
 
 function buildRethinkDb(config, clock, logger) {
+  const kube = buildKube(config, clock, logger);
   const rc = config.rethinkdb;
   const ssl = rc.tls ? {
     ...(rc.tlsCaFile ? { ca: readFileSync(rc.tlsCaFile) } : {}),
@@ -79,7 +80,7 @@ function buildRethinkDb(config, clock, logger) {
   connections.start();
   logger.info({ host: rc.host, port: rc.port, user: rc.user, tls: rc.tls }, 'connecting to RethinkDB');
   const source = createRethinkDbSource({ r, runQuery: createQueryRunner({ connections, queryTimeoutMs: rc.queryTimeoutMs }) });
-  return { source, kube: buildKube(config, clock, logger), close: () => connections.close() };
+  return { source, kube, close: () => connections.close() };
 }
 
 function buildKube(config, clock, logger) {
