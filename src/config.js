@@ -27,6 +27,7 @@ const KEYS = [
   { env: 'HOST', field: 'http.host', parse: nonEmptyString, default: '0.0.0.0' },
   { env: 'LOG_LEVEL', field: 'logLevel', parse: oneOf(LOG_LEVELS), default: 'info' },
   { env: 'ACTION_DEADLINE_SECONDS', field: 'deadlines.actionSeconds', parse: integer(1, 3600), default: 20 },
+  { env: 'PRESTOP_DEADLINE_SECONDS', field: 'deadlines.prestopSeconds', parse: integer(2, 3600), default: 20 },
   { env: 'MIGRATION_DEADLINE_SECONDS', field: 'deadlines.migrationSeconds', parse: integer(1, 86400), default: 3600 },
   { env: 'SHUTDOWN_GRACE_SECONDS', field: 'deadlines.shutdownGraceSeconds', parse: integer(0, 3600), default: 25 },
   { env: 'WAIT_POLL_INTERVAL_MS', field: 'waitPollIntervalMs', parse: integer(10, 60000), default: 250 },

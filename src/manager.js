@@ -3,9 +3,11 @@
 import { createActions } from './actions/actions.js';
 import { createOperationRegistry } from './actions/operations.js';
 import { createReconfigurer } from './actions/reconfigurer.js';
+import { createHooks } from './actions/hooks.js';
 import { createApp } from './app.js';
 import { createKeyedMutex } from './lib/keyed-mutex.js';
 import { createWorkTracker } from './lib/work-tracker.js';
+import { createHookRoutes } from './routes/hook-routes.js';
 import { createMemoryMarkStore } from './state/marks.js';
 
 export function createManager({ config, store, kube = null, clock, logger, extraRoutes = [] }) {
@@ -15,7 +17,9 @@ export function createManager({ config, store, kube = null, clock, logger, extra
   const work = createWorkTracker();
   const reconfigurer = createReconfigurer({ store, locks, clock, logger, waitPollIntervalMs: config.waitPollIntervalMs });
   const actions = createActions({ store, reconfigurer, marks, operations, kube, clock, logger, config });
-  const app = createApp({ store, actions, marks, operations, work, logger, extraRoutes });
+  const hooks = createHooks({ store, actions, kube, config, logger });
+  const hookRoutes = createHookRoutes({ hooks, work, prestopDeadlineSeconds: config.deadlines.prestopSeconds });
+  const app = createApp({ store, actions, marks, operations, work, logger, extraRoutes: [hookRoutes, ...extraRoutes] });
 
   // Stop taking work, let running actions and operations finish within graceMs, then close the store.
   async function shutdown(graceMs) {

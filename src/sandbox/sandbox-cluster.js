@@ -2,6 +2,8 @@
 // documents a real cluster does (shapes and error strings from ../shared/fixtures/rethinkdb-2.4.4), and derives
 // replica states, acting primaries and backfills from connectivity and an injected clock.
 
+import { AppError } from '../errors.js';
+
 const FORMAT_ERROR = "The change you're trying to make to `rethinkdb.table_config` has the wrong format. In `shards`: ";
 const SHARD_KEYS = new Set(['primary_replica', 'replicas', 'nonvoting_replicas']);
 const VERSION = 'rethinkdb 2.4.4 (sandbox)';
@@ -313,7 +315,7 @@ export function createSandboxKube({ podsByNode }) {
         const pod = pods.find((p) => p.name === name);
         if (pod) return { ...pod, nodeName };
       }
-      return null;
+      throw new AppError('NOT_FOUND', `Kubernetes: get pod ${name}: pods "${name}" not found`);
     },
     async nodeExists(nodeName) {
       return Object.hasOwn(podsByNode, nodeName);

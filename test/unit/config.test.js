@@ -7,7 +7,7 @@ describe('loadConfig', () => {
     expect(config.http.port).toBe(8080);
     expect(config.rethinkdb).toMatchObject({ port: 28015, user: 'admin', password: '', tls: false });
     expect(config.managedTables).toEqual([]);
-    expect(config.deadlines).toEqual({ actionSeconds: 20, migrationSeconds: 3600, shutdownGraceSeconds: 25 });
+    expect(config.deadlines).toEqual({ actionSeconds: 20, prestopSeconds: 20, migrationSeconds: 3600, shutdownGraceSeconds: 25 });
   });
 
   test('when RETHINKDB_HOST is set, then the rethinkdb backend is chosen', () => {

@@ -1,0 +1,61 @@
+import request from 'supertest';
+import { AppError } from '../../src/errors.js';
+import { createSandboxHarness, primaryMap } from '../helpers/harness.js';
+
+const prestop = (app, pod) => request(app).post(`/v1/hooks/prestop?pod=${pod}`);
+
+describe('POST /v1/hooks/prestop', () => {
+  test('when a pod is about to stop, then its server\'s primaries move off before the answer, and a repeat is a no-op', async () => {
+    const h = createSandboxHarness();
+    const res = await prestop(h.app, 'rethinkdb-1');
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({ event: 'PRESTOP', pod: 'rethinkdb-1', server: 'rethinkdb_1', outcome: 'completed', primariesOff: true });
+    expect(res.body.report.changes).toEqual([expect.objectContaining({ shard: 1, from: 'rethinkdb_1', to: 'rethinkdb_2' })]);
+    const cluster = (await request(h.app).get('/v1/cluster')).body;
+    expect(cluster.tables[0].shards[1].acting).toEqual(['rethinkdb_2']);
+    const again = await prestop(h.app, 'rethinkdb-1');
+    expect(again.body).toMatchObject({ outcome: 'nothing_to_do', primariesOff: true });
+  });
+
+  test('when two pods stop together (a node drain or rolling restart), then neither receives the other\'s primaries', async () => {
+    const h = createSandboxHarness();
+    const [a, b] = await Promise.all([prestop(h.app, 'rethinkdb-1'), prestop(h.app, 'rethinkdb-2')]);
+    expect([a.body.primariesOff, b.body.primariesOff]).toEqual([true, true]);
+    const primaries = await primaryMap(h.store);
+    expect(primaries).not.toContain('rethinkdb_1');
+    expect(primaries).not.toContain('rethinkdb_2');
+  });
+
+  test.each([
+    ['rethinkdb-9', 404, 'POD_NOT_FOUND'],
+    ['Bad_Pod', 400, 'BAD_REQUEST'],
+    ['', 400, 'BAD_REQUEST'],
+  ])('when the pod is %j, then %i %s and nothing changes', async (pod, status, code) => {
+    const h = createSandboxHarness();
+    const res = await prestop(h.app, pod);
+    expect(res.status).toBe(status);
+    expect(res.body.error).toBe(code);
+    expect(await primaryMap(h.store)).toEqual(['rethinkdb_0', 'rethinkdb_1', 'rethinkdb_2', 'rethinkdb_3']);
+  });
+
+  test('when the data store hangs, then the hook is answered at its deadline, not held until SIGKILL', async () => {
+    const h = createSandboxHarness({
+      env: { PRESTOP_DEADLINE_SECONDS: '2' },
+      wrapSource: (source) => ({ ...source, readSystemTables: () => new Promise(() => {}) }),
+    });
+    const started = Date.now();
+    const res = await prestop(h.app, 'rethinkdb-1');
+    const elapsedMs = Date.now() - started;
+    expect(res.status).toBe(504);
+    expect(res.body).toMatchObject({ error: 'DEADLINE_EXCEEDED', message: expect.stringContaining('within 2 s') });
+    expect(elapsedMs).toBeGreaterThanOrEqual(1900);
+  });
+
+  test('when the data store is down, then the hook gets 503 at once', async () => {
+    const down = async () => { throw new AppError('DATA_STORE_UNAVAILABLE', 'not connected to RethinkDB: connect ECONNREFUSED'); };
+    const h = createSandboxHarness({ wrapSource: (source) => ({ ...source, readSystemTables: down }) });
+    const res = await prestop(h.app, 'rethinkdb-1');
+    expect(res.status).toBe(503);
+    expect(res.body.error).toBe('DATA_STORE_UNAVAILABLE');
+  });
+});
