@@ -22,6 +22,7 @@ const KEYS = [
   { env: 'KUBERNETES_MODE', field: 'kubernetes.mode', parse: oneOf(['auto', 'in-cluster', 'kubeconfig', 'off']), default: 'auto' },
   { env: 'KUBERNETES_NAMESPACE', field: 'kubernetes.namespace', parse: dnsLabel, default: 'rethinkdb' },
   { env: 'RETHINKDB_POD_SELECTOR', field: 'kubernetes.podLabelSelector', parse: nonEmptyString, default: 'app=rethinkdb' },
+  { env: 'KUBERNETES_REQUEST_TIMEOUT_MS', field: 'kubernetes.requestTimeoutMs', parse: integer(100, 600000), default: 5000 },
   { env: 'RETHINKDB_STATEFULSET', field: 'kubernetes.statefulSetName', parse: dnsLabel, default: 'rethinkdb' },
   { env: 'PORT', field: 'http.port', parse: integer(0, 65535), default: 8080 },
   { env: 'HOST', field: 'http.host', parse: nonEmptyString, default: '0.0.0.0' },

@@ -93,7 +93,7 @@ function buildKube(config, clock, logger) {
   if (k.mode === 'in-cluster') kubeConfig.loadFromCluster();
   else kubeConfig.loadFromDefault();
   logger.info({ mode: k.mode, namespace: k.namespace, selector: k.podLabelSelector, statefulSet: k.statefulSetName }, 'using the Kubernetes API');
-  return createKubeAdapter({ kubeConfig, namespace: k.namespace, podLabelSelector: k.podLabelSelector, statefulSetName: k.statefulSetName, clock });
+  return createKubeAdapter({ kubeConfig, namespace: k.namespace, podLabelSelector: k.podLabelSelector, statefulSetName: k.statefulSetName, clock, requestTimeoutMs: k.requestTimeoutMs });
 }
 
 main();

@@ -8,7 +8,7 @@ import { configOf, planMovePrimariesFromServers, planRebalancePrimaries } from '
 import {
   finalizeReplica, planAddServer, planCreateReplica, planMigrateReplicasOff, stageReplica,
 } from '../planner/replica-planner.js';
-import { votingReplicas } from '../planner/eligibility.js';
+import { canHostReplica, createView, votingReplicas } from '../planner/eligibility.js';
 import {
   describeShard, namedItems, outcomeOf, plannedPrimaryChanges, plannedReplicaMoves, primaryChanges,
 } from './report.js';
@@ -35,11 +35,11 @@ export function createActions({ store, reconfigurer, marks, operations, kube, cl
   }
 
   // Plans, and unless dryRun, commits and waits for the new primaries to act.
-  async function runPrimaryPlan({ action, target, planFn, dryRun, deadlineSeconds, reason, draining }) {
+  async function runPrimaryPlan({ action, target, planFn, dryRun, deadlineSeconds, reason, extraDraining = [] }) {
     const startedAt = clock.now();
     const deadline = createDeadline(clock, (deadlineSeconds ?? config.deadlines.actionSeconds) * 1000);
     const cluster = await store.readCluster();
-    const plan = planFn(cluster);
+    const plan = planFn(cluster, [...new Set([...(await marks.drainingIds()), ...extraDraining])]);
     const base = { action, target, dryRun, reason: reason ?? null };
     if (dryRun) {
       const changes = plannedPrimaryChanges(cluster, plan);
@@ -47,7 +47,7 @@ export function createActions({ store, reconfigurer, marks, operations, kube, cl
     }
     const tableIds = plan.changes.map((c) => c.tableId);
     const committed = tableIds.length > 0
-      ? await reconfigurer.commit(planFn, { tableIds, draining })
+      ? await reconfigurer.commit(planFn, { tableIds, deadline, extraDraining })
       : { cluster, plan, written: [], notDone: [] };
     const targets = committed.written.map((w) => ({ tableId: w.change.tableId, shards: w.change.moves.map((m) => m.shard) }));
     const wait = targets.length > 0 ? await reconfigurer.waitForPrimaries(targets, deadline) : { settled: true, pending: [] };
@@ -94,15 +94,13 @@ export function createActions({ store, reconfigurer, marks, operations, kube, cl
     if (!dryRun) {
       for (const s of servers) await marks.markDraining(s.id, { reason: reason ?? action, serverName: s.name });
     }
-    const draining = [...new Set([...(await marks.drainingIds()), ...ids])];
-    const planFn = (c) => planMovePrimariesFromServers(c, ids, { draining });
-    return runPrimaryPlan({ action, target, planFn, dryRun, deadlineSeconds, reason, draining });
+    const planFn = (c, draining) => planMovePrimariesFromServers(c, ids, { draining });
+    return runPrimaryPlan({ action, target, planFn, dryRun, deadlineSeconds, reason, extraDraining: ids });
   }
 
   async function rebalancePrimaries({ dryRun = false, deadlineSeconds, reason, tableIds = null } = {}) {
-    const draining = await marks.drainingIds();
-    const planFn = (c) => planRebalancePrimaries(c, { draining, tableIds });
-    return runPrimaryPlan({ action: 'rebalance-primaries', target: {}, planFn, dryRun, deadlineSeconds, reason, draining });
+    const planFn = (c, draining) => planRebalancePrimaries(c, { draining, tableIds });
+    return runPrimaryPlan({ action: 'rebalance-primaries', target: {}, planFn, dryRun, deadlineSeconds, reason });
   }
 
   async function releaseServer({ server, rebalance = true, dryRun = false, deadlineSeconds, reason }) {
@@ -163,6 +161,7 @@ export function createActions({ store, reconfigurer, marks, operations, kube, cl
     op.steps = planned.map((p) => ({ ...p, status: 'pending', state: null, progress: null, error: null }));
     const changes = [];
     const notDone = [];
+    const unsettled = [];
     for (let i = 0; i < moves.length; i += 1) {
       const step = op.steps[i];
       if (deadline.expired()) {
@@ -171,22 +170,28 @@ export function createActions({ store, reconfigurer, marks, operations, kube, cl
         continue;
       }
       const result = await moveOneReplica(moves[i], step, deadline);
-      if (result.change) changes.push(result.change);
-      else notDone.push({ table: step.table, shard: step.shard, reason: step.error });
+      if (!result.change) {
+        notDone.push({ table: step.table, shard: step.shard, reason: step.error });
+        continue;
+      }
+      changes.push(result.change);
+      if (!result.settled) unsettled.push({ table: step.table, shard: step.shard, reason: step.error });
     }
     const touched = [...new Set(changes.map((c) => c.tableId))];
     const primaries = touched.length > 0 && afterMoves ? await afterMoves(touched) : null;
-    const report = { action, target, dryRun: false, reason: reason ?? null, changes, skipped, notDone, settled: true, primaries, durationMs: clock.now() - startedAt };
+    const report = {
+      action, target, dryRun: false, reason: reason ?? null, changes, skipped, notDone,
+      settled: unsettled.length === 0, pending: unsettled, primaries, durationMs: clock.now() - startedAt,
+    };
     report.outcome = outcomeOf(report);
     log.info({ action, target, reason, outcome: report.outcome, moved: changes.length, notDone: notDone.length, durationMs: report.durationMs }, 'action finished');
     return report;
   }
 
   async function moveOneReplica(move, step, deadline) {
-    const draining = await marks.drainingIds();
     const fail = (status, error) => { step.status = status; step.error = error; return { change: null }; };
     step.status = 'staging';
-    const staged = await reconfigurer.commit((c) => stagePlan(c, move), { tableIds: [move.tableId], draining });
+    const staged = await reconfigurer.commit((c, draining) => stagePlan(c, move, draining), { tableIds: [move.tableId], deadline });
     const stageProblem = staged.notDone[0] ?? staged.plan.skipped[0];
     if (stageProblem) return fail('failed', stageProblem.reason);
     const before = staged.cluster.tables.find((t) => t.id === move.tableId)?.shards[move.shard];
@@ -197,16 +202,18 @@ export function createActions({ store, reconfigurer, marks, operations, kube, cl
     });
     if (!ready.settled) return fail('timed_out', `deadline passed while the replica was ${step.state}; it stays as a nonvoting replica`);
     step.status = 'finalizing';
-    const finalized = await reconfigurer.commit((c) => finalizePlan(c, move, draining), { tableIds: [move.tableId], draining });
+    const finalized = await reconfigurer.commit((c, draining) => finalizePlan(c, move, draining), { tableIds: [move.tableId], deadline });
     const finalProblem = finalized.notDone[0] ?? finalized.plan.skipped[0];
     if (finalProblem) return fail('failed', finalProblem.reason);
     const table = finalized.cluster.tables.find((t) => t.id === move.tableId);
     const after = finalized.written[0]?.change.shards[move.shard] ?? table.shards[move.shard];
     const settleDeadline = createDeadline(clock, Math.min(deadline.remainingMs(), config.deadlines.actionSeconds * 1000));
-    await reconfigurer.waitForPrimaries([{ tableId: move.tableId, shards: [move.shard] }], settleDeadline);
-    step.status = 'done';
+    const settled = await reconfigurer.waitForPrimaries([{ tableId: move.tableId, shards: [move.shard] }], settleDeadline);
+    step.status = settled.settled ? 'done' : 'done_unsettled';
     step.progress = 1;
+    if (!settled.settled) step.error = `written, but not settled in time: ${settled.pending.map((p) => p.reason).join('; ')}`;
     return {
+      settled: settled.settled,
       change: {
         table: step.table, tableId: move.tableId, shard: move.shard, kind: 'replica', from: step.from, to: step.to,
         before: before ? describeShard(finalized.cluster, before) : null, after: describeShard(finalized.cluster, after),
@@ -222,11 +229,15 @@ export function createActions({ store, reconfigurer, marks, operations, kube, cl
   };
 }
 
-function stagePlan(cluster, move) {
+function stagePlan(cluster, move, draining) {
   const table = cluster.tables.find((t) => t.id === move.tableId);
   if (!table) return { changes: [], skipped: [{ tableId: move.tableId, shard: move.shard, reason: 'table disappeared' }] };
   const shard = table.shards[move.shard];
-  if (votingReplicas(shard).includes(move.to)) return { changes: [], skipped: [] };
+  if (shard.replicas.includes(move.to) && !shard.nonvoting.includes(move.to)) return { changes: [], skipped: [] };
+  const view = createView(cluster, { draining });
+  if (!canHostReplica(view, move.to)) {
+    return { changes: [], skipped: [{ tableId: table.id, shard: move.shard, reason: `${view.nameOf(move.to)} is ${view.isConnected(move.to) ? 'draining' : 'disconnected'} now` }] };
+  }
   const shards = table.shards.map(configOf);
   shards[move.shard] = stageReplica(shard, move.to);
   return { changes: [{ tableId: table.id, shards, moves: [] }], skipped: [] };

@@ -1,26 +1,34 @@
-// Carries out plans against the data store: locks the tables, re-plans on a fresh read, checks safety,
-// writes one table_config update per table, and waits until the change has really taken effect.
+// Carries out plans against the data store: locks the tables, re-plans on a fresh read with the draining
+// marks as they are now, checks safety, writes one table_config update per table, and waits until the
+// change has really taken effect. Everything respects the action's deadline.
 
 import { AppError } from '../errors.js';
 import { tableLabel } from '../cluster/cluster-model.js';
-import { createView } from '../planner/eligibility.js';
+import { createView, hasLiveMajority } from '../planner/eligibility.js';
 import { checkTransition } from '../planner/safety.js';
 
-export function createReconfigurer({ store, locks, clock, logger, waitPollIntervalMs }) {
+export function createReconfigurer({ store, locks, marks, clock, logger, waitPollIntervalMs }) {
   const log = logger.child({ module: 'reconfigurer' });
 
-  // planFn(cluster) -> { changes, skipped }. Returns what was written and what was not.
-  async function commit(planFn, { tableIds, draining = [] }) {
+  // planFn(cluster, draining) -> { changes, skipped }. `extraDraining` are servers the action itself is
+  // draining (e.g. in a dry run, where no mark is written). Returns what was written and what was not.
+  async function commit(planFn, { tableIds, deadline, extraDraining = [] }) {
     const sorted = [...new Set(tableIds)].sort();
-    return withLocks(sorted, async () => {
+    return withLocks(sorted, deadline, async () => {
       const cluster = await store.readCluster();
-      const plan = planFn(cluster);
+      // Read under the locks: a drain that committed while we waited is seen here (no primary onto it).
+      const draining = [...new Set([...(await marks.drainingIds()), ...extraDraining])];
+      const plan = planFn(cluster, draining);
       const written = [];
       const notDone = [];
       for (const change of plan.changes) {
         const table = cluster.tables.find((t) => t.id === change.tableId);
         if (!sorted.includes(change.tableId)) {
           notDone.push({ tableId: change.tableId, reason: 'table changed concurrently; run the action again' });
+          continue;
+        }
+        if (deadline.expired()) {
+          notDone.push({ tableId: change.tableId, reason: 'deadline passed before this table was written' });
           continue;
         }
         const violations = checkTransition(cluster, table, change.shards, { draining });
@@ -33,35 +41,41 @@ export function createReconfigurer({ store, locks, clock, logger, waitPollInterv
           await store.writeTableShards(change.tableId, change.shards);
           written.push({ change, before: table });
         } catch (err) {
-          if (err.code === 'DATA_STORE_UNAVAILABLE') throw err;
+          if (err.code === 'DATA_STORE_UNAVAILABLE') {
+            // The write may or may not have been applied: say so rather than guess.
+            notDone.push({ tableId: change.tableId, reason: `write outcome unknown, RethinkDB became unavailable: ${err.message}` });
+            break;
+          }
           notDone.push({ tableId: change.tableId, reason: err.message });
           log.warn({ table: tableLabel(table), err: err.message }, 'table_config write failed');
         }
       }
-      return { cluster, plan, written, notDone };
+      return { cluster, plan, written, notDone, draining };
     });
   }
 
-  async function withLocks(keys, fn, index = 0) {
+  async function withLocks(keys, deadline, fn, index = 0) {
     if (index >= keys.length) return fn();
-    return locks.runExclusive(keys[index], () => withLocks(keys, fn, index + 1));
+    return locks.runExclusive(keys[index], () => withLocks(keys, deadline, fn, index + 1), { timeoutMs: deadline.remainingMs() });
   }
 
-  // Until each changed shard's acting primary is the configured one and its table takes writes.
-  // ready_for_writes alone is true while the old primary still acts (fixtures 03). Only the shards a change
-  // touched are awaited: another shard whose configured primary is down would never settle.
+  // Until each changed shard's acting primary is the configured one and the shard has a live voting
+  // majority. ready_for_writes alone is true while the old primary still acts (fixtures 03); the table's
+  // flag is not used because another shard without quorum would keep it false forever.
   // targets: [{ tableId, shards: [index, ...] }]
   async function waitForPrimaries(targets, deadline) {
     return pollUntil(deadline, (cluster) => {
+      const view = createView(cluster);
       const pending = [];
       for (const { tableId, shards } of targets) {
         const table = cluster.tables.find((t) => t.id === tableId);
         if (!table) continue;
-        if (!table.readyForWrites) pending.push({ tableId, reason: 'not ready for writes' });
         for (const index of shards) {
           const shard = table.shards[index];
           if (shard.acting.length !== 1 || shard.acting[0] !== shard.primary) {
             pending.push({ tableId, shard: index, reason: 'acting primary is not the configured one yet' });
+          } else if (!hasLiveMajority(view, shard)) {
+            pending.push({ tableId, shard: index, reason: 'shard has no live voting majority' });
           }
         }
       }

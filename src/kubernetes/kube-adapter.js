@@ -3,6 +3,7 @@
 
 import { AppsV1Api, CoreV1Api, CustomObjectsApi, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { AppError } from '../errors.js';
+import { withinMs } from '../lib/clock.js';
 import { parseOptionalQuantity, parseQuantity } from './quantity.js';
 
 // Every API call the adapter makes: the single source for the RBAC manifest and its test.
@@ -15,11 +16,16 @@ export const KUBE_CALLS = Object.freeze([
   { apiGroup: 'metrics.k8s.io', resource: 'nodes', verbs: ['get', 'list'], namespaced: false },
 ]);
 
-export function createKubeAdapter({ kubeConfig, namespace, podLabelSelector = 'app=rethinkdb', statefulSetName = 'rethinkdb', component = 'rethinkdb-k8s-manager', clock }) {
+export function createKubeAdapter({
+  kubeConfig, namespace, podLabelSelector = 'app=rethinkdb', statefulSetName = 'rethinkdb', component = 'rethinkdb-k8s-manager', clock, requestTimeoutMs = 5000,
+}) {
   const core = kubeConfig.makeApiClient(CoreV1Api);
   const apps = kubeConfig.makeApiClient(AppsV1Api);
   const custom = kubeConfig.makeApiClient(CustomObjectsApi);
-  const call = (what, fn) => fn().catch((err) => { throw translateKubeError(err, what); });
+  // Every call has a time limit: an API server that accepts and never answers is a 503, not a hang.
+  const call = (what, fn) => withinMs(fn(), requestTimeoutMs, () => new AppError(
+    'KUBERNETES_UNAVAILABLE', `Kubernetes API did not answer "${what}" within ${requestTimeoutMs} ms`,
+  )).catch((err) => { throw translateKubeError(err, what); });
 
   async function getPod(name) {
     return toPod(await call(`get pod ${name}`, () => core.readNamespacedPod({ name, namespace })));

@@ -50,8 +50,9 @@ export function planMigrateReplicasOff(cluster, serverId, { draining = [] } = {}
 export function planAddServer(cluster, serverId, { draining = [], tableIds = null, grow = false } = {}) {
   const view = createView(cluster, { draining });
   const tables = tableIds ? cluster.tables.filter((t) => tableIds.includes(t.id)) : cluster.tables;
-  if (!view.isConnected(serverId)) {
-    return { moves: [], skipped: [{ tableId: null, shard: null, reason: `${view.nameOf(serverId)} is disconnected` }] };
+  if (!canHostReplica(view, serverId)) {
+    const why = view.isConnected(serverId) ? 'draining; release it first' : 'disconnected';
+    return { moves: [], skipped: [{ tableId: null, shard: null, reason: `${view.nameOf(serverId)} is ${why}` }] };
   }
   const hosts = new Set(cluster.servers.filter((s) => canHostReplica(view, s.id)).map((s) => s.id));
   hosts.add(serverId);
@@ -147,7 +148,9 @@ export function finalizeReplica(cluster, table, shardIndex, { from, to }, { drai
   if (!shard.replicas.includes(to)) return { shard: null, error: `${view.nameOf(to)} is not a replica` };
   if (!isLiveReady(view, shard, to)) return { shard: null, error: `${view.nameOf(to)} is not ready yet` };
   const next = configOf(shard);
-  next.nonvoting = next.nonvoting.filter((id) => id !== to && id !== from);
+  // A nonvoting replica that moves stays nonvoting: the shard's voting set (and its majority) is unchanged.
+  const keepNonvoting = from !== null && from !== undefined && shard.nonvoting.includes(from);
+  next.nonvoting = next.nonvoting.filter((id) => id !== from && (keepNonvoting || id !== to));
   if (from) next.replicas = next.replicas.filter((id) => id !== from);
   if (from && shard.primary === from) {
     const candidates = next.replicas.filter((id) => !next.nonvoting.includes(id)

@@ -19,13 +19,17 @@ export function createRethinkDbSource({ r, runQuery }) {
 export function createQueryRunner({ connections, queryTimeoutMs }) {
   return async function runQuery(term, what) {
     const conn = connections.get();
+    let timedOut = false;
     try {
-      return await withinMs(term.run(conn), queryTimeoutMs, () => new AppError(
-        'DATA_STORE_UNAVAILABLE', `RethinkDB did not answer "${what}" within ${queryTimeoutMs} ms`,
-      ));
+      return await withinMs(term.run(conn), queryTimeoutMs, () => {
+        timedOut = true;
+        return new AppError('DATA_STORE_UNAVAILABLE', `RethinkDB did not answer "${what}" within ${queryTimeoutMs} ms`);
+      });
     } catch (err) {
       const translated = translateDriverError(err, what);
-      if (translated.code === 'DATA_STORE_UNAVAILABLE') connections.reportFailure(err);
+      // A timed-out connection may be half-open (it still says open): drop it, which also abandons the
+      // query, and reconnect. Other unavailability errors drop it only if the driver saw it close.
+      if (translated.code === 'DATA_STORE_UNAVAILABLE') connections.reportFailure(err, { force: timedOut });
       throw translated;
     }
   };
@@ -99,8 +103,11 @@ export function createConnectionManager({ connect, clock, logger, reconnectMinMs
       }
       return conn;
     },
-    reportFailure(err) {
-      if (conn && !conn.open) onLost(conn, err);
+    reportFailure(err, { force = false } = {}) {
+      const c = conn;
+      if (!c || (!force && c.open)) return;
+      onLost(c, err);
+      if (force) c.close({ noreplyWait: false }).catch(() => {});
     },
     status: () => ({ connected: conn !== null, attempts, lastError: lastError ? String(lastError.message ?? lastError.msg) : null }),
     async close() {

@@ -141,6 +141,22 @@ describe('connection manager', () => {
     expect(manager.status()).toMatchObject({ connected: true, attempts: 6 });
   });
 
+  test('when a query times out on a half-open connection, then the connection is dropped and replaced', async () => {
+    const clock = createVirtualClock();
+    const first = fakeConnection();
+    const second = fakeConnection();
+    const conns = [first, second];
+    const logger = createLogger({ level: 'silent', destination: createLogSink().stream });
+    const manager = createConnectionManager({ connect: async () => conns.shift(), clock, logger, reconnectMinMs: 10, reconnectMaxMs: 10 });
+    manager.start();
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    const runQuery = createQueryRunner({ connections: manager, queryTimeoutMs: 20 });
+    await expect(runQuery({ run: () => new Promise(() => {}) }, 'ping')).rejects.toMatchObject({ code: 'DATA_STORE_UNAVAILABLE' });
+    expect(first.open).toBe(false);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    expect(manager.get()).toBe(second);
+  });
+
   test('when the connection closes, then get() answers 503 and it reconnects', async () => {
     const clock = createVirtualClock();
     const first = fakeConnection();

@@ -107,3 +107,17 @@ describe('Kubernetes adapter: recorded refusals', () => {
     });
   });
 });
+
+describe('Kubernetes adapter: time limits', () => {
+  test('when the API server accepts and never answers, then KUBERNETES_UNAVAILABLE after the request timeout', async () => {
+    api = await startFakeKubeApi([{ method: 'GET', path: '/api/v1/nodes/node-1', answer: () => new Promise(() => {}) }]);
+    const { createServer } = await import('node:http');
+    const silent = createServer(() => {});
+    await new Promise((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    api.kubeConfig.clusters[0].server = `http://127.0.0.1:${silent.address().port}`;
+    kube = createKubeAdapter({ kubeConfig: api.kubeConfig, namespace: 'rethinkdb', clock: createVirtualClock(), requestTimeoutMs: 100 });
+    await expect(kube.nodeExists('node-1')).rejects.toMatchObject({ code: 'KUBERNETES_UNAVAILABLE', message: 'Kubernetes API did not answer "get node node-1" within 100 ms' });
+    silent.closeAllConnections();
+    await new Promise((resolve) => silent.close(resolve));
+  });
+});

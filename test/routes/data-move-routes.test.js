@@ -103,6 +103,13 @@ describe('POST /v1/actions/add-server', () => {
     expect(servers.map((s) => s.primaries).reduce((a, b) => a + b, 0)).toBe(4);
   });
 
+  test('when the server is draining, then add-server plans nothing and says to release it first', async () => {
+    const h = createSandboxHarness();
+    await post(h.app, '/v1/actions/move-primaries-from-server', { server: 'rethinkdb_3' });
+    const res = await post(h.app, '/v1/actions/add-server?dryRun=true', { server: 'rethinkdb_3' });
+    expect(res.body).toMatchObject({ changes: [], skipped: [{ reason: 'rethinkdb_3 is draining; release it first' }] });
+  });
+
   test('when grow=true, then the server is added as an extra replica and nothing is removed', async () => {
     const h = createSandboxHarness();
     h.model.addServer({ name: 'rethinkdb_4', hostname: 'rethinkdb-4' });
@@ -137,6 +144,42 @@ describe('safety under concurrency and failure', () => {
     const primaries = await primaryMap(h.store);
     expect(primaries).not.toContain('rethinkdb_1');
     expect(primaries).not.toContain('rethinkdb_2');
+  });
+
+  test('when a drain plans before another drain commits, then it re-plans under the lock with the new draining mark', async () => {
+    let reads = 0;
+    const h = createSandboxHarness({
+      wrapSource: (source) => ({
+        ...source,
+        async readSystemTables() {
+          reads += 1;
+          if (reads === 1) await new Promise((resolve) => setTimeout(resolve, 40));
+          return source.readSystemTables();
+        },
+      }),
+    });
+    const first = post(h.app, '/v1/actions/move-primaries-from-server', { server: 'rethinkdb_1' });
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    const second = await post(h.app, '/v1/actions/move-primaries-from-server', { server: 'rethinkdb_2' });
+    const a = await first;
+    expect(second.body.outcome).toBe('completed');
+    expect(a.body.outcome).toBe('completed');
+    expect(a.body.changes.map((c) => c.to)).not.toContain('rethinkdb_2');
+    const primaries = await primaryMap(h.store);
+    expect(primaries).not.toContain('rethinkdb_1');
+    expect(primaries).not.toContain('rethinkdb_2');
+  });
+
+  test('when other shards of the table have no quorum, then a drain still settles on the shards it changed', async () => {
+    const h = createSandboxHarness();
+    h.model.crashServer('rethinkdb_2');
+    h.model.crashServer('rethinkdb_3');
+    h.clock.advance(20000);
+    const start = h.clock.now();
+    const res = await post(h.app, '/v1/actions/move-primaries-from-server', { server: 'rethinkdb_0' });
+    expect(res.body).toMatchObject({ outcome: 'completed', settled: true });
+    expect(res.body.changes.map((c) => [c.shard, c.to])).toEqual([[0, 'rethinkdb_1']]);
+    expect(h.clock.now() - start).toBeLessThan(2000);
   });
 
   test('when the new primary never takes over, then the action answers at its deadline saying what is pending', async () => {

@@ -93,6 +93,7 @@ describe('replica planner invariants', () => {
           expect(hasLiveMajority(view, { ...next, states: readyShard.states })).toBe(true);
         }
         expect(next.replicas).not.toContain(server);
+        expect(votingReplicas(next)).toHaveLength(votingReplicas(before).length);
         expect(votingReplicas(next)).toContain(next.primary);
       }
     }), RUNS);
