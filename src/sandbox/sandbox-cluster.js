@@ -7,6 +7,9 @@ import { AppError } from '../errors.js';
 const FORMAT_ERROR = "The change you're trying to make to `rethinkdb.table_config` has the wrong format. In `shards`: ";
 const SHARD_KEYS = new Set(['primary_replica', 'replicas', 'nonvoting_replicas']);
 const VERSION = 'rethinkdb 2.4.4 (sandbox)';
+// Until every table was writable again on the recording rig (fixtures README): after SIGKILL and SIGTERM.
+const KILL_DETECTION_MS = 850;
+const TERM_DETECTION_MS = 1700;
 
 export function sandboxUuid(n) {
   return `00000000-0000-4000-8000-${String(n).padStart(12, '0')}`;
@@ -79,13 +82,15 @@ export function createSandboxCluster({ clock, topology = paperTopology(), electi
   // Who RethinkDB would let act as primary right now, ignoring the handover delay.
   function desiredActing(table, i, now) {
     const shard = table.shards[i];
-    if (!liveMajority(table, i, now)) return null;
     const ready = (id) => replicaState(table, i, id, now) === 'ready';
-    if (ready(shard.primary)) return shard.primary;
     const current = table.runtime[i].acting;
-    if (current && voters(shard).includes(current) && ready(current)) return current;
+    const currentLives = current && voters(shard).includes(current) && ready(current);
+    // Without quorum a live acting primary stays listed (07) but nobody new is elected.
+    if (!liveMajority(table, i, now)) return currentLives ? current : null;
+    if (ready(shard.primary)) return shard.primary;
+    if (currentLives) return current;
     const down = servers.get(shard.primary);
-    if (down && !down.connected && now < down.disconnectedAt + electionTimeoutMs) return null;
+    if (down && !down.connected && now < down.disconnectedAt + down.detectionMs) return null;
     return voters(shard).filter(ready).sort((a, b) => nameOf(a).localeCompare(nameOf(b)))[0] ?? null;
   }
 
@@ -113,9 +118,11 @@ export function createSandboxCluster({ clock, topology = paperTopology(), electi
     const everyShard = (pred) => table.shards.every((_, i) => pred(i));
     const hasPrimary = (i) => shards[i].primary_replicas.length > 0;
     const writable = everyShard((i) => hasPrimary(i) && liveMajority(table, i, now));
+    const tableVoters = [...new Set(table.shards.flatMap(voters))];
+    const raftQuorum = tableVoters.filter(isConnected).length * 2 > tableVoters.length;
     const allReady = everyShard((i) => shards[i].replicas.every((r) => r.state === 'ready')
       && table.runtime[i].acting === table.shards[i].primary);
-    const leader = [...new Set(table.shards.flatMap(voters))].filter(isConnected).sort((a, b) => nameOf(a).localeCompare(nameOf(b)))[0];
+    const leader = raftQuorum ? tableVoters.filter(isConnected).sort((a, b) => nameOf(a).localeCompare(nameOf(b)))[0] : null;
     return {
       db: format === 'uuid' ? table.dbId : dbs.get(table.dbId),
       id: table.id,
@@ -125,7 +132,7 @@ export function createSandboxCluster({ clock, topology = paperTopology(), electi
       status: {
         all_replicas_ready: allReady,
         ready_for_outdated_reads: everyShard((i) => shards[i].replicas.some((r) => r.state === 'ready' || r.state === 'waiting_for_primary')),
-        ready_for_reads: everyShard(hasPrimary),
+        ready_for_reads: writable,
         ready_for_writes: writable,
       },
     };
@@ -259,10 +266,15 @@ export function createSandboxCluster({ clock, topology = paperTopology(), electi
   }
 
   // Infrastructure events, driven by the sandbox's Kubernetes side, the admin endpoints or tests.
-  function crashServer(name) {
+  // How fast survivors notice depends on how the server went (fixtures 09): a killed or terminated process
+  // closes its connections; a network cut is only noticed when heartbeats time out.
+  function crashServer(name, { mode = 'cut' } = {}) {
+    const detectionMs = { kill: KILL_DETECTION_MS, term: TERM_DETECTION_MS, cut: electionTimeoutMs }[mode];
+    if (detectionMs === undefined) throw new Error(`sandbox: unknown crash mode ${mode} (kill, term or cut)`);
     const s = servers.get(idOf(name));
     s.connected = false;
     s.disconnectedAt = clock.now();
+    s.detectionMs = detectionMs;
   }
 
   function restoreServer(name) {
