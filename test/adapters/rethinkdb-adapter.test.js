@@ -141,15 +141,20 @@ describe('connection manager', () => {
     expect(manager.status()).toMatchObject({ connected: true, attempts: 6 });
   });
 
-  test('when a query times out on a half-open connection, then the connection is dropped and replaced', async () => {
-    const clock = createVirtualClock();
+  // A manager whose first connection is up, and whose next connect() returns `second`.
+  async function connectedTwice() {
     const first = fakeConnection();
     const second = fakeConnection();
     const conns = [first, second];
     const logger = createLogger({ level: 'silent', destination: createLogSink().stream });
-    const manager = createConnectionManager({ connect: async () => conns.shift(), clock, logger, reconnectMinMs: 10, reconnectMaxMs: 10 });
+    const manager = createConnectionManager({ connect: async () => conns.shift(), clock: createVirtualClock(), logger, reconnectMinMs: 10, reconnectMaxMs: 10 });
     manager.start();
     await new Promise((resolve) => setTimeout(resolve, 5));
+    return { manager, first, second };
+  }
+
+  test('when a query times out on a half-open connection, then the connection is dropped and replaced', async () => {
+    const { manager, first, second } = await connectedTwice();
     const runQuery = createQueryRunner({ connections: manager, queryTimeoutMs: 20 });
     await expect(runQuery({ run: () => new Promise(() => {}) }, 'ping')).rejects.toMatchObject({ code: 'DATA_STORE_UNAVAILABLE' });
     expect(first.open).toBe(false);
@@ -158,14 +163,7 @@ describe('connection manager', () => {
   });
 
   test('when the connection closes, then get() answers 503 and it reconnects', async () => {
-    const clock = createVirtualClock();
-    const first = fakeConnection();
-    const second = fakeConnection();
-    const conns = [first, second];
-    const logger = createLogger({ level: 'silent', destination: createLogSink().stream });
-    const manager = createConnectionManager({ connect: async () => conns.shift(), clock, logger, reconnectMinMs: 10, reconnectMaxMs: 10 });
-    manager.start();
-    await new Promise((resolve) => setTimeout(resolve, 5));
+    const { manager, first, second } = await connectedTwice();
     expect(manager.get()).toBe(first);
     first.open = false;
     first.emit('close');
