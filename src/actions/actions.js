@@ -4,11 +4,10 @@
 import { AppError } from '../errors.js';
 import { findServer, findServerForPod, findTable, tableLabel } from '../cluster/cluster-model.js';
 import { createDeadline } from '../lib/clock.js';
-import { configOf, planMovePrimariesFromServers, planRebalancePrimaries } from '../planner/primary-planner.js';
+import { planMovePrimariesFromServers, planRebalancePrimaries } from '../planner/primary-planner.js';
 import {
-  finalizeReplica, planAddServer, planCreateReplica, planMigrateReplicasOff, stageReplica,
+  planAddServer, planCreateReplica, planFinalizeReplica, planMigrateReplicasOff, planStageReplica,
 } from '../planner/replica-planner.js';
-import { canHostReplica, createView, votingReplicas } from '../planner/eligibility.js';
 import {
   describeShard, namedItems, outcomeOf, plannedPrimaryChanges, plannedReplicaMoves, primaryChanges,
 } from './report.js';
@@ -191,7 +190,7 @@ export function createActions({ store, reconfigurer, marks, operations, kube, cl
   async function moveOneReplica(move, step, deadline) {
     const fail = (status, error) => { step.status = status; step.error = error; return { change: null }; };
     step.status = 'staging';
-    const staged = await reconfigurer.commit((c, draining) => stagePlan(c, move, draining), { tableIds: [move.tableId], deadline });
+    const staged = await reconfigurer.commit((c, draining) => planStageReplica(c, move, { draining }), { tableIds: [move.tableId], deadline });
     const stageProblem = staged.notDone[0] ?? staged.plan.skipped[0];
     if (stageProblem) return fail('failed', stageProblem.reason);
     const before = staged.cluster.tables.find((t) => t.id === move.tableId)?.shards[move.shard];
@@ -202,7 +201,7 @@ export function createActions({ store, reconfigurer, marks, operations, kube, cl
     });
     if (!ready.settled) return fail('timed_out', `deadline passed while the replica was ${step.state}; it stays as a nonvoting replica`);
     step.status = 'finalizing';
-    const finalized = await reconfigurer.commit((c, draining) => finalizePlan(c, move, draining), { tableIds: [move.tableId], deadline });
+    const finalized = await reconfigurer.commit((c, draining) => planFinalizeReplica(c, move, { draining }), { tableIds: [move.tableId], deadline });
     const finalProblem = finalized.notDone[0] ?? finalized.plan.skipped[0];
     if (finalProblem) return fail('failed', finalProblem.reason);
     const table = finalized.cluster.tables.find((t) => t.id === move.tableId);
@@ -224,35 +223,5 @@ export function createActions({ store, reconfigurer, marks, operations, kube, cl
   return {
     movePrimariesFromServer, movePrimariesFromNode, rebalancePrimaries, releaseServer,
     createReplica, migrateReplicasOff, addServer,
-    // exposed for the routes' name resolution and the cluster view
-    resolveServer, resolveTable,
   };
 }
-
-function stagePlan(cluster, move, draining) {
-  const table = cluster.tables.find((t) => t.id === move.tableId);
-  if (!table) return { changes: [], skipped: [{ tableId: move.tableId, shard: move.shard, reason: 'table disappeared' }] };
-  const shard = table.shards[move.shard];
-  if (shard.replicas.includes(move.to) && !shard.nonvoting.includes(move.to)) return { changes: [], skipped: [] };
-  const view = createView(cluster, { draining });
-  if (!canHostReplica(view, move.to)) {
-    return { changes: [], skipped: [{ tableId: table.id, shard: move.shard, reason: `${view.nameOf(move.to)} is ${view.isConnected(move.to) ? 'draining' : 'disconnected'} now` }] };
-  }
-  const shards = table.shards.map(configOf);
-  shards[move.shard] = stageReplica(shard, move.to);
-  return { changes: [{ tableId: table.id, shards, moves: [] }], skipped: [] };
-}
-
-function finalizePlan(cluster, move, draining) {
-  const table = cluster.tables.find((t) => t.id === move.tableId);
-  if (!table) return { changes: [], skipped: [{ tableId: move.tableId, shard: move.shard, reason: 'table disappeared' }] };
-  const shard = table.shards[move.shard];
-  const done = votingReplicas(shard).includes(move.to) && !(move.from && shard.replicas.includes(move.from));
-  if (done) return { changes: [], skipped: [] };
-  const { shard: next, error } = finalizeReplica(cluster, table, move.shard, move, { draining });
-  if (error) return { changes: [], skipped: [{ tableId: table.id, shard: move.shard, reason: error }] };
-  const shards = table.shards.map(configOf);
-  shards[move.shard] = next;
-  return { changes: [{ tableId: table.id, shards, moves: [] }], skipped: [] };
-}
-

@@ -39,9 +39,15 @@ export function hasLiveMajority(view, shard) {
   return live * 2 > voters.length;
 }
 
-// A server that may receive a new replica: connected and not draining.
+// Why a server may not receive a new replica ('disconnected' or 'draining'), or null if it may.
+export function replicaHostIneligibility(view, id) {
+  if (!view.isConnected(id)) return 'disconnected';
+  if (view.draining.has(id)) return 'draining';
+  return null;
+}
+
 export function canHostReplica(view, id) {
-  return view.isConnected(id) && !view.draining.has(id);
+  return replicaHostIneligibility(view, id) === null;
 }
 
 // Primaries configured per server, over the given tables.

@@ -5,7 +5,7 @@
 
 import {
   canHostReplica, countPrimaries, countReplicas, createView, hasLiveMajority, isLiveReady,
-  pickLeastLoaded, primaryIneligibility, votingReplicas,
+  pickLeastLoaded, primaryIneligibility, replicaHostIneligibility, votingReplicas,
 } from './eligibility.js';
 import { configOf, explainNoCandidate } from './primary-planner.js';
 
@@ -17,8 +17,8 @@ export function planCreateReplica(cluster, tableId, shardIndex, serverId, { drai
   const shard = table.shards[shardIndex];
   const skip = (reason) => ({ moves: [], skipped: [{ tableId, shard: shardIndex, reason }] });
   if (votingReplicas(shard).includes(serverId)) return skip(`${view.nameOf(serverId)} is already a replica`);
-  if (!view.isConnected(serverId)) return skip(`${view.nameOf(serverId)} is disconnected`);
-  if (view.draining.has(serverId)) return skip(`${view.nameOf(serverId)} is draining`);
+  const why = replicaHostIneligibility(view, serverId);
+  if (why) return skip(`${view.nameOf(serverId)} is ${why}`);
   if (!hasLiveMajority(view, shard)) return skip('shard has no live voting majority');
   return { moves: [{ tableId, shard: shardIndex, from: null, to: serverId }], skipped: [] };
 }
@@ -50,9 +50,10 @@ export function planMigrateReplicasOff(cluster, serverId, { draining = [] } = {}
 export function planAddServer(cluster, serverId, { draining = [], tableIds = null, grow = false } = {}) {
   const view = createView(cluster, { draining });
   const tables = tableIds ? cluster.tables.filter((t) => tableIds.includes(t.id)) : cluster.tables;
-  if (!canHostReplica(view, serverId)) {
-    const why = view.isConnected(serverId) ? 'draining; release it first' : 'disconnected';
-    return { moves: [], skipped: [{ tableId: null, shard: null, reason: `${view.nameOf(serverId)} is ${why}` }] };
+  const why = replicaHostIneligibility(view, serverId);
+  if (why) {
+    const advice = why === 'draining' ? '; release it first' : '';
+    return { moves: [], skipped: [{ tableId: null, shard: null, reason: `${view.nameOf(serverId)} is ${why}${advice}` }] };
   }
   const hosts = new Set(cluster.servers.filter((s) => canHostReplica(view, s.id)).map((s) => s.id));
   hosts.add(serverId);
@@ -160,4 +161,38 @@ export function finalizeReplica(cluster, table, shardIndex, { from, to }, { drai
     next.primary = primary;
   }
   return { shard: next, error: null };
+}
+
+// The two writes of a move, as plans for the reconfigurer: each re-decides on the cluster as it is when the
+// table lock is held, and plans nothing when that step is already done (so a retried move is idempotent).
+export function planStageReplica(cluster, move, { draining = [] } = {}) {
+  const table = cluster.tables.find((t) => t.id === move.tableId);
+  if (!table) return skipMove(move, 'table disappeared');
+  const shard = table.shards[move.shard];
+  if (shard.replicas.includes(move.to) && !shard.nonvoting.includes(move.to)) return { changes: [], skipped: [] };
+  const view = createView(cluster, { draining });
+  const why = replicaHostIneligibility(view, move.to);
+  if (why) return skipMove(move, `${view.nameOf(move.to)} is ${why} now`);
+  return singleShardChange(table, move.shard, stageReplica(shard, move.to));
+}
+
+export function planFinalizeReplica(cluster, move, { draining = [] } = {}) {
+  const table = cluster.tables.find((t) => t.id === move.tableId);
+  if (!table) return skipMove(move, 'table disappeared');
+  const shard = table.shards[move.shard];
+  const done = votingReplicas(shard).includes(move.to) && !(move.from && shard.replicas.includes(move.from));
+  if (done) return { changes: [], skipped: [] };
+  const { shard: next, error } = finalizeReplica(cluster, table, move.shard, move, { draining });
+  if (error) return skipMove(move, error);
+  return singleShardChange(table, move.shard, next);
+}
+
+function skipMove(move, reason) {
+  return { changes: [], skipped: [{ tableId: move.tableId, shard: move.shard, reason }] };
+}
+
+function singleShardChange(table, index, next) {
+  const shards = table.shards.map(configOf);
+  shards[index] = next;
+  return { changes: [{ tableId: table.id, shards, moves: [] }], skipped: [] };
 }

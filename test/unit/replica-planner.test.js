@@ -1,0 +1,51 @@
+import { findServer, findTable } from '../../src/cluster/cluster-model.js';
+import { planFinalizeReplica, planStageReplica } from '../../src/planner/replica-planner.js';
+import { applyChanges, fixtureCluster } from '../helpers/clusters.js';
+
+const healthy = fixtureCluster('01-healthy.json');
+const id = (name) => findServer(healthy, name).id;
+const usertable = findTable(healthy, 'ycsb.usertable').id;
+// usertable shard 0 is on rethinkdb_3 (primary), rethinkdb_0 and rethinkdb_2.
+const move = { tableId: usertable, shard: 0, from: id('rethinkdb_0'), to: id('rethinkdb_1') };
+const withReady = (cluster, serverId) => ({
+  ...cluster,
+  tables: cluster.tables.map((t) => (t.id !== usertable ? t : {
+    ...t, shards: t.shards.map((s, i) => (i === 0 ? { ...s, states: { ...s.states, [serverId]: 'ready' } } : s)),
+  })),
+});
+
+describe('planStageReplica and planFinalizeReplica', () => {
+  test('when a move is staged, then only the target joins, as nonvoting; staging again plans nothing', () => {
+    const staged = planStageReplica(healthy, move);
+    expect(staged.changes[0].shards[0]).toEqual({
+      primary: id('rethinkdb_3'), replicas: [id('rethinkdb_3'), id('rethinkdb_0'), id('rethinkdb_2'), id('rethinkdb_1')], nonvoting: [id('rethinkdb_1')],
+    });
+    expect(planStageReplica(applyChanges(healthy, staged.changes), move)).toEqual({ changes: [], skipped: [] });
+  });
+
+  test('when the target became draining before staging, then the move is skipped with that reason', () => {
+    expect(planStageReplica(healthy, move, { draining: [move.to] })).toEqual({
+      changes: [], skipped: [{ tableId: usertable, shard: 0, reason: 'rethinkdb_1 is draining now' }],
+    });
+  });
+
+  test('when the staged replica is not ready, then finalizing waits; once ready, it votes and the source leaves', () => {
+    const staged = applyChanges(healthy, planStageReplica(healthy, move).changes);
+    expect(planFinalizeReplica(staged, move).skipped).toEqual([{ tableId: usertable, shard: 0, reason: 'rethinkdb_1 is not ready yet' }]);
+    const ready = withReady(staged, move.to);
+    const finalized = planFinalizeReplica(ready, move);
+    expect(finalized.changes[0].shards[0]).toEqual({
+      primary: id('rethinkdb_3'), replicas: [id('rethinkdb_3'), id('rethinkdb_2'), id('rethinkdb_1')], nonvoting: [],
+    });
+    expect(planFinalizeReplica(applyChanges(ready, finalized.changes), move)).toEqual({ changes: [], skipped: [] });
+  });
+
+  test('when the source replica was nonvoting, then the new one stays nonvoting', () => {
+    const cluster = applyChanges(healthy, [{
+      tableId: usertable,
+      shards: findTable(healthy, usertable).shards.map((s, i) => (i === 0 ? { ...s, nonvoting: [id('rethinkdb_0')] } : s)),
+    }]);
+    const staged = withReady(applyChanges(cluster, planStageReplica(cluster, move).changes), move.to);
+    expect(planFinalizeReplica(staged, move).changes[0].shards[0].nonvoting).toEqual([id('rethinkdb_1')]);
+  });
+});
