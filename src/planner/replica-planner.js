@@ -169,7 +169,8 @@ export function planStageReplica(cluster, move, { draining = [] } = {}) {
   const table = cluster.tables.find((t) => t.id === move.tableId);
   if (!table) return skipMove(move, 'table disappeared');
   const shard = table.shards[move.shard];
-  if (shard.replicas.includes(move.to) && !shard.nonvoting.includes(move.to)) return { changes: [], skipped: [] };
+  // Already staged (nonvoting) or already voting: nothing to write.
+  if (shard.replicas.includes(move.to)) return { changes: [], skipped: [] };
   const view = createView(cluster, { draining });
   const why = replicaHostIneligibility(view, move.to);
   if (why) return skipMove(move, `${view.nameOf(move.to)} is ${why} now`);
