@@ -15,7 +15,7 @@ export function createApp({ store, actions, marks, operations, work, logger, ext
   app.use(pinoHttp({
     logger: logger.child({ module: 'http' }),
     autoLogging: { ignore: (req) => req.url === '/livez' || req.url === '/readyz' },
-    customLogLevel: (req, res, err) => (err || res.statusCode >= 500 ? 'error' : res.statusCode >= 400 ? 'info' : 'info'),
+    customLogLevel: (req, res, err) => (err || res.statusCode >= 500 ? 'error' : 'info'),
   }));
   app.use(requireJsonBodies);
   app.use(express.json({ limit: BODY_LIMIT, strict: true }));

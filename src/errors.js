@@ -2,8 +2,6 @@
 
 export const ERROR_CODES = Object.freeze({
   BAD_REQUEST: { statusCode: 400 },
-  UNAUTHENTICATED: { statusCode: 401 },
-  FORBIDDEN: { statusCode: 403 },
   NOT_FOUND: { statusCode: 404 },
   SERVER_NOT_FOUND: { statusCode: 404 },
   TABLE_NOT_FOUND: { statusCode: 404 },
@@ -13,13 +11,10 @@ export const ERROR_CODES = Object.freeze({
   OPERATION_NOT_FOUND: { statusCode: 404 },
   UNSUPPORTED_MEDIA_TYPE: { statusCode: 415 },
   PAYLOAD_TOO_LARGE: { statusCode: 413 },
-  CONFLICT: { statusCode: 409 },
-  UNSAFE_RECONFIGURATION: { statusCode: 409 },
   RECONFIGURATION_REJECTED: { statusCode: 502 },
   SHUTTING_DOWN: { statusCode: 503 },
   DATA_STORE_UNAVAILABLE: { statusCode: 503 },
   KUBERNETES_UNAVAILABLE: { statusCode: 503 },
-  NOT_CONFIGURED: { statusCode: 503 },
   DEADLINE_EXCEEDED: { statusCode: 504 },
   INTERNAL: { statusCode: 500 },
 });

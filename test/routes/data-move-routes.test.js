@@ -211,6 +211,21 @@ describe('safety under concurrency and failure', () => {
     expect((await request(h.app).get('/livez')).status).toBe(200);
   });
 
+  test('when RethinkDB drops out during a write, then the report says that write\'s outcome is unknown', async () => {
+    const h = createSandboxHarness({
+      wrapSource: (source) => ({
+        ...source,
+        updateTableShards: async () => { throw new AppError('DATA_STORE_UNAVAILABLE', 'RethinkDB did not answer "update table_config" within 5000 ms'); },
+      }),
+    });
+    const res = await post(h.app, '/v1/actions/move-primaries-from-server', { server: 'rethinkdb_1' });
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({
+      outcome: 'failed', changes: [],
+      notDone: [{ table: 'ycsb.usertable', reason: expect.stringMatching(/^write outcome unknown, RethinkDB became unavailable: /) }],
+    });
+  });
+
   test('when shutting down, then new actions get 503 SHUTTING_DOWN and readiness fails', async () => {
     const h = createSandboxHarness();
     await h.shutdown(10);
