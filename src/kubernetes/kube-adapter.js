@@ -1,19 +1,21 @@
 // The Kubernetes adapter: the calls the manager makes, through @kubernetes/client-node 1.4, with the API's
 // shapes and errors turned into ours. KUBE_CALLS lists every call; the RBAC rules are derived from it.
 
-import { AppsV1Api, CoreV1Api, CustomObjectsApi, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
+import { AppsV1Api, AuthenticationV1Api, CoreV1Api, CustomObjectsApi, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { AppError } from '../errors.js';
 import { withinMs } from '../lib/clock.js';
 import { parseOptionalQuantity, parseQuantity } from './quantity.js';
 
 // Every API call the adapter makes: the single source for the RBAC manifest and its test.
 export const KUBE_CALLS = Object.freeze([
-  { apiGroup: '', resource: 'pods', verbs: ['get', 'list'], namespaced: true },
+  // patch: the manager keeps its state (draining, perf warnings, migrations) in annotations on the pods concerned.
+  { apiGroup: '', resource: 'pods', verbs: ['get', 'list', 'patch'], namespaced: true },
   { apiGroup: '', resource: 'events', verbs: ['create'], namespaced: true },
   { apiGroup: 'apps', resource: 'statefulsets/scale', verbs: ['get', 'patch'], namespaced: true },
   { apiGroup: '', resource: 'nodes', verbs: ['get'], namespaced: false },
   { apiGroup: 'metrics.k8s.io', resource: 'pods', verbs: ['list'], namespaced: true },
   { apiGroup: 'metrics.k8s.io', resource: 'nodes', verbs: ['get', 'list'], namespaced: false },
+  { apiGroup: 'authentication.k8s.io', resource: 'tokenreviews', verbs: ['create'], namespaced: false },
 ]);
 
 export function createKubeAdapter({
@@ -22,6 +24,7 @@ export function createKubeAdapter({
   const core = kubeConfig.makeApiClient(CoreV1Api);
   const apps = kubeConfig.makeApiClient(AppsV1Api);
   const custom = kubeConfig.makeApiClient(CustomObjectsApi);
+  const authn = kubeConfig.makeApiClient(AuthenticationV1Api);
   // Every call has a time limit: an API server that accepts and never answers is a 503, not a hang.
   const call = (what, fn) => withinMs(fn(), requestTimeoutMs, () => new AppError(
     'KUBERNETES_UNAVAILABLE', `Kubernetes API did not answer "${what}" within ${requestTimeoutMs} ms`,
@@ -84,6 +87,31 @@ export function createKubeAdapter({
     return { replicas: scale.spec?.replicas ?? replicas };
   }
 
+  // A merge patch of metadata.annotations: a null value removes that annotation.
+  async function annotatePod(name, annotations) {
+    const pod = await call(`annotate pod ${name}`, () => core.patchNamespacedPod(
+      { name, namespace, body: { metadata: { annotations } } },
+      setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+    ));
+    return toPod(pod);
+  }
+
+  // TokenReview: who holds this bearer token, for these audiences. An invalid token is an answer, not an error.
+  async function reviewToken(token, audiences) {
+    const review = await call('create token review', () => authn.createTokenReview({
+      body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenReview', spec: { token, audiences } },
+    }));
+    const status = review.status ?? {};
+    return {
+      authenticated: status.authenticated === true,
+      username: status.user?.username ?? null,
+      groups: status.user?.groups ?? [],
+      extra: status.user?.extra ?? {},
+      audiences: status.audiences ?? [],
+      error: status.error ?? null,
+    };
+  }
+
   async function createPodEvent({ pod, reason, message, type = 'Normal' }) {
     const now = new Date(clock.now()).toISOString();
     return call(`create event on ${pod.name}`, () => core.createNamespacedEvent({
@@ -113,6 +141,8 @@ export function createKubeAdapter({
     listNodeMetrics,
     getStatefulSetScale,
     patchStatefulSetScale,
+    annotatePod,
+    reviewToken,
     createPodEvent,
   };
 }
@@ -130,6 +160,8 @@ function toPod(pod) {
     podIp: pod.status?.podIP ?? null,
     hostname: pod.spec?.hostname ?? pod.metadata.name,
     phase: pod.status?.phase ?? null,
+    ready: (pod.status?.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True'),
+    annotations: pod.metadata.annotations ?? {},
     cpuRequestCores: sum((r) => r.requests?.cpu),
     cpuLimitCores: sum((r) => r.limits?.cpu),
   };

@@ -50,9 +50,23 @@ export function recordedKubeRoutes({ metricsAvailable = true } = {}) {
     { method: 'GET', path: '/apis/apps/v1/namespaces/rethinkdb/statefulsets/rethinkdb/scale', answer: loadKubeFixture('statefulset-scale-get.json') },
     { method: 'PATCH', path: '/apis/apps/v1/namespaces/rethinkdb/statefulsets/rethinkdb/scale', answer: loadKubeFixture('statefulset-scale-patch.json') },
     { method: 'POST', path: `${NS}/events`, answer: loadKubeFixture('event-create.json') },
+    { method: 'PATCH', path: `${NS}/pods/rethinkdb-2`, answer: loadKubeFixture('pod-annotate-patch.json') },
+    { method: 'POST', path: '/apis/authentication.k8s.io/v1/tokenreviews', answer: tokenReviewAnswer },
     {
       method: 'GET', path: '/apis/metrics.k8s.io/v1beta1/namespaces/rethinkdb/pods',
       answer: metricsAvailable ? loadKubeFixture('pod-metrics-list.example.json') : loadKubeFixture('metrics-api-absent.json'),
     },
   ];
+}
+
+// The recorded TokenReview verdicts: the valid token for audience rethinkdb-manager, the same token for another
+// audience, and garbage.
+function tokenReviewAnswer({ body }) {
+  const valid = loadKubeFixture('token-review-valid.json');
+  if (body.spec.token !== valid.body.spec.token) return loadKubeFixture('token-review-garbage.json');
+  return (body.spec.audiences ?? []).includes('rethinkdb-manager') ? valid : loadKubeFixture('token-review-other-audience.json');
+}
+
+export function recordedValidToken() {
+  return loadKubeFixture('token-review-valid.json').body.spec.token;
 }

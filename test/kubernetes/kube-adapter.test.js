@@ -1,5 +1,5 @@
 import { createKubeAdapter } from '../../src/kubernetes/kube-adapter.js';
-import { startFakeKubeApi, recordedKubeRoutes } from '../helpers/fake-kube-api.js';
+import { startFakeKubeApi, recordedKubeRoutes, recordedValidToken } from '../helpers/fake-kube-api.js';
 import { loadKubeFixture } from '../helpers/fixtures.js';
 import { createVirtualClock } from '../helpers/harness.js';
 
@@ -28,7 +28,7 @@ describe('Kubernetes adapter (real client, recorded API responses)', () => {
     await start();
     expect(await kube.getPod('rethinkdb-2')).toEqual({
       name: 'rethinkdb-2', uid: 'b729d5ae-1a31-447a-af6b-ce1e621e4152', nodeName: 'node-2', podIp: '198.18.0.12',
-      hostname: 'rethinkdb-2', phase: expect.any(String), cpuRequestCores: 0.5, cpuLimitCores: 1,
+      hostname: 'rethinkdb-2', phase: 'Running', ready: true, annotations: {}, cpuRequestCores: 0.5, cpuLimitCores: 1,
     });
   });
 
@@ -65,6 +65,26 @@ describe('Kubernetes adapter (real client, recorded API responses)', () => {
         source: { component: 'rethinkdb-k8s-manager' },
       },
     });
+  });
+
+  test('when annotating a pod, then a merge patch of metadata.annotations is sent and the patched pod returned', async () => {
+    await start();
+    const pod = await kube.annotatePod('rethinkdb-2', { 'example.com/draining': 'true', 'example.com/gone': null });
+    expect(api.requests.at(-1)).toMatchObject({
+      method: 'PATCH', path: '/api/v1/namespaces/rethinkdb/pods/rethinkdb-2', contentType: 'application/merge-patch+json',
+      body: { metadata: { annotations: { 'example.com/draining': 'true', 'example.com/gone': null } } },
+    });
+    expect(pod.annotations).toEqual({ 'example.com/draining': 'true' });
+  });
+
+  test('when reviewing a token, then the recorded verdicts come back: pod identity, wrong audience, garbage', async () => {
+    await start();
+    const valid = await kube.reviewToken(recordedValidToken(), ['rethinkdb-manager']);
+    expect(api.requests.at(-1)).toMatchObject({ method: 'POST', path: '/apis/authentication.k8s.io/v1/tokenreviews', body: { kind: 'TokenReview', spec: { audiences: ['rethinkdb-manager'] } } });
+    expect(valid).toMatchObject({ authenticated: true, username: 'system:serviceaccount:rethinkdb:default', audiences: ['rethinkdb-manager'], error: null });
+    expect(valid.extra['authentication.kubernetes.io/pod-name']).toEqual(['rethinkdb-2']);
+    expect(await kube.reviewToken(recordedValidToken(), ['something-else'])).toMatchObject({ authenticated: false, error: expect.stringContaining('is invalid for the target audiences') });
+    expect(await kube.reviewToken('garbage', ['rethinkdb-manager'])).toMatchObject({ authenticated: false, username: null, error: 'invalid bearer token' });
   });
 
   test('when reading pod metrics, then CPU in n, u and m and memory in Ki, Mi and Gi are summed per pod', async () => {
@@ -119,5 +139,19 @@ describe('Kubernetes adapter: time limits', () => {
     await expect(kube.nodeExists('node-1')).rejects.toMatchObject({ code: 'KUBERNETES_UNAVAILABLE', message: 'Kubernetes API did not answer "get node node-1" within 100 ms' });
     silent.closeAllConnections();
     await new Promise((resolve) => silent.close(resolve));
+  });
+});
+
+describe('RBAC derived from the adapter', () => {
+  test('when deriving rules from KUBE_CALLS, then namespaced and cluster-scoped calls are split, one rule per resource', async () => {
+    const { rbacRulesFromKubeCalls } = await import('../../src/kubernetes/rbac.js');
+    const rules = rbacRulesFromKubeCalls([
+      { apiGroup: '', resource: 'pods', verbs: ['list', 'get'], namespaced: true },
+      { apiGroup: '', resource: 'nodes', verbs: ['get'], namespaced: false },
+    ]);
+    expect(rules).toEqual({
+      namespaced: [{ apiGroups: [''], resources: ['pods'], verbs: ['get', 'list'] }],
+      cluster: [{ apiGroups: [''], resources: ['nodes'], verbs: ['get'] }],
+    });
   });
 });
