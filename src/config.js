@@ -32,6 +32,17 @@ const KEYS = [
   { env: 'MIGRATION_DEADLINE_SECONDS', field: 'deadlines.migrationSeconds', parse: integer(1, 86400), default: 3600 },
   { env: 'SHUTDOWN_GRACE_SECONDS', field: 'deadlines.shutdownGraceSeconds', parse: integer(0, 3600), default: 25 },
   { env: 'WAIT_POLL_INTERVAL_MS', field: 'waitPollIntervalMs', parse: integer(10, 60000), default: 250 },
+  { env: 'POSTSTART_JOIN_TIMEOUT_SECONDS', field: 'deadlines.poststartJoinSeconds', parse: integer(1, 3600), default: 300 },
+  { env: 'PERFWARNING_LONG_SECONDS', field: 'perfwarning.longSeconds', parse: integer(1, 604800), default: 600 },
+  { env: 'MONITOR_ENABLED', field: 'monitor.enabled', parse: boolean, default: true },
+  { env: 'MONITOR_POLL_INTERVAL_MS', field: 'monitor.pollIntervalMs', parse: integer(1000, 3600000), default: 15000 },
+  { env: 'MONITOR_HOT_UTILIZATION', field: 'monitor.hotUtilization', parse: fraction, default: 0.8 },
+  { env: 'MONITOR_HOT_SKEW', field: 'monitor.hotSkew', parse: ratio, default: 1.3 },
+  { env: 'MONITOR_CONSECUTIVE_POLLS', field: 'monitor.consecutivePolls', parse: integer(1, 100), default: 2 },
+  { env: 'MONITOR_CLEAR_COOLDOWN_SECONDS', field: 'monitor.clearCooldownSeconds', parse: integer(0, 86400), default: 60 },
+  { env: 'MONITOR_SCALE_OUT', field: 'monitor.scaleOut', parse: boolean, default: true },
+  { env: 'MONITOR_SCALE_OUT_COOLDOWN_SECONDS', field: 'monitor.scaleOutCooldownSeconds', parse: integer(0, 86400), default: 600 },
+  { env: 'MONITOR_MAX_REPLICAS', field: 'monitor.maxReplicas', parse: integer(1, 1000), default: 16 },
   { env: 'SANDBOX_ELECTION_TIMEOUT_MS', field: 'sandbox.electionTimeoutMs', parse: integer(0, 600000), default: 10000 },
   { env: 'SANDBOX_BACKFILL_MS_PER_1000_DOCS', field: 'sandbox.backfillMsPer1000Docs', parse: integer(0, 600000), default: 100 },
 ];
@@ -95,6 +106,16 @@ function integer(min, max) {
     if (value < min || value > max) return { error: `must be between ${min} and ${max}` };
     return { value };
   };
+}
+
+function fraction(raw) {
+  const value = Number(raw.trim());
+  return Number.isFinite(value) && value > 0 && value <= 1 ? { value } : { error: 'must be a number above 0 and at most 1 (for example 0.8)' };
+}
+
+function ratio(raw) {
+  const value = Number(raw.trim());
+  return Number.isFinite(value) && value >= 1 && value <= 10 ? { value } : { error: 'must be a number from 1 to 10 (for example 1.3)' };
 }
 
 function boolean(raw) {

@@ -8,11 +8,11 @@ import { createApp } from './app.js';
 import { createKeyedMutex } from './lib/keyed-mutex.js';
 import { createWorkTracker } from './lib/work-tracker.js';
 import { createHookRoutes } from './routes/hook-routes.js';
-import { createMemoryMarkStore } from './state/marks.js';
+import { createStateStore } from './state/state-store.js';
 
 export function createManager({ config, store, kube = null, clock, logger, extraRoutes = [] }) {
   const locks = createKeyedMutex();
-  const marks = createMemoryMarkStore({ clock });
+  const marks = createStateStore({ kube, clock, logger });
   const operations = createOperationRegistry({ clock, logger });
   const work = createWorkTracker();
   const reconfigurer = createReconfigurer({ store, locks, marks, clock, logger, waitPollIntervalMs: config.waitPollIntervalMs });

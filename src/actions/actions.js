@@ -2,7 +2,9 @@
 // ones around them (rebalancePrimaries, migrateReplicasOff, releaseServer). Each returns a report.
 
 import { AppError } from '../errors.js';
-import { findServer, findServerForPod, findTable, tableLabel } from '../cluster/cluster-model.js';
+import {
+  findServer, findServerForPod, findTable, podNameForServer, tableLabel,
+} from '../cluster/cluster-model.js';
 import { createDeadline } from '../lib/clock.js';
 import { planMovePrimariesFromServers, planRebalancePrimaries } from '../planner/primary-planner.js';
 import {
@@ -23,6 +25,8 @@ export function createActions({ store, reconfigurer, marks, operations, kube, cl
     }
     return server;
   }
+
+  const podNameOf = (server) => podNameForServer(server, config.podServerOverrides);
 
   function resolveTable(cluster, ref) {
     const table = findTable(cluster, ref);
@@ -91,7 +95,7 @@ export function createActions({ store, reconfigurer, marks, operations, kube, cl
   async function drainServers({ action, target, servers, dryRun, deadlineSeconds, reason }) {
     const ids = servers.map((s) => s.id);
     if (!dryRun) {
-      for (const s of servers) await marks.markDraining(s.id, { reason: reason ?? action, serverName: s.name });
+      for (const s of servers) await marks.markDraining(s.id, { reason: reason ?? action, serverName: s.name, pod: podNameOf(s) });
     }
     const planFn = (c, draining) => planMovePrimariesFromServers(c, ids, { draining });
     return runPrimaryPlan({ action, target, planFn, dryRun, deadlineSeconds, reason, extraDraining: ids });
@@ -105,7 +109,7 @@ export function createActions({ store, reconfigurer, marks, operations, kube, cl
   async function releaseServer({ server, rebalance = true, dryRun = false, deadlineSeconds, reason }) {
     const cluster = await store.readCluster();
     const s = resolveServer(cluster, server);
-    const wasDraining = (await marks.drainingIds()).includes(s.id);
+    const wasDraining = await marks.isDraining(s.id);
     if (!dryRun) await marks.release(s.id);
     log.info({ server: s.name, wasDraining, reason }, 'server released');
     const rebalanced = rebalance ? await rebalancePrimaries({ dryRun, deadlineSeconds, reason: reason ?? `release ${s.name}` }) : null;
@@ -126,7 +130,7 @@ export function createActions({ store, reconfigurer, marks, operations, kube, cl
   async function migrateReplicasOff({ server, dryRun = false, deadlineSeconds, reason }) {
     const cluster = await store.readCluster();
     const s = resolveServer(cluster, server);
-    if (!dryRun) await marks.markDraining(s.id, { reason: reason ?? 'migrate-replicas-off', serverName: s.name });
+    if (!dryRun) await marks.markDraining(s.id, { reason: reason ?? 'migrate-replicas-off', serverName: s.name, pod: podNameOf(s) });
     const draining = [...new Set([...(await marks.drainingIds()), s.id])];
     const plan = planMigrateReplicasOff(cluster, s.id, { draining });
     return startReplicaMoves({ action: 'migrate-replicas-off', target: { server: s.name }, cluster, plan, dryRun, deadlineSeconds, reason });

@@ -138,3 +138,10 @@ export function findServerForPod(cluster, { podName, podIp = null, overrides = {
       || a.host.startsWith(`${podName}.`) || (podIp && a.host === podIp)))
     ?? null;
 }
+
+// The reverse: the pod that runs a server (an override naming it, else its hostname, which is the pod's name in
+// a StatefulSet). Null when the server is disconnected and no override names it.
+export function podNameForServer(server, overrides = {}) {
+  const override = Object.entries(overrides).find(([, serverName]) => serverName === server.name || serverName === server.id);
+  return override?.[0] ?? server.hostname ?? null;
+}

@@ -7,7 +7,20 @@ describe('loadConfig', () => {
     expect(config.http.port).toBe(8080);
     expect(config.rethinkdb).toMatchObject({ port: 28015, user: 'admin', password: '', tls: false });
     expect(config.managedTables).toEqual([]);
-    expect(config.deadlines).toEqual({ actionSeconds: 20, prestopSeconds: 20, migrationSeconds: 3600, shutdownGraceSeconds: 25 });
+    expect(config.deadlines).toEqual({ actionSeconds: 20, prestopSeconds: 20, migrationSeconds: 3600, shutdownGraceSeconds: 25, poststartJoinSeconds: 300 });
+    expect(config.monitor).toEqual({
+      enabled: true, pollIntervalMs: 15000, hotUtilization: 0.8, hotSkew: 1.3, consecutivePolls: 2,
+      clearCooldownSeconds: 60, scaleOut: true, scaleOutCooldownSeconds: 600, maxReplicas: 16,
+    });
+  });
+
+  test.each([
+    ['MONITOR_HOT_UTILIZATION', '1.5', 'must be a number above 0 and at most 1'],
+    ['MONITOR_HOT_UTILIZATION', 'high', 'must be a number above 0 and at most 1'],
+    ['MONITOR_HOT_SKEW', '0.9', 'must be a number from 1 to 10'],
+    ['MONITOR_POLL_INTERVAL_MS', '10', 'must be between 1000 and 3600000'],
+  ])('when %s=%s, then start-up fails saying what is accepted', (key, value, message) => {
+    expect(() => loadConfig({ [key]: value })).toThrow(message);
   });
 
   test('when RETHINKDB_HOST is set, then the rethinkdb backend is chosen', () => {
