@@ -8,7 +8,9 @@ import { createReadRoutes } from './routes/read-routes.js';
 
 const BODY_LIMIT = '16kb';
 
-export function createApp({ store, actions, marks, operations, work, logger, extraRoutes = [] }) {
+export function createApp({
+  store, actions, marks, operations, work, logger, monitor = null, audit = null, status = async () => ({}), extraRoutes = [],
+}) {
   const app = express();
   app.disable('x-powered-by');
   app.set('query parser', 'simple');
@@ -19,7 +21,7 @@ export function createApp({ store, actions, marks, operations, work, logger, ext
   }));
   app.use(requireJsonBodies);
   app.use(express.json({ limit: BODY_LIMIT, strict: true }));
-  app.use(createReadRoutes({ store, marks, operations, work }));
+  app.use(createReadRoutes({ store, marks, operations, work, monitor, audit, status }));
   app.use(createActionRoutes({ actions, work }));
   for (const router of extraRoutes) app.use(router);
   app.use((req, res, next) => next(new AppError('NOT_FOUND', `no route for ${req.method} ${req.path}; see the README's API reference`)));

@@ -1,34 +1,61 @@
 // Wires the manager from its dependencies. Used by src/server.js with real clients and by tests with fakes.
 
 import { createActions } from './actions/actions.js';
+import { createHooks } from './actions/hooks.js';
 import { createOperationRegistry } from './actions/operations.js';
 import { createReconfigurer } from './actions/reconfigurer.js';
-import { createHooks } from './actions/hooks.js';
 import { createApp } from './app.js';
+import { createAudit } from './audit/audit.js';
 import { createKeyedMutex } from './lib/keyed-mutex.js';
 import { createWorkTracker } from './lib/work-tracker.js';
+import { createMonitor } from './monitor/monitor.js';
 import { createHookRoutes } from './routes/hook-routes.js';
+import { createSandboxRoutes } from './routes/sandbox-routes.js';
 import { createStateStore } from './state/state-store.js';
+import { reconcileState } from './state/reconcile.js';
 
-export function createManager({ config, store, kube = null, clock, logger, extraRoutes = [] }) {
+export function createManager({ config, store, kube = null, clock, logger, sandboxModel = null, extraRoutes = [] }) {
   const locks = createKeyedMutex();
   const marks = createStateStore({ kube, clock, logger });
+  const audit = createAudit({ kube, clock, logger });
   const operations = createOperationRegistry({ clock, logger });
   const work = createWorkTracker();
   const reconfigurer = createReconfigurer({ store, locks, marks, clock, logger, waitPollIntervalMs: config.waitPollIntervalMs });
-  const actions = createActions({ store, reconfigurer, marks, operations, kube, clock, logger, config });
-  const hooks = createHooks({ store, actions, kube, config, logger });
-  const hookRoutes = createHookRoutes({ hooks, work, prestopDeadlineSeconds: config.deadlines.prestopSeconds });
-  const app = createApp({ store, actions, marks, operations, work, logger, extraRoutes: [hookRoutes, ...extraRoutes] });
+  const actions = createActions({ store, reconfigurer, marks, operations, kube, clock, logger, config, audit });
+  const hooks = createHooks({ store, actions, marks, operations, kube, config, clock, logger });
+  const monitor = createMonitor({ kube, hooks, marks, config, clock, logger });
+  let reconciliation = null;
+  const routes = [createHookRoutes({ hooks, work, prestopDeadlineSeconds: config.deadlines.prestopSeconds })];
+  if (sandboxModel) routes.push(createSandboxRoutes({ model: sandboxModel, kube, store }));
+  const app = createApp({
+    store, actions, marks, operations, work, logger, monitor, audit,
+    extraRoutes: [...routes, ...extraRoutes],
+    status: async () => ({ perfWarnings: await marks.perfWarnings(), migrations: await marks.migrations(), pendingRestores: hooks.pendingRestores(), reconciliation }),
+  });
+  const log = logger.child({ module: 'manager' });
+
+  // Start-up: load the state persisted on the pods and reconcile it with the live cluster.
+  async function reconcile() {
+    reconciliation = await reconcileState({ kube, store, marks, actions, clock, logger });
+    return reconciliation;
+  }
+
+  // One round of periodic work: expire perf warnings (and retry restores), then poll the metrics.
+  async function tick({ poll = true } = {}) {
+    const expired = await hooks.expireDue().catch((err) => { log.warn({ err: err.message }, 'perf warning expiry failed'); return []; });
+    const polled = poll && monitor.view().enabled ? await monitor.pollOnce() : null;
+    return { expired, polled };
+  }
 
   // Stop taking work, let running actions and operations finish within graceMs, then close the store.
   async function shutdown(graceMs) {
     work.beginShutdown();
     const settled = Promise.all([work.drain(), operations.drain()]).then(() => true);
     const finished = await Promise.race([settled, clock.sleep(graceMs).then(() => false)]);
+    await marks.flush();
     await store.close();
     return { finished, inFlight: work.inFlightCount(), runningOperations: operations.runningCount() };
   }
 
-  return { app, actions, marks, operations, work, store, shutdown };
+  return { app, actions, hooks, monitor, marks, audit, operations, work, store, reconcile, tick, shutdown };
 }

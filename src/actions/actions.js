@@ -8,13 +8,15 @@ import {
 import { createDeadline } from '../lib/clock.js';
 import { planMovePrimariesFromServers, planRebalancePrimaries } from '../planner/primary-planner.js';
 import {
-  planAddServer, planCreateReplica, planFinalizeReplica, planMigrateReplicasOff, planStageReplica,
+  planAddServer, planCreateReplica, planFinalizeReplica, planMigrateReplicasOff, planReplaceServer, planStageReplica,
 } from '../planner/replica-planner.js';
 import {
   describeShard, namedItems, outcomeOf, plannedPrimaryChanges, plannedReplicaMoves, primaryChanges,
 } from './report.js';
 
-export function createActions({ store, reconfigurer, marks, operations, kube, clock, logger, config }) {
+export function createActions({
+  store, reconfigurer, marks, operations, kube, clock, logger, config, audit,
+}) {
   const log = logger.child({ module: 'actions' });
 
   function resolveServer(cluster, ref) {
@@ -38,7 +40,7 @@ export function createActions({ store, reconfigurer, marks, operations, kube, cl
   }
 
   // Plans, and unless dryRun, commits and waits for the new primaries to act.
-  async function runPrimaryPlan({ action, target, planFn, dryRun, deadlineSeconds, reason, extraDraining = [] }) {
+  async function runPrimaryPlan({ action, target, planFn, dryRun, deadlineSeconds, reason, extraDraining = [], actor, pod }) {
     const startedAt = clock.now();
     const deadline = createDeadline(clock, (deadlineSeconds ?? config.deadlines.actionSeconds) * 1000);
     const cluster = await store.readCluster();
@@ -65,16 +67,18 @@ export function createActions({ store, reconfigurer, marks, operations, kube, cl
     };
     report.outcome = outcomeOf(report);
     log.info({ action, target, reason, outcome: report.outcome, changes: report.changes.length, skipped: report.skipped.length, durationMs: report.durationMs }, 'action finished');
+    audit.record({ actor, action, target, pod: pod ?? null, ...report });
     return report;
   }
 
-  async function movePrimariesFromServer({ server, dryRun = false, deadlineSeconds, reason }) {
+  // mark: false demotes without a draining mark (a perf warning keeps its own mark on the server).
+  async function movePrimariesFromServer({ server, dryRun = false, deadlineSeconds, reason, actor, mark = true }) {
     const cluster = await store.readCluster();
     const s = resolveServer(cluster, server);
-    return drainServers({ action: 'move-primaries-from-server', target: { server: s.name }, servers: [s], dryRun, deadlineSeconds, reason });
+    return drainServers({ action: 'move-primaries-from-server', target: { server: s.name }, servers: [s], dryRun, deadlineSeconds, reason, actor, mark });
   }
 
-  async function movePrimariesFromNode({ node, dryRun = false, deadlineSeconds, reason }) {
+  async function movePrimariesFromNode({ node, dryRun = false, deadlineSeconds, reason, actor }) {
     if (!kube) throw new AppError('KUBERNETES_UNAVAILABLE', 'no Kubernetes API is configured, so nodes cannot be resolved to servers');
     if (!(await kube.nodeExists(node))) throw new AppError('NODE_NOT_FOUND', `Kubernetes node "${node}" does not exist`);
     const pods = await kube.listRethinkDbPodsOnNode(node);
@@ -87,36 +91,38 @@ export function createActions({ store, reconfigurer, marks, operations, kube, cl
     }
     const report = await drainServers({
       action: 'move-primaries-from-node', target: { node, pods: pods.map((p) => p.name), servers: servers.map((s) => s.name) },
-      servers, dryRun, deadlineSeconds, reason,
+      servers, dryRun, deadlineSeconds, reason, actor, mark: true,
     });
     return { ...report, unmappedPods: unmapped };
   }
 
-  async function drainServers({ action, target, servers, dryRun, deadlineSeconds, reason }) {
+  async function drainServers({ action, target, servers, dryRun, deadlineSeconds, reason, actor, mark }) {
     const ids = servers.map((s) => s.id);
-    if (!dryRun) {
+    if (!dryRun && mark) {
       for (const s of servers) await marks.markDraining(s.id, { reason: reason ?? action, serverName: s.name, pod: podNameOf(s) });
     }
     const planFn = (c, draining) => planMovePrimariesFromServers(c, ids, { draining });
-    return runPrimaryPlan({ action, target, planFn, dryRun, deadlineSeconds, reason, extraDraining: ids });
+    const pod = servers.length === 1 ? podNameOf(servers[0]) : null;
+    return runPrimaryPlan({ action, target, planFn, dryRun, deadlineSeconds, reason, extraDraining: ids, actor, pod });
   }
 
-  async function rebalancePrimaries({ dryRun = false, deadlineSeconds, reason, tableIds = null } = {}) {
+  async function rebalancePrimaries({ dryRun = false, deadlineSeconds, reason, tableIds = null, actor, pod } = {}) {
     const planFn = (c, draining) => planRebalancePrimaries(c, { draining, tableIds });
-    return runPrimaryPlan({ action: 'rebalance-primaries', target: {}, planFn, dryRun, deadlineSeconds, reason });
+    return runPrimaryPlan({ action: 'rebalance-primaries', target: {}, planFn, dryRun, deadlineSeconds, reason, actor, pod });
   }
 
-  async function releaseServer({ server, rebalance = true, dryRun = false, deadlineSeconds, reason }) {
+  async function releaseServer({ server, rebalance = true, dryRun = false, deadlineSeconds, reason, actor }) {
     const cluster = await store.readCluster();
     const s = resolveServer(cluster, server);
     const wasDraining = await marks.isDraining(s.id);
     if (!dryRun) await marks.release(s.id);
     log.info({ server: s.name, wasDraining, reason }, 'server released');
-    const rebalanced = rebalance ? await rebalancePrimaries({ dryRun, deadlineSeconds, reason: reason ?? `release ${s.name}` }) : null;
+    if (!dryRun && !rebalance) audit.record({ actor, action: 'release-server', target: { server: s.name }, pod: podNameOf(s), reason, outcome: wasDraining ? 'completed' : 'nothing_to_do' });
+    const rebalanced = rebalance ? await rebalancePrimaries({ dryRun, deadlineSeconds, reason: reason ?? `release ${s.name}`, actor, pod: podNameOf(s) }) : null;
     return { action: 'release-server', target: { server: s.name }, dryRun, wasDraining, rebalance: rebalanced, outcome: rebalanced?.outcome ?? 'completed' };
   }
 
-  async function createReplica({ table, shard, server, dryRun = false, deadlineSeconds, reason }) {
+  async function createReplica({ table, shard, server, dryRun = false, deadlineSeconds, reason, actor }) {
     const cluster = await store.readCluster();
     const t = resolveTable(cluster, table);
     if (!Number.isInteger(shard) || shard < 0 || shard >= t.shards.length) {
@@ -124,37 +130,70 @@ export function createActions({ store, reconfigurer, marks, operations, kube, cl
     }
     const s = resolveServer(cluster, server);
     const plan = planCreateReplica(cluster, t.id, shard, s.id, { draining: await marks.drainingIds() });
-    return startReplicaMoves({ action: 'create-replica', target: { table: tableLabel(t), shard, server: s.name }, cluster, plan, dryRun, deadlineSeconds, reason });
+    return startReplicaMoves({
+      action: 'create-replica', target: { table: tableLabel(t), shard, server: s.name }, params: { table, shard, server }, stateServer: s,
+      cluster, plan, dryRun, deadlineSeconds, reason, actor,
+    });
   }
 
-  async function migrateReplicasOff({ server, dryRun = false, deadlineSeconds, reason }) {
+  async function migrateReplicasOff({ server, dryRun = false, deadlineSeconds, reason, actor, mark = true }) {
     const cluster = await store.readCluster();
     const s = resolveServer(cluster, server);
-    if (!dryRun) await marks.markDraining(s.id, { reason: reason ?? 'migrate-replicas-off', serverName: s.name, pod: podNameOf(s) });
+    if (!dryRun && mark) await marks.markDraining(s.id, { reason: reason ?? 'migrate-replicas-off', serverName: s.name, pod: podNameOf(s) });
     const draining = [...new Set([...(await marks.drainingIds()), s.id])];
     const plan = planMigrateReplicasOff(cluster, s.id, { draining });
-    return startReplicaMoves({ action: 'migrate-replicas-off', target: { server: s.name }, cluster, plan, dryRun, deadlineSeconds, reason });
+    return startReplicaMoves({
+      action: 'migrate-replicas-off', target: { server: s.name }, params: { server: s.name, mark }, stateServer: s,
+      cluster, plan, dryRun, deadlineSeconds, reason, actor,
+    });
   }
 
-  async function addServer({ server, tables, grow = false, dryRun = false, deadlineSeconds, reason }) {
+  // POSTSTART replacement: recreate a lost server's replicas on the new server, then rebalance primaries.
+  async function replaceServer({ lost, server, dryRun = false, deadlineSeconds, reason, actor }) {
+    const cluster = await store.readCluster();
+    const gone = resolveServer(cluster, lost);
+    const s = resolveServer(cluster, server);
+    if (gone.connected) throw new AppError('BAD_REQUEST', `${gone.name} is connected; only a lost (disconnected) server can be replaced`);
+    const plan = planReplaceServer(cluster, gone.id, s.id);
+    return startReplicaMoves({
+      action: 'replace-server', target: { lost: gone.name, server: s.name }, params: { lost: gone.id, server: s.name }, stateServer: s,
+      cluster, plan, dryRun, deadlineSeconds, reason, actor,
+      afterMoves: (touched) => rebalancePrimaries({ tableIds: touched, reason: `give ${s.name} its share of primaries`, actor, pod: podNameOf(s) }),
+    });
+  }
+
+  async function addServer({ server, tables, grow = false, dryRun = false, deadlineSeconds, reason, actor }) {
     const cluster = await store.readCluster();
     const s = resolveServer(cluster, server);
     const tableIds = tables ? tables.map((ref) => resolveTable(cluster, ref).id) : null;
     const plan = planAddServer(cluster, s.id, { draining: await marks.drainingIds(), tableIds, grow });
     return startReplicaMoves({
-      action: 'add-server', target: { server: s.name, tables: tables ?? null, grow }, cluster, plan, dryRun, deadlineSeconds, reason,
-      afterMoves: (touched) => rebalancePrimaries({ tableIds: touched, reason: `give ${s.name} its share of primaries` }),
+      action: 'add-server', target: { server: s.name, tables: tables ?? null, grow }, params: { server: s.name, tables, grow }, stateServer: s,
+      cluster, plan, dryRun, deadlineSeconds, reason, actor,
+      afterMoves: (touched) => rebalancePrimaries({ tableIds: touched, reason: `give ${s.name} its share of primaries`, actor, pod: podNameOf(s) }),
     });
   }
 
-  // Data moves: a dry run returns the plan; otherwise an operation runs them one replica at a time.
-  function startReplicaMoves({ action, target, cluster, plan, dryRun, deadlineSeconds, reason, afterMoves }) {
+  // Data moves: a dry run returns the plan; otherwise an operation runs them one replica at a time. While it
+  // runs, the migration is recorded on the server concerned, so that a restarted manager can resume it.
+  async function startReplicaMoves({ action, target, params, stateServer, cluster, plan, dryRun, deadlineSeconds, reason, afterMoves, actor }) {
     const planned = plannedReplicaMoves(cluster, plan.moves);
     const skipped = namedItems(cluster, plan.skipped);
     if (dryRun) return { action, target, dryRun, outcome: 'planned', changes: planned, skipped, notDone: [] };
-    const op = operations.start(action, target, (operation) => runReplicaMoves(operation, {
-      action, target, moves: plan.moves, planned, skipped, deadlineSeconds, reason, afterMoves,
-    }));
+    const pod = podNameOf(stateServer);
+    const op = operations.start(action, target, async (operation) => {
+      await marks.setMigration(stateServer.id, { action, params, operationId: operation.id, reason: reason ?? null, startedAt: operation.createdAt }, { serverName: stateServer.name, pod });
+      try {
+        const report = await runReplicaMoves(operation, { action, target, moves: plan.moves, planned, skipped, deadlineSeconds, reason, afterMoves });
+        audit.record({ actor, pod, operation: operation.id, ...report });
+        return report;
+      } catch (err) {
+        audit.record({ actor, action, target, pod, reason, operation: operation.id, outcome: 'failed', notDone: [{ reason: err.message }] });
+        throw err;
+      } finally {
+        await marks.clearMigration(stateServer.id);
+      }
+    });
     return { action, target, dryRun, operation: op };
   }
 
@@ -226,6 +265,6 @@ export function createActions({ store, reconfigurer, marks, operations, kube, cl
 
   return {
     movePrimariesFromServer, movePrimariesFromNode, rebalancePrimaries, releaseServer,
-    createReplica, migrateReplicasOff, addServer,
+    createReplica, migrateReplicasOff, addServer, replaceServer,
   };
 }

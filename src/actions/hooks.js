@@ -1,10 +1,19 @@
-// What each lifecycle event does, in terms of the actions. PRESTOP: demote every primary on the pod's server.
+// What each infrastructure event does, in terms of the policy and the actions:
+//   PRESTOP      demote every primary on the pod's server (and keep it draining);
+//   POSTSTART    wait for the new server to join, then restore a lost server's placement or add capacity;
+//   PERFWARNING  demote primaries (short or unknown duration) and also migrate replicas (long), until it ends.
 
 import { AppError } from '../errors.js';
-import { findServerForPod } from '../cluster/cluster-model.js';
+import { findServer, findServerForPod } from '../cluster/cluster-model.js';
+import { createDeadline } from '../lib/clock.js';
+import { votingReplicas } from '../planner/eligibility.js';
+import {
+  decidePerfWarning, decidePerfWarningEnd, decidePoststart, decidePrestop,
+} from '../policy/policy.js';
 
-export function createHooks({ store, actions, kube, config, logger }) {
+export function createHooks({ store, actions, marks, operations, kube, config, clock, logger }) {
   const log = logger.child({ module: 'hooks' });
+  const pendingRestores = new Map();
 
   // The pod's RethinkDB server: by hostname (= pod name in a StatefulSet), canonical address, pod IP, or override.
   async function serverForPod(podName) {
@@ -14,20 +23,179 @@ export function createHooks({ store, actions, kube, config, logger }) {
     }) : null;
     const cluster = await store.readCluster();
     const server = findServerForPod(cluster, { podName, podIp: pod?.podIp ?? null, overrides: config.podServerOverrides });
-    return { pod, server };
+    return { pod, server, cluster };
   }
 
-  async function prestop({ pod, dryRun = false, deadlineSeconds }) {
+  async function prestop({ pod, dryRun = false, deadlineSeconds, actor = `hook:prestop:${pod}` }) {
     const { server } = await serverForPod(pod);
+    const decision = decidePrestop({ pod, server });
     if (!server) {
-      log.warn({ pod }, 'preStop for a pod with no connected RethinkDB server; nothing to demote');
-      return { event: 'PRESTOP', pod, server: null, outcome: 'nothing_to_do', primariesOff: true, reason: 'no connected RethinkDB server matches this pod' };
+      log.warn({ pod, reason: decision.reason }, 'preStop: nothing to demote');
+      return { event: 'PRESTOP', pod, server: null, decision, outcome: 'nothing_to_do', primariesOff: true, reason: decision.reason };
     }
-    const report = await actions.movePrimariesFromServer({ server: server.name, dryRun, deadlineSeconds, reason: `PRESTOP ${pod}` });
+    const report = await actions.movePrimariesFromServer({ server: server.name, dryRun, deadlineSeconds, reason: decision.reason, actor });
     const primariesOff = report.skipped.length === 0 && report.notDone.length === 0 && report.settled !== false;
-    log.info({ pod, server: server.name, outcome: report.outcome, primariesOff }, 'preStop handled');
-    return { event: 'PRESTOP', pod, server: server.name, outcome: report.outcome, primariesOff, report };
+    log.info({ pod, server: server.name, outcome: report.outcome, primariesOff, reason: decision.reason }, 'preStop handled');
+    return { event: 'PRESTOP', pod, server: server.name, decision, outcome: report.outcome, primariesOff, report };
   }
 
-  return { prestop };
+  // Answers at once with an operation; the work (join, decide, act) runs in the background.
+  function poststart({ pod, actor = `hook:poststart:${pod}` }) {
+    const running = operations.list().find((op) => op.kind === 'poststart' && op.params.pod === pod && op.status === 'running');
+    if (running) return { event: 'POSTSTART', pod, operation: running, repeated: true };
+    const op = operations.start('poststart', { pod }, (operation) => runPoststart(operation, { pod, actor }));
+    return { event: 'POSTSTART', pod, operation: op, repeated: false };
+  }
+
+  async function runPoststart(op, { pod, actor }) {
+    const startedAt = clock.now();
+    const step = (name) => { const s = { step: name, status: 'running', detail: null }; op.steps.push(s); return s; };
+    const join = step('wait-for-join');
+    const server = await waitForJoin(pod);
+    join.status = 'done';
+    join.detail = `${server.name} joined`;
+    const cluster = await store.readCluster();
+    const wasDraining = await marks.isDraining(server.id);
+    const decision = decidePoststart(cluster, { serverId: server.id, wasDraining });
+    op.steps.push({ step: 'decide', status: 'done', detail: decision.reason, kind: decision.kind });
+    log.info({ pod, server: server.name, kind: decision.kind, reason: decision.reason }, 'postStart decision');
+    if (decision.release) await marks.release(server.id);
+    if (decision.replaces) await marks.release(decision.replaces);
+    const act = step(decision.kind);
+    const result = await poststartAction(decision, server, actor);
+    act.status = 'done';
+    act.detail = result.outcome;
+    return { event: 'POSTSTART', pod, server: server.name, decision, ...result, durationMs: clock.now() - startedAt };
+  }
+
+  async function poststartAction(decision, server, actor) {
+    const reason = decision.reason;
+    if (decision.kind === 'returning') {
+      const ready = await waitForReplicasReady(server.id);
+      const rebalance = await actions.rebalancePrimaries({ reason, actor, pod: null });
+      return { outcome: ready ? rebalance.outcome : 'partial', replicasReady: ready, rebalance, changes: rebalance.changes, skipped: rebalance.skipped, notDone: rebalance.notDone };
+    }
+    const started = decision.kind === 'replacement'
+      ? await actions.replaceServer({ lost: decision.replaces, server: server.name, reason, actor })
+      : await actions.addServer({ server: server.name, reason, actor });
+    const inner = await operations.wait(started.operation.id);
+    return { outcome: inner.report?.outcome ?? inner.status, operationId: inner.id, changes: inner.report?.changes ?? [], skipped: inner.report?.skipped ?? [], notDone: inner.report?.notDone ?? [] };
+  }
+
+  async function waitForJoin(pod) {
+    const deadline = createDeadline(clock, config.deadlines.poststartJoinSeconds * 1000);
+    for (;;) {
+      const podInfo = kube ? await kube.getPod(pod).catch(() => null) : null;
+      const cluster = await store.readCluster().catch(() => null);
+      const server = cluster && findServerForPod(cluster, { podName: pod, podIp: podInfo?.podIp ?? null, overrides: config.podServerOverrides });
+      if (server) return server;
+      if (deadline.expired()) throw new AppError('DEADLINE_EXCEEDED', `no RethinkDB server for pod ${pod} joined within ${config.deadlines.poststartJoinSeconds} s`);
+      await clock.sleep(config.waitPollIntervalMs);
+    }
+  }
+
+  async function waitForReplicasReady(serverId) {
+    const deadline = createDeadline(clock, config.deadlines.migrationSeconds * 1000);
+    for (;;) {
+      const cluster = await store.readCluster();
+      const pending = cluster.tables.flatMap((t) => t.shards.filter((s) => votingReplicas(s).includes(serverId) && s.states[serverId] !== 'ready'));
+      if (pending.length === 0) return true;
+      if (deadline.expired()) return false;
+      await clock.sleep(config.waitPollIntervalMs);
+    }
+  }
+
+  // The pods a warning names: one pod, or every RethinkDB pod on a node.
+  async function podsOf({ pod, node }) {
+    if (pod) return [pod];
+    if (!kube) throw new AppError('KUBERNETES_UNAVAILABLE', 'no Kubernetes API is configured, so a node cannot be resolved to pods');
+    if (!(await kube.nodeExists(node))) throw new AppError('NODE_NOT_FOUND', `Kubernetes node "${node}" does not exist`);
+    return (await kube.listRethinkDbPodsOnNode(node)).map((p) => p.name);
+  }
+
+  async function perfwarning({ pod, node, durationSeconds = null, reason = null, source = 'operator', signal = null, actor = source }) {
+    const decision = decidePerfWarning({ durationSeconds, longSeconds: config.perfwarning.longSeconds });
+    const names = await podsOf({ pod, node });
+    const results = [];
+    for (const name of names) {
+      const { server } = await serverForPod(name);
+      if (!server) {
+        results.push({ pod: name, server: null, outcome: 'nothing_to_do', reason: 'no connected RethinkDB server matches this pod' });
+        continue;
+      }
+      const now = clock.now();
+      const warning = {
+        source, signal, reason: reason ?? null, durationSeconds, long: decision.long, decision: decision.reason,
+        since: new Date(now).toISOString(), expiresAt: Number.isFinite(durationSeconds) ? new Date(now + durationSeconds * 1000).toISOString() : null,
+      };
+      await marks.setPerfWarning(server.id, warning, { serverName: server.name, pod: name });
+      pendingRestores.delete(server.id);
+      const why = `${reason ? `${reason}: ` : ''}${decision.reason}`;
+      const demotion = await actions.movePrimariesFromServer({ server: server.name, reason: why, actor, mark: false });
+      const migration = decision.long ? await actions.migrateReplicasOff({ server: server.name, reason: why, actor, mark: false }) : null;
+      results.push({
+        pod: name, server: server.name, outcome: demotion.outcome, demotion,
+        migration: migration ? { id: migration.operation.id, status: migration.operation.status, href: `/v1/operations/${migration.operation.id}` } : null,
+        expiresAt: warning.expiresAt,
+      });
+    }
+    log.info({ pod, node, durationSeconds, source, long: decision.long, reason: decision.reason }, 'perf warning handled');
+    return { event: 'PERFWARNING', target: pod ? { pod } : { node }, source, decision, pods: results };
+  }
+
+  // Ends a warning now (DELETE, expiry, or the monitor) and restores primaries once the pod is healthy.
+  async function endPerfWarning({ pod, reason = 'perf warning withdrawn', actor = 'operator', onlySource = null }) {
+    // The pod may be gone (the monitor clears warnings of vanished pods); the warning is found by pod name then.
+    const { server, cluster } = await serverForPod(pod).catch(async (err) => {
+      if (err.code !== 'POD_NOT_FOUND') throw err;
+      return { server: null, cluster: await store.readCluster() };
+    });
+    const serverId = server?.id ?? (await marks.perfWarnings()).find((w) => w.pod === pod)?.serverId;
+    const warning = serverId ? await marks.getPerfWarning(serverId) : null;
+    if (!warning || (onlySource && warning.source !== onlySource)) {
+      return { event: 'PERFWARNING_END', pod, ended: false, reason: `no active perf warning${onlySource ? ` from ${onlySource}` : ''} for pod ${pod}` };
+    }
+    await marks.clearPerfWarning(serverId);
+    const restore = await restore({ serverId, warning: { ...warning, serverName: server?.name }, cluster, reason, actor, pod });
+    return { event: 'PERFWARNING_END', pod, ended: true, reason, restore };
+  }
+
+  async function restore({ serverId, warning, cluster, reason, actor, pod }) {
+    const decision = decidePerfWarningEnd(cluster, { serverId, warning });
+    const why = `${reason}: ${decision.reason}`;
+    if (decision.action === 'wait') {
+      pendingRestores.set(serverId, { serverId, warning, reason, actor, pod });
+      return { action: 'wait', reason: why };
+    }
+    pendingRestores.delete(serverId);
+    const server = findServer(cluster, serverId);
+    if (decision.action === 'add-server') {
+      const started = await actions.addServer({ server: server.name, reason: why, actor });
+      return { action: 'add-server', reason: why, operation: { id: started.operation.id, href: `/v1/operations/${started.operation.id}` } };
+    }
+    const report = await actions.rebalancePrimaries({ reason: why, actor, pod });
+    return { action: 'rebalance-primaries', reason: why, outcome: report.outcome, changes: report.changes };
+  }
+
+  // Called periodically: end expired warnings, and retry restores that waited for a healthy pod.
+  async function expireDue() {
+    const now = clock.now();
+    const ended = [];
+    for (const w of await marks.perfWarnings()) {
+      if (w.expiresAt && Date.parse(w.expiresAt) <= now) {
+        ended.push(await endPerfWarning({ pod: w.pod, reason: `perf warning expired (${w.durationSeconds} s)`, actor: 'manager:expiry' }));
+      }
+    }
+    for (const pending of [...pendingRestores.values()]) {
+      const cluster = await store.readCluster();
+      ended.push({ event: 'PERFWARNING_RESTORE_RETRY', pod: pending.pod, restore: await restore({ ...pending, cluster }) });
+    }
+    return ended;
+  }
+
+  return {
+    prestop, poststart, perfwarning, endPerfWarning, expireDue,
+    pendingRestores: () => [...pendingRestores.values()].map(({ serverId, pod, reason }) => ({ serverId, pod, reason })),
+    poststartRunning: () => operations.list().some((op) => op.kind === 'poststart' && op.status === 'running'),
+  };
 }

@@ -6,6 +6,7 @@ import { randomUUID } from 'node:crypto';
 export function createOperationRegistry({ clock, logger, maxOperations = 200, newId = randomUUID }) {
   const operations = new Map();
   const running = new Set();
+  const settled = new Map();
   const log = logger.child({ module: 'operations' });
 
   function start(kind, params, work) {
@@ -38,6 +39,7 @@ export function createOperationRegistry({ clock, logger, maxOperations = 200, ne
         running.delete(promise);
       });
     running.add(promise);
+    settled.set(op.id, promise);
     return op;
   }
 
@@ -46,6 +48,7 @@ export function createOperationRegistry({ clock, logger, maxOperations = 200, ne
       const oldest = [...operations.values()].find((o) => o.status !== 'running');
       if (!oldest) break;
       operations.delete(oldest.id);
+      settled.delete(oldest.id);
     }
   }
 
@@ -53,6 +56,8 @@ export function createOperationRegistry({ clock, logger, maxOperations = 200, ne
     start,
     get: (id) => operations.get(id) ?? null,
     list: () => [...operations.values()],
+    // Resolves with the operation once it has finished (whatever its outcome).
+    wait: async (id) => { await settled.get(id); return operations.get(id) ?? null; },
     // For graceful shutdown: resolves when every running operation has settled.
     drain: () => Promise.allSettled([...running]),
     runningCount: () => running.size,

@@ -45,6 +45,23 @@ export function planMigrateReplicasOff(cluster, serverId, { draining = [] } = {}
   return { moves, skipped };
 }
 
+// A replacement's replica moves, lost server -> new server, for every shard that lists the lost one.
+export function planReplaceServer(cluster, lostId, newId) {
+  const moves = [];
+  const skipped = [];
+  for (const table of cluster.tables) {
+    for (const shard of table.shards) {
+      if (!shard.replicas.includes(lostId)) continue;
+      if (shard.replicas.includes(newId)) {
+        skipped.push({ tableId: table.id, shard: shard.index, reason: 'the new server already holds a replica of this shard' });
+        continue;
+      }
+      moves.push({ tableId: table.id, shard: shard.index, from: lostId, to: newId });
+    }
+  }
+  return { moves, skipped };
+}
+
 // Give a (new) server a fair share of replicas, taken from the servers holding the most. With grow, the
 // server is added as an extra replica instead, raising those shards' replica counts by one.
 export function planAddServer(cluster, serverId, { draining = [], tableIds = null, grow = false } = {}) {

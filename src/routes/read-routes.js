@@ -5,7 +5,7 @@ import { AppError } from '../errors.js';
 import { withinMs } from '../lib/clock.js';
 import { describeCluster } from '../cluster/cluster-view.js';
 
-export function createReadRoutes({ store, marks, operations, work, readyTimeoutMs = 2000 }) {
+export function createReadRoutes({ store, marks, operations, work, monitor, audit, status, readyTimeoutMs = 2000 }) {
   const router = Router();
 
   router.get('/livez', (req, res) => {
@@ -20,7 +20,18 @@ export function createReadRoutes({ store, marks, operations, work, readyTimeoutM
 
   router.get('/v1/cluster', async (req, res) => {
     const cluster = await store.readCluster();
-    res.json(describeCluster(cluster, { backend: store.kind, draining: await marks.list(), operations: operations.list() }));
+    const view = describeCluster(cluster, { backend: store.kind, draining: await marks.list(), operations: operations.list() });
+    const extra = await status();
+    res.json({ ...view, ...extra, monitor: monitor ? monitorSummary(monitor.view()) : null });
+  });
+
+  router.get('/v1/monitor', (req, res) => {
+    if (!monitor) throw new AppError('NOT_FOUND', 'this manager has no monitor');
+    res.json(monitor.view());
+  });
+
+  router.get('/v1/events', (req, res) => {
+    res.json({ events: audit ? audit.list() : [] });
   });
 
   router.get('/v1/operations', (req, res) => {
@@ -38,4 +49,12 @@ export function createReadRoutes({ store, marks, operations, work, readyTimeoutM
 
 function summary(op) {
   return { id: op.id, kind: op.kind, status: op.status, createdAt: op.createdAt, finishedAt: op.finishedAt, href: `/v1/operations/${op.id}` };
+}
+
+function monitorSummary(view) {
+  return {
+    enabled: view.enabled, lastPollAt: view.lastPollAt, polls: view.polls, failures: view.failures, averages: view.averages, uniform: view.uniform,
+    hot: view.pods.filter((p) => p.hot || p.raised).map((p) => ({ pod: p.pod, signal: p.signal ?? p.hot, raised: p.raised ?? false })),
+    scaleOut: view.scaleOut,
+  };
 }

@@ -3,14 +3,18 @@
 import Ajv from 'ajv';
 import { AppError } from '../errors.js';
 
-const ajv = new Ajv({ allErrors: true, strict: true, coerceTypes: false });
+const ajv = new Ajv({
+  allErrors: true, strict: true, strictRequired: false, coerceTypes: false, verbose: true,
+});
 
 export function compileValidator(schema, where) {
   const validate = ajv.compile(schema);
   const accepted = describeSchema(schema);
   return (value) => {
     if (validate(value)) return value;
-    const problems = validate.errors.map((e) => formatError(e, where));
+    // A failed oneOf reports each branch's own failure too; the oneOf message alone says it better.
+    const hasOneOf = validate.errors.some((e) => e.keyword === 'oneOf');
+    const problems = validate.errors.filter((e) => !(hasOneOf && e.schemaPath.startsWith('#/oneOf/'))).map((e) => formatError(e, where));
     throw new AppError('BAD_REQUEST', `invalid ${where}: ${[...new Set(problems)].join('; ')}. Accepted ${where}: ${accepted}`, {
       details: { problems, accepted },
     });
@@ -21,6 +25,7 @@ function formatError(error, where) {
   const path = `${where}${error.instancePath.replace(/\//g, '.')}`;
   if (error.keyword === 'additionalProperties') return `${path}.${error.params.additionalProperty} is not an accepted field`;
   if (error.keyword === 'required') return `${path}.${error.params.missingProperty} is required`;
+  if (error.keyword === 'oneOf') return `${path} must have exactly one of ${error.schema.map((b) => b.required.join(' + ')).join(', ')}`;
   if (error.keyword === 'enum') return `${path} must be one of ${error.params.allowedValues.join(', ')}`;
   return `${path} ${error.message}`;
 }

@@ -314,27 +314,3 @@ export function createSandboxSource(model) {
     close: async () => {},
   };
 }
-
-// The sandbox's Kubernetes side for node and pod lookups: one pod per server, pod i on node-i.
-export function createSandboxKube({ podsByNode }) {
-  return {
-    kind: 'sandbox',
-    async listRethinkDbPodsOnNode(nodeName) {
-      return (podsByNode[nodeName] ?? []).map((p) => ({ ...p, nodeName }));
-    },
-    async getPod(name) {
-      for (const [nodeName, pods] of Object.entries(podsByNode)) {
-        const pod = pods.find((p) => p.name === name);
-        if (pod) return { ...pod, nodeName };
-      }
-      throw new AppError('NOT_FOUND', `Kubernetes: get pod ${name}: pods "${name}" not found`);
-    },
-    async nodeExists(nodeName) {
-      return Object.hasOwn(podsByNode, nodeName);
-    },
-  };
-}
-
-export function paperPods() {
-  return Object.fromEntries([0, 1, 2, 3].map((i) => [`node-${i}`, [{ name: `rethinkdb-${i}`, podIp: `198.18.0.${10 + i}` }]]));
-}

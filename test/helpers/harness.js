@@ -5,9 +5,8 @@ import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/logger.js';
 import { createManager } from '../../src/manager.js';
 import { createDataStore } from '../../src/rethinkdb/data-store.js';
-import {
-  createSandboxCluster, createSandboxKube, createSandboxSource, paperPods,
-} from '../../src/sandbox/sandbox-cluster.js';
+import { createSandboxCluster, createSandboxSource } from '../../src/sandbox/sandbox-cluster.js';
+import { createSandboxKube } from '../../src/sandbox/sandbox-kube.js';
 
 // Virtual time: sleeping advances the clock at once, so waits and backfills take no real time.
 export function createVirtualClock(start = Date.parse('2026-11-21T12:00:00Z')) {
@@ -38,7 +37,7 @@ export function createSandboxHarness({ env = {}, model: modelOptions = {}, wrapS
   const model = createSandboxCluster({ clock, ...modelOptions });
   const source = wrapSource(createSandboxSource(model));
   const store = createDataStore({ source, managedTables: config.managedTables });
-  const kube = createSandboxKube({ podsByNode: paperPods() });
+  const kube = createSandboxKube({ model, clock });
   const manager = createManager({ config, store, kube, clock, logger });
   return { ...manager, clock, config, model, logs: sink.lines, kube };
 }

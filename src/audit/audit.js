@@ -1,0 +1,45 @@
+// One audit record per mutation, whoever asked for it (a hook, an operator or the monitor): who, what, why,
+// the plan, the outcome and the duration. It goes to the log as one structured line, to a Kubernetes Event on
+// the pod concerned, and to a bounded in-memory history (GET /v1/events).
+
+export function createAudit({ kube = null, clock, logger, maxRecords = 500 }) {
+  const log = logger.child({ module: 'audit' });
+  const records = [];
+  let seq = 0;
+
+  function record({ actor = 'unknown', action, target = {}, pod = null, reason = null, outcome, changes = [], skipped = [], notDone = [], durationMs = null, operation = null }) {
+    seq += 1;
+    const entry = {
+      id: seq, time: new Date(clock.now()).toISOString(), actor, action, target, pod, reason, outcome,
+      plan: {
+        changes: changes.map(({ table, shard, kind, from, to }) => ({ table, shard, kind, from, to })),
+        skipped, notDone,
+      },
+      durationMs, operation, event: pod && kube?.createPodEvent ? 'pending' : 'none',
+    };
+    records.push(entry);
+    if (records.length > maxRecords) records.shift();
+    log.info({ audit: true, ...entry }, 'action audited');
+    if (entry.event === 'pending') {
+      const warning = !['completed', 'nothing_to_do', 'planned', 'started'].includes(outcome);
+      const message = `${action} by ${actor}: ${outcome}; ${changes.length} change(s), ${skipped.length + notDone.length} not done. ${reason ?? ''}`.trim();
+      kube.createPodEvent({ pod: { name: pod }, reason: eventReason(action), message, type: warning ? 'Warning' : 'Normal' })
+        .then(() => { entry.event = 'created'; })
+        .catch((err) => {
+          entry.event = `failed: ${err.message}`;
+          log.warn({ pod, action, err: err.message }, 'could not create the Kubernetes Event');
+        });
+    }
+    return entry;
+  }
+
+  return {
+    record,
+    list: ({ limit = 100 } = {}) => records.slice(-limit).reverse(),
+  };
+}
+
+// move-primaries-from-server -> MovePrimariesFromServer (Event reasons are UpperCamelCase).
+function eventReason(action) {
+  return action.split(/[-_ ]/).map((w) => w.charAt(0).toUpperCase() + w.slice(1)).join('');
+}

@@ -1,0 +1,106 @@
+// The metrics monitor: polls PodMetrics and NodeMetrics, computes each pod's utilization two ways, and lets
+// the policy decide. A skewed hot-spot that holds for N polls raises PERFWARNING; one that stays clear for a
+// cooldown ends it; uniform overload scales the StatefulSet out by one. Polls never overlap, and a failed
+// poll is logged and counted while the loop goes on.
+
+import { decideMonitorStep, initialMonitorState } from '../policy/policy.js';
+import { evaluateHotspots, utilizationSamples } from './hotspot.js';
+
+export function createMonitor({ kube, hooks, marks, config, clock, logger }) {
+  const log = logger.child({ module: 'monitor' });
+  const settings = config.monitor;
+  let state = initialMonitorState();
+  let polling = false;
+  const scale = { inFlight: null, lastAt: null };
+  const view = {
+    enabled: settings.enabled && Boolean(kube),
+    pollIntervalMs: settings.pollIntervalMs,
+    thresholds: { hotUtilization: settings.hotUtilization, hotSkew: settings.hotSkew, consecutivePolls: settings.consecutivePolls, clearCooldownSeconds: settings.clearCooldownSeconds },
+    polls: 0,
+    failures: 0,
+    skippedOverlaps: 0,
+    lastPollAt: null,
+    lastError: null,
+    averages: null,
+    uniform: false,
+    pods: [],
+    lastDecisions: [],
+    scaleOut: scale,
+  };
+
+  async function readMetrics() {
+    const [pods, podMetrics, nodeMetrics] = await Promise.all([kube.listRethinkDbPods(), kube.listPodMetrics(), kube.listNodeMetrics()]);
+    const nodeNames = [...new Set(pods.map((p) => p.nodeName).filter(Boolean))];
+    const nodes = await Promise.all(nodeNames.map((n) => kube.getNode(n).catch(() => ({ name: n, allocatableCpuCores: null }))));
+    return { pods, podMetrics, nodes, nodeMetrics };
+  }
+
+  async function pollOnce() {
+    if (polling) {
+      view.skippedOverlaps += 1;
+      return { skipped: 'the previous poll is still running' };
+    }
+    polling = true;
+    try {
+      const metrics = await readMetrics();
+      const evaluation = evaluateHotspots(utilizationSamples(metrics), settings);
+      await settleScaleOut();
+      const warnedPods = (await marks.perfWarnings()).map((w) => w.pod);
+      const currentReplicas = (await kube.getStatefulSetScale()).replicas;
+      const step = decideMonitorStep(state, evaluation, {
+        now: clock.now(), consecutivePolls: settings.consecutivePolls, clearCooldownMs: settings.clearCooldownSeconds * 1000, warnedPods,
+        scaleOut: { enabled: settings.scaleOut, inFlight: Boolean(scale.inFlight), lastAt: scale.lastAt, cooldownMs: settings.scaleOutCooldownSeconds * 1000, replicas: currentReplicas, maxReplicas: settings.maxReplicas },
+      });
+      state = step.state;
+      const results = [];
+      for (const decision of step.decisions) results.push(await apply(decision));
+      Object.assign(view, {
+        polls: view.polls + 1, lastPollAt: new Date(clock.now()).toISOString(), lastError: null,
+        averages: evaluation.averages, uniform: evaluation.uniform,
+        pods: evaluation.samples.map((s) => ({ ...s, hot: evaluation.hot.find((h) => h.pod === s.pod)?.signal ?? null, ...(state.pods[s.pod] ?? {}) })),
+        lastDecisions: results,
+      });
+      return { evaluation, decisions: results };
+    } catch (err) {
+      view.failures += 1;
+      view.lastError = { time: new Date(clock.now()).toISOString(), message: err.message };
+      log.warn({ err: err.message, failures: view.failures }, 'monitor poll failed; the loop goes on');
+      return { error: err.message };
+    } finally {
+      polling = false;
+    }
+  }
+
+  async function apply(decision) {
+    log.info({ decision: decision.type, pod: decision.pod, signal: decision.signal, reason: decision.reason }, 'monitor decision');
+    try {
+      if (decision.type === 'raise') {
+        const result = await hooks.perfwarning({ pod: decision.pod, source: 'monitor', signal: decision.signal, reason: `monitor: ${decision.reason}`, actor: 'monitor' });
+        return { ...decision, result };
+      }
+      if (decision.type === 'clear') {
+        const result = await hooks.endPerfWarning({ pod: decision.pod, reason: `monitor: hot-spot ended, ${decision.reason}`, actor: 'monitor', onlySource: 'monitor' });
+        return { ...decision, result };
+      }
+      if (decision.type === 'scale-out') {
+        scale.inFlight = { to: decision.to, since: new Date(clock.now()).toISOString() };
+        scale.lastAt = clock.now();
+        await kube.patchStatefulSetScale(decision.to);
+        return { ...decision, result: { replicas: decision.to } };
+      }
+      return decision;
+    } catch (err) {
+      log.warn({ decision: decision.type, pod: decision.pod, err: err.message }, 'monitor decision failed');
+      return { ...decision, error: err.message };
+    }
+  }
+
+  // A scale-out is in flight until the StatefulSet has its pods and no POSTSTART is still bringing one in.
+  async function settleScaleOut() {
+    if (!scale.inFlight) return;
+    const current = await kube.getStatefulSetScale();
+    if (current.currentReplicas >= scale.inFlight.to && !hooks.poststartRunning()) scale.inFlight = null;
+  }
+
+  return { pollOnce, view: () => structuredClone(view) };
+}

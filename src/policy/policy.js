@@ -1,0 +1,148 @@
+// Pure: which action an infrastructure event leads to, and why. Every decision carries a reason, which the
+// hooks log, put in the Kubernetes Event and return to the caller. No I/O and no clock: callers pass `now`.
+
+import { votingReplicas } from '../planner/eligibility.js';
+
+// PRESTOP: the pod is about to stop; demote every primary on its server (paper III, IV-B2).
+export function decidePrestop({ pod, server }) {
+  if (!server) {
+    return { action: 'none', reason: `no connected RethinkDB server matches pod ${pod}, so it holds no primaries to demote` };
+  }
+  return {
+    action: 'move-primaries-from-server',
+    reason: `pod ${pod} is stopping: demote the primaries on ${server.name} so that no shard waits for an election`,
+  };
+}
+
+// POSTSTART: a server joined. It is
+// - `returning` when the table configs already list it (the same server back, e.g. after a restart);
+// - a `replacement` when the configs list a server that is not connected (a lost server whose replicas must be
+//   recreated here), preferring one with the same hostname;
+// - an `expansion` otherwise.
+// A server that was draining before it went away is released in every case.
+export function decidePoststart(cluster, { serverId, wasDraining = false }) {
+  const server = cluster.servers.find((s) => s.id === serverId);
+  const referenced = new Set(cluster.tables.flatMap((t) => t.shards.flatMap((s) => s.replicas)));
+  const release = wasDraining ? ` ${server.name} was draining before; it is released.` : '';
+  if (referenced.has(serverId)) {
+    return {
+      kind: 'returning', replaces: null, release: wasDraining,
+      actions: ['wait-for-replicas-ready', 'rebalance-primaries'],
+      reason: `${server.name} is already in the table configs: it came back, so it gets its primaries back once its replicas are ready.${release}`,
+    };
+  }
+  const lost = cluster.servers.filter((s) => !s.connected && referenced.has(s.id));
+  if (lost.length > 0) {
+    const replaced = lost.find((s) => s.name === server.name || (server.hostname && s.hostname === server.hostname))
+      ?? [...lost].sort((a, b) => replicaCount(cluster, b.id) - replicaCount(cluster, a.id) || a.name.localeCompare(b.name))[0];
+    return {
+      kind: 'replacement', replaces: replaced.id, release: wasDraining,
+      actions: ['replace-replicas', 'rebalance-primaries'],
+      reason: `the table configs still list ${replaced.name}, which is not connected: ${server.name} replaces it `
+        + `(its ${replicaCount(cluster, replaced.id)} replicas are recreated here, then primaries are rebalanced).${release}`,
+    };
+  }
+  return {
+    kind: 'expansion', replaces: null, release: wasDraining,
+    actions: ['add-server'],
+    reason: `no server is missing, so ${server.name} adds capacity: it takes a fair share of replicas, then of primaries.${release}`,
+  };
+}
+
+function replicaCount(cluster, serverId) {
+  return cluster.tables.reduce((n, t) => n + t.shards.filter((s) => s.replicas.includes(serverId)).length, 0);
+}
+
+// PERFWARNING: a short or unknown interference demotes the primaries (IV-B3/4); a long one also moves the
+// replicas off, one at a time, so that a second failure cannot leave shards without a live, up-to-date
+// majority (IV-B5).
+export function decidePerfWarning({ durationSeconds = null, longSeconds }) {
+  const known = Number.isFinite(durationSeconds);
+  if (known && durationSeconds >= longSeconds) {
+    return {
+      long: true, actions: ['move-primaries-from-server', 'migrate-replicas-off'],
+      reason: `interference expected for ${durationSeconds} s (at least ${longSeconds} s): demote the primaries and migrate the replicas off`,
+    };
+  }
+  return {
+    long: false, actions: ['move-primaries-from-server'],
+    reason: known
+      ? `interference expected for ${durationSeconds} s (under ${longSeconds} s): demote the primaries only`
+      : `interference of unknown duration: demote the primaries only (cheap, undone when the warning ends)`,
+  };
+}
+
+// The end of a perf warning (expiry, DELETE, or the monitor seeing the hot-spot clear).
+export function decidePerfWarningEnd(cluster, { serverId, warning }) {
+  const server = cluster.servers.find((s) => s.id === serverId);
+  if (!server?.connected) {
+    return { action: 'wait', reason: `${warning.serverName ?? serverId} is not connected; primaries return once it is healthy` };
+  }
+  const notReady = cluster.tables.flatMap((t) => t.shards.filter((s) => votingReplicas(s).includes(serverId) && s.states[serverId] !== 'ready'));
+  if (notReady.length > 0) {
+    return { action: 'wait', reason: `${server.name} has ${notReady.length} replicas that are not ready yet; primaries return once they are` };
+  }
+  if (warning.long) {
+    return { action: 'add-server', reason: `the long hot-spot on ${server.name} ended: move a fair share of replicas back, then primaries` };
+  }
+  return { action: 'rebalance-primaries', reason: `the hot-spot on ${server.name} ended: give it back its share of primaries` };
+}
+
+// The monitor's state machine. `evaluation` is this poll's verdict (src/monitor/hotspot.js). A skewed hot-spot
+// must hold for `consecutivePolls` polls before a warning is raised, and stay clear for `clearCooldownMs`
+// before it is ended. Uniform overload scales out by one, at most one in flight, at most one per cooldown.
+export function decideMonitorStep(previous, evaluation, options) {
+  const { now, consecutivePolls, clearCooldownMs, warnedPods = [], scaleOut } = options;
+  const warned = new Set(warnedPods);
+  const pods = {};
+  const decisions = [];
+  const hotByPod = new Map(evaluation.hot.map((h) => [h.pod, h]));
+  for (const sample of evaluation.samples) {
+    const before = previous.pods[sample.pod] ?? { hotStreak: 0, raised: false, clearSince: null, signal: null };
+    const hot = hotByPod.get(sample.pod);
+    const state = { ...before };
+    if (hot) {
+      state.hotStreak = before.hotStreak + 1;
+      state.clearSince = null;
+      state.signal = hot.signal;
+      if (!before.raised && !warned.has(sample.pod) && state.hotStreak >= consecutivePolls) {
+        state.raised = true;
+        decisions.push({ type: 'raise', pod: sample.pod, signal: hot.signal, reason: hot.reason });
+      }
+    } else {
+      state.hotStreak = 0;
+      if (before.raised) {
+        state.clearSince = before.clearSince ?? now;
+        if (now - state.clearSince >= clearCooldownMs) {
+          state.raised = false;
+          state.clearSince = null;
+          decisions.push({ type: 'clear', pod: sample.pod, reason: `clear for ${Math.round((now - (before.clearSince ?? now)) / 1000)} s (cooldown ${clearCooldownMs / 1000} s)` });
+        }
+      }
+    }
+    pods[sample.pod] = state;
+  }
+  for (const [pod, state] of Object.entries(previous.pods)) {
+    if (!pods[pod] && state.raised) decisions.push({ type: 'clear', pod, reason: 'the pod is gone' });
+  }
+  const uniformStreak = evaluation.uniform ? previous.uniformStreak + 1 : 0;
+  const scale = decideScaleOut({ uniformStreak, evaluation, consecutivePolls, now, ...scaleOut });
+  if (scale) decisions.push(scale);
+  return { state: { pods, uniformStreak }, decisions };
+}
+
+function decideScaleOut({ uniformStreak, evaluation, consecutivePolls, now, enabled, inFlight, lastAt, cooldownMs, replicas, maxReplicas }) {
+  if (!evaluation.uniform || uniformStreak < consecutivePolls) return null;
+  const base = `uniform overload: average utilization ${pct(evaluation.averages.own)} for ${uniformStreak} polls`;
+  if (!enabled) return { type: 'scale-out-suppressed', reason: `${base}, but scale-out is disabled` };
+  if (inFlight) return { type: 'scale-out-suppressed', reason: `${base}, but a scale-out is already in flight` };
+  if (lastAt !== null && now - lastAt < cooldownMs) return { type: 'scale-out-suppressed', reason: `${base}, but the last scale-out was ${Math.round((now - lastAt) / 1000)} s ago (cooldown ${cooldownMs / 1000} s)` };
+  if (replicas >= maxReplicas) return { type: 'scale-out-suppressed', reason: `${base}, but the StatefulSet is at its maximum of ${maxReplicas}` };
+  return { type: 'scale-out', to: replicas + 1, reason: `${base}: scale the StatefulSet from ${replicas} to ${replicas + 1}` };
+}
+
+export const initialMonitorState = () => ({ pods: {}, uniformStreak: 0 });
+
+export function pct(u) {
+  return u === null || u === undefined ? 'n/a' : `${Math.round(u * 100)}%`;
+}

@@ -1,0 +1,174 @@
+// The sandbox's Kubernetes: nodes, RethinkDB pods (node, hostname, CPU request and limit, annotations), a
+// StatefulSet whose scale can be patched, Events, and CPU usage that can be driven from outside. It answers
+// the same port as src/kubernetes/kube-adapter.js, so the manager cannot tell it from a real API server.
+// New pods join the sandbox RethinkDB model and then call POSTSTART, as the real pods' hooks do.
+
+import { AppError } from '../errors.js';
+
+const POD_CPU_REQUEST_CORES = 0.5;
+const POD_CPU_LIMIT_CORES = 1;
+const NODE_ALLOCATABLE_CORES = 2;
+const BASELINE_POD_CPU_CORES = 0.3;
+
+export function createSandboxKube({ model, clock, podCount = 4, namespace = 'rethinkdb', maxEvents = 500 }) {
+  const nodes = new Map();
+  const pods = new Map();
+  const events = [];
+  let replicas = 0;
+  let nextOrdinal = 0;
+  let uid = 0;
+  // Set by the wiring: how a started pod calls POSTSTART (and a stopping one PRESTOP), like the pods' exec hooks.
+  let hookCaller = { postStart: async () => {}, preStop: async () => {} };
+
+  const notFound = (what, name) => new AppError('NOT_FOUND', `Kubernetes: get ${what} ${name}: ${what}s "${name}" not found`);
+
+  function addNode(name) {
+    nodes.set(name, { name, allocatableCpuCores: NODE_ALLOCATABLE_CORES, interferenceCores: 0, ready: true });
+    return nodes.get(name);
+  }
+
+  // A pod on its own new node; its RethinkDB server joins the cluster unless the model already has it.
+  function createPod() {
+    const ordinal = nextOrdinal++;
+    const name = `rethinkdb-${ordinal}`;
+    const nodeName = `node-${ordinal}`;
+    if (!nodes.has(nodeName)) addNode(nodeName);
+    uid += 1;
+    pods.set(name, {
+      name, uid: `sandbox-pod-${uid}`, nodeName, podIp: `198.18.0.${10 + ordinal}`, hostname: name, phase: 'Running', ready: true,
+      annotations: {}, cpuRequestCores: POD_CPU_REQUEST_CORES, cpuLimitCores: POD_CPU_LIMIT_CORES, cpuDemandCores: BASELINE_POD_CPU_CORES,
+    });
+    const serverName = name.replace(/-/g, '_');
+    if (!model.serverNames().includes(serverName)) model.addServer({ name: serverName, hostname: name, tags: ['default', nodeName.replace(/-/g, '_')] });
+    return pods.get(name);
+  }
+
+  for (let i = 0; i < podCount; i += 1) createPod();
+  replicas = podCount;
+
+  const publicPod = (p) => {
+    const { cpuDemandCores, ...pod } = p;
+    return structuredClone(pod);
+  };
+
+  function podOrThrow(name) {
+    const pod = pods.get(name);
+    if (!pod) throw notFound('pod', name);
+    return pod;
+  }
+
+  // CPU the pods on a node get: each wants min(demand, limit); interference takes its share first and the
+  // pods share what is left in proportion to their demand. A starved pod shows *less* usage, not more.
+  function nodeUsage(nodeName) {
+    const node = nodes.get(nodeName);
+    const onNode = [...pods.values()].filter((p) => p.nodeName === nodeName && p.phase === 'Running');
+    const interference = Math.min(node.interferenceCores, node.allocatableCpuCores);
+    const wanted = onNode.map((p) => Math.min(p.cpuDemandCores, p.cpuLimitCores));
+    const total = wanted.reduce((a, b) => a + b, 0);
+    const available = Math.max(0, node.allocatableCpuCores - interference);
+    const scale = total > available ? available / total : 1;
+    const perPod = new Map(onNode.map((p, i) => [p.name, wanted[i] * scale]));
+    return { perPod, nodeCores: interference + total * scale };
+  }
+
+  function record(event) {
+    events.push(event);
+    if (events.length > maxEvents) events.shift();
+  }
+
+  return {
+    kind: 'sandbox',
+    async getPod(name) {
+      return publicPod(podOrThrow(name));
+    },
+    async listRethinkDbPods() {
+      return [...pods.values()].map(publicPod);
+    },
+    async listRethinkDbPodsOnNode(nodeName) {
+      return [...pods.values()].filter((p) => p.nodeName === nodeName).map(publicPod);
+    },
+    async getNode(name) {
+      const node = nodes.get(name);
+      if (!node) throw notFound('node', name);
+      return { name, allocatableCpuCores: node.allocatableCpuCores };
+    },
+    async nodeExists(name) {
+      return nodes.has(name);
+    },
+    async listPodMetrics() {
+      const timestamp = new Date(clock.now()).toISOString();
+      return [...nodes.keys()].flatMap((n) => [...nodeUsage(n).perPod].map(([name, cpuCores]) => ({ name, cpuCores, memoryBytes: 512 * 2 ** 20, timestamp, window: '15s' })));
+    },
+    async listNodeMetrics() {
+      const timestamp = new Date(clock.now()).toISOString();
+      return [...nodes.values()].filter((n) => n.ready).map((n) => ({ name: n.name, cpuCores: nodeUsage(n.name).nodeCores, memoryBytes: 4 * 2 ** 30, timestamp }));
+    },
+    async getStatefulSetScale() {
+      return { replicas, currentReplicas: pods.size };
+    },
+    // Scaling up starts pods that join and call POSTSTART; scaling down stops the highest ordinals after PRESTOP.
+    async patchStatefulSetScale(next) {
+      const started = [];
+      while (replicas < next) { started.push(createPod().name); replicas += 1; }
+      const stopping = [];
+      while (replicas > next) {
+        const pod = [...pods.values()].at(-1);
+        stopping.push(pod.name);
+        replicas -= 1;
+      }
+      for (const name of stopping) await this.stopPod(name);
+      for (const name of started) hookCaller.postStart(name);
+      return { replicas };
+    },
+    async annotatePod(name, annotations) {
+      const pod = podOrThrow(name);
+      for (const [key, value] of Object.entries(annotations)) {
+        if (value === null) delete pod.annotations[key]; else pod.annotations[key] = value;
+      }
+      return publicPod(pod);
+    },
+    async reviewToken() {
+      throw new AppError('KUBERNETES_UNAVAILABLE', 'the sandbox has no TokenReview API; use static-token authentication with the sandbox');
+    },
+    async createPodEvent({ pod, reason, message, type = 'Normal' }) {
+      record({ pod: pod.name, reason, message: message.slice(0, 1024), type, namespace, time: new Date(clock.now()).toISOString() });
+      return {};
+    },
+
+    // Sandbox controls (admin endpoints, scenarios, tests).
+    setHookCaller(caller) { hookCaller = { ...hookCaller, ...caller }; },
+    events: () => [...events],
+    setPodCpu(name, cores) { podOrThrow(name).cpuDemandCores = cores; },
+    setInterference(nodeName, cores) {
+      const node = nodes.get(nodeName);
+      if (!node) throw notFound('node', nodeName);
+      node.interferenceCores = cores;
+    },
+    podNames: () => [...pods.keys()],
+    // An unannounced failure of a node: its servers vanish from the network (election after the heartbeat
+    // timeout), its node drops out of the metrics, and its pods are gone.
+    crashNode(nodeName) {
+      const node = nodes.get(nodeName);
+      if (!node) throw notFound('node', nodeName);
+      node.ready = false;
+      for (const pod of [...pods.values()].filter((p) => p.nodeName === nodeName)) {
+        model.crashServer(pod.name.replace(/-/g, '_'), { mode: 'cut' });
+        pods.delete(pod.name);
+      }
+    },
+    // A replacement pod on a fresh node (the ReplicaSet mechanism of the paper's testbed): it joins and calls POSTSTART.
+    startReplacementPod() {
+      const pod = createPod();
+      hookCaller.postStart(pod.name);
+      return publicPod(pod);
+    },
+    // A graceful stop: PRESTOP first (the container waits for it), then SIGTERM.
+    async stopPod(name) {
+      podOrThrow(name);
+      const answer = await hookCaller.preStop(name);
+      model.crashServer(name.replace(/-/g, '_'), { mode: 'term' });
+      pods.delete(name);
+      return answer;
+    },
+  };
+}
