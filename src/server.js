@@ -10,9 +10,7 @@ import { createKubeAdapter } from './kubernetes/kube-adapter.js';
 import { createManager } from './manager.js';
 import { createDataStore } from './rethinkdb/data-store.js';
 import { createConnectionManager, createQueryRunner, createRethinkDbSource } from './rethinkdb/rethinkdb-source.js';
-import {
-  createSandboxCluster, createSandboxKube, createSandboxSource, paperPods,
-} from './sandbox/sandbox-cluster.js';
+import { connectSandboxHooks, createSandboxWorld } from './sandbox/sandbox-world.js';
 
 function main() {
   let config;
@@ -32,11 +30,16 @@ function main() {
     logger.fatal({ err: err.message }, 'cannot start: a client could not be configured');
     process.exit(1);
   }
-  const store = createDataStore({ source: backend.source, managedTables: config.managedTables });
-  const manager = createManager({ config, store, kube: backend.kube, clock, logger });
-  const server = manager.app.listen(config.http.port, config.http.host, () => {
+  const { manager } = backend;
+  const timers = [];
+  const server = manager.app.listen(config.http.port, config.http.host, async () => {
     const { port } = server.address();
     logger.info({ port, backend: config.backend }, 'manager listening');
+    // The sandbox's pods call their hooks over HTTP, like the real pods' curl commands.
+    if (backend.sandboxKube) connectSandboxHooks(backend.sandboxKube, sandboxPost(`http://127.0.0.1:${port}`, logger));
+    await manager.reconcile().catch((err) => logger.error({ err: err.message }, 'state reconciliation failed; starting with what could be loaded'));
+    timers.push(every(1000, () => manager.tick({ poll: false })));
+    if (manager.monitor.view().enabled) timers.push(every(config.monitor.pollIntervalMs, () => manager.monitor.pollOnce()));
   });
 
   let stopping = false;
@@ -45,6 +48,7 @@ function main() {
     stopping = true;
     logger.info({ signal }, 'shutting down: no new work; waiting for running actions');
     server.close();
+    for (const timer of timers) clearInterval(timer);
     const result = await manager.shutdown(config.deadlines.shutdownGraceSeconds * 1000);
     await backend.close();
     logger.info(result, 'shutdown complete');
@@ -56,11 +60,28 @@ function main() {
 
 function buildSandbox(config, clock, logger) {
   logger.warn({ backend: 'sandbox' },
-    'SANDBOX MODE: no RETHINKDB_HOST is configured, so the manager runs against an in-memory model of a 4-server RethinkDB cluster, not a real database');
-  const model = createSandboxCluster({
-    clock, electionTimeoutMs: config.sandbox.electionTimeoutMs, backfillMsPer1000Docs: config.sandbox.backfillMsPer1000Docs,
-  });
-  return { source: createSandboxSource(model), kube: createSandboxKube({ podsByNode: paperPods() }), close: async () => {} };
+    'SANDBOX MODE: no RETHINKDB_HOST is configured, so the manager runs against an in-memory model of a 4-server RethinkDB cluster and its Kubernetes, not a real database');
+  const world = createSandboxWorld({ config, clock, logger });
+  return { manager: world.manager, sandboxKube: world.kube, close: async () => {} };
+}
+
+// A periodic job that never overlaps itself and never throws out of the timer.
+function every(intervalMs, fn) {
+  let running = false;
+  return setInterval(() => {
+    if (running) return;
+    running = true;
+    Promise.resolve().then(fn).catch(() => {}).finally(() => { running = false; });
+  }, intervalMs);
+}
+
+// The sandbox's pods call their hooks over HTTP, like the real pods' curl commands.
+function sandboxPost(base, logger) {
+  return async (path) => {
+    const res = await fetch(`${base}${path}`, { method: 'POST' });
+    logger.info({ hook: path, status: res.status }, 'sandbox pod called its hook');
+    return res.json().catch(() => null);
+  };
 }
 
 function buildRethinkDb(config, clock, logger) {
@@ -80,7 +101,8 @@ function buildRethinkDb(config, clock, logger) {
   connections.start();
   logger.info({ host: rc.host, port: rc.port, user: rc.user, tls: rc.tls }, 'connecting to RethinkDB');
   const source = createRethinkDbSource({ r, runQuery: createQueryRunner({ connections, queryTimeoutMs: rc.queryTimeoutMs }) });
-  return { source, kube, close: () => connections.close() };
+  const store = createDataStore({ source, managedTables: config.managedTables });
+  return { manager: createManager({ config, store, kube, clock, logger }), close: () => connections.close() };
 }
 
 function buildKube(config, clock, logger) {

@@ -34,3 +34,16 @@ export async function withinMs(promise, timeoutMs, onTimeout) {
     clearTimeout(timer);
   }
 }
+
+// Virtual time for the sandbox's scenario replay and the tests: sleeping advances the clock at once, so waits,
+// elections and backfills take no real time.
+export function createVirtualClock(start = Date.parse('2026-11-21T12:00:00Z')) {
+  let now = start;
+  return {
+    now: () => now,
+    sleep: async (ms) => { now += Math.max(1, ms); },
+    advance: (ms) => { now += ms; },
+    advanceTo: (at) => { now = Math.max(now, at); },
+    start,
+  };
+}

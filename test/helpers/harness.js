@@ -1,22 +1,14 @@
 // Builds a manager on the sandbox with a virtual clock, and a memory sink for its logs.
 
 import { Writable } from 'node:stream';
+import request from 'supertest';
 import { loadConfig } from '../../src/config.js';
+import { createVirtualClock } from '../../src/lib/clock.js';
 import { createLogger } from '../../src/logger.js';
-import { createManager } from '../../src/manager.js';
-import { createDataStore } from '../../src/rethinkdb/data-store.js';
-import { createSandboxCluster, createSandboxSource } from '../../src/sandbox/sandbox-cluster.js';
-import { createSandboxKube } from '../../src/sandbox/sandbox-kube.js';
+import { createSandboxCluster } from '../../src/sandbox/sandbox-cluster.js';
+import { connectSandboxHooks, createSandboxWorld } from '../../src/sandbox/sandbox-world.js';
 
-// Virtual time: sleeping advances the clock at once, so waits and backfills take no real time.
-export function createVirtualClock(start = Date.parse('2026-11-21T12:00:00Z')) {
-  let now = start;
-  return {
-    now: () => now,
-    sleep: async (ms) => { now += Math.max(1, ms); },
-    advance: (ms) => { now += ms; },
-  };
-}
+export { createVirtualClock };
 
 export function createLogSink() {
   const lines = [];
@@ -29,17 +21,19 @@ export function createLogSink() {
   return { stream, lines };
 }
 
-export function createSandboxHarness({ env = {}, model: modelOptions = {}, wrapSource = (s) => s } = {}) {
-  const clock = createVirtualClock();
+export function createSandboxHarness({
+  env = {}, model: modelOptions = {}, wrapSource = (s) => s, clock = createVirtualClock(), existing = null,
+} = {}) {
   const config = loadConfig({ LOG_LEVEL: 'info', ...env });
   const sink = createLogSink();
   const logger = createLogger({ level: config.logLevel, destination: sink.stream });
-  const model = createSandboxCluster({ clock, ...modelOptions });
-  const source = wrapSource(createSandboxSource(model));
-  const store = createDataStore({ source, managedTables: config.managedTables });
-  const kube = createSandboxKube({ model, clock });
-  const manager = createManager({ config, store, kube, clock, logger });
-  return { ...manager, clock, config, model, logs: sink.lines, kube };
+  const world = createSandboxWorld({
+    config, clock, logger, wrapSource,
+    existing: existing ?? (Object.keys(modelOptions).length ? { model: createSandboxCluster({ clock, ...modelOptions }) } : null),
+  });
+  // The sandbox's pods call their hooks through the app's routes, as the real pods' curl commands do.
+  connectSandboxHooks(world.kube, (path) => request(world.manager.app).post(path).then((r) => r.body));
+  return { ...world.manager, ...world, clock, config, logs: sink.lines };
 }
 
 // The configured primary of each shard of a table, by server name.

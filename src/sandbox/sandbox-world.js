@@ -1,0 +1,27 @@
+// One sandbox: the in-memory RethinkDB cluster, its Kubernetes, and a manager wired to both through the same
+// ports as the real adapters. Used by `npm start` without a cluster, by the scenario replay and by the tests.
+
+import { createManager } from '../manager.js';
+import { createDataStore } from '../rethinkdb/data-store.js';
+import { createSandboxCluster, createSandboxSource } from './sandbox-cluster.js';
+import { createSandboxKube } from './sandbox-kube.js';
+
+// existing: { model, kube } of an earlier world, to start a new manager over the same cluster (a restart).
+export function createSandboxWorld({ config, clock, logger, existing = null, wrapSource = (s) => s }) {
+  const model = existing?.model ?? createSandboxCluster({
+    clock, electionTimeoutMs: config.sandbox.electionTimeoutMs, backfillMsPer1000Docs: config.sandbox.backfillMsPer1000Docs,
+  });
+  const kube = existing?.kube ?? createSandboxKube({ model, clock });
+  const source = wrapSource(createSandboxSource(model));
+  const store = createDataStore({ source, managedTables: config.managedTables });
+  const manager = createManager({ config, store, kube, clock, logger, sandboxModel: model });
+  return { model, kube, source, store, manager };
+}
+
+// How the sandbox's pods call their hooks: `post(path)` sends an HTTP request to the manager's routes.
+export function connectSandboxHooks(kube, post) {
+  kube.setHookCaller({
+    postStart: (pod) => post(`/v1/hooks/poststart?pod=${encodeURIComponent(pod)}`),
+    preStop: (pod) => post(`/v1/hooks/prestop?pod=${encodeURIComponent(pod)}`),
+  });
+}
