@@ -156,8 +156,8 @@ export function createHooks({ store, actions, marks, operations, kube, config, c
       return { event: 'PERFWARNING_END', pod, ended: false, reason: `no active perf warning${onlySource ? ` from ${onlySource}` : ''} for pod ${pod}` };
     }
     await marks.clearPerfWarning(serverId);
-    const restore = await restore({ serverId, warning: { ...warning, serverName: server?.name }, cluster, reason, actor, pod });
-    return { event: 'PERFWARNING_END', pod, ended: true, reason, restore };
+    const restored = await restore({ serverId, warning: { ...warning, serverName: server?.name }, cluster, reason, actor, pod });
+    return { event: 'PERFWARNING_END', pod, ended: true, reason, restore: restored };
   }
 
   async function restore({ serverId, warning, cluster, reason, actor, pod }) {

@@ -1,0 +1,207 @@
+// The paper's five scenarios (Section IV-B), replayed on the sandbox in virtual time through the manager's real
+// HTTP routes: sandbox admin endpoints play Kubernetes and the infrastructure, hooks and the monitor play the
+// manager's inputs. Each step records the time, the event, the manager's decision and reason, and the
+// resulting primary map. Used by `npm run scenarios` and by the end-to-end tests.
+
+import { loadConfig } from '../config.js';
+import { createVirtualClock } from '../lib/clock.js';
+import { createLogger } from '../logger.js';
+import { connectSandboxHooks, createSandboxWorld } from './sandbox-world.js';
+
+const POLL_SECONDS = 15;
+
+export const SCENARIOS = [
+  { id: 'IV-B1', title: 'A node crashes, then a replacement pod arrives', run: nodeCrashThenReplacement },
+  { id: 'IV-B2', title: "A node's shutdown is announced in advance by PRESTOP", run: announcedShutdown },
+  { id: 'IV-B3', title: 'A brief hot-spot detected by the monitor', run: monitorDetectedHotspot },
+  { id: 'IV-B4', title: 'A brief hot-spot announced by PERFWARNING', run: announcedHotspot },
+  { id: 'IV-B5', title: "A long hot-spot, then a second node's crash", run: longHotspotThenCrash },
+];
+
+// Starts a sandbox manager on an ephemeral loopback port and returns a driver for one scenario.
+export async function createScenarioDriver({ env = {}, logger } = {}) {
+  const config = loadConfig({ LOG_LEVEL: 'silent', MONITOR_POLL_INTERVAL_MS: String(POLL_SECONDS * 1000), ...env });
+  const clock = createVirtualClock();
+  const world = createSandboxWorld({ config, clock, logger: logger ?? createLogger({ level: config.logLevel }) });
+  const server = await new Promise((resolve) => { const s = world.manager.app.listen(0, '127.0.0.1', () => resolve(s)); });
+  const base = `http://127.0.0.1:${server.address().port}`;
+  const steps = [];
+  let nextPollAt = clock.now() + POLL_SECONDS * 1000;
+
+  async function call(method, path, body) {
+    const res = await fetch(`${base}${path}`, {
+      method, ...(body ? { headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) } : {}),
+    });
+    return { status: res.status, body: await res.json().catch(() => null) };
+  }
+  connectSandboxHooks(world.kube, (path) => call('POST', path).then((r) => r.body));
+
+  const seconds = () => Math.round((clock.now() - clock.start) / 100) / 10;
+
+  async function snapshot() {
+    const { body } = await call('GET', '/v1/cluster');
+    const table = body.tables[0];
+    return {
+      primaries: table.shards.map((s) => s.primary),
+      acting: table.shards.map((s) => s.acting[0] ?? null),
+      replicas: table.shards.map((s) => s.replicas.filter((r) => r.voting).map((r) => r.server)),
+      readyForWrites: table.readyForWrites,
+    };
+  }
+
+  async function record(event, { decision = null, reason = null, request = null, status = null } = {}) {
+    const step = { t: seconds(), event, request, status, decision, reason, ...(await snapshot()) };
+    steps.push(step);
+    return step;
+  }
+
+  // Moves virtual time to `t` seconds, ticking the manager on the way: warning expiry, and a metrics poll
+  // every 15 s. Monitor decisions become steps of their own.
+  async function advanceTo(t) {
+    const target = clock.start + t * 1000;
+    while (nextPollAt <= target) {
+      clock.advanceTo(nextPollAt);
+      nextPollAt += POLL_SECONDS * 1000;
+      const { expired, polled } = await world.manager.tick();
+      for (const e of expired) await record(e.event === 'PERFWARNING_END' ? 'perf warning expired' : 'restore retried', { decision: e.restore?.action ?? null, reason: e.restore?.reason ?? e.reason });
+      for (const d of polled?.decisions ?? []) {
+        if (d.type === 'scale-out-suppressed') continue;
+        await record(`monitor: ${d.type}${d.pod ? ` ${d.pod}` : ''}`, { decision: monitorDecision(d), reason: d.reason });
+      }
+      await settle();
+    }
+    clock.advanceTo(target);
+  }
+
+  // Waits (in real time; virtual time moves with the operations' own waits) until no operation is running.
+  async function settle() {
+    for (let i = 0; i < 2000; i += 1) {
+      const { body } = await call('GET', '/v1/operations');
+      if (!body.operations.some((o) => o.status === 'running')) return body.operations;
+      await new Promise((resolve) => { setTimeout(resolve, 2); });
+    }
+    throw new Error('scenario: operations did not finish');
+  }
+
+  async function close() {
+    await new Promise((resolve) => { server.close(resolve); });
+  }
+
+  return { call, record, advanceTo, settle, snapshot, close, steps, world, clock };
+}
+
+function monitorDecision(d) {
+  if (d.type === 'raise') return d.result?.decision?.actions?.join(' + ') ?? 'perfwarning';
+  if (d.type === 'clear') return d.result?.restore?.action ?? 'end warning';
+  return d.type;
+}
+
+// Runs one scenario and returns its record.
+export async function runScenario(id, options = {}) {
+  const scenario = SCENARIOS.find((s) => s.id === id);
+  if (!scenario) throw new Error(`unknown scenario ${id} (known: ${SCENARIOS.map((s) => s.id).join(', ')})`);
+  const driver = await createScenarioDriver(options);
+  try {
+    await driver.record('start');
+    await scenario.run(driver);
+    return { id: scenario.id, title: scenario.title, steps: driver.steps };
+  } finally {
+    await driver.close();
+  }
+}
+
+async function operationOutcome(d) {
+  const ops = await d.settle();
+  const last = ops.at(-1);
+  if (!last) return { decision: null, reason: null };
+  const { body } = await d.call('GET', `/v1/operations/${last.id}`);
+  return { decision: body.report?.decision?.kind ?? body.kind, reason: body.report?.decision?.reason ?? body.report?.reason ?? body.error?.message ?? null, status: body.status };
+}
+
+// IV-B1: node-1 fails without notice; RethinkDB elects new primaries after the heartbeat timeout; a
+// replacement pod arrives, its POSTSTART recreates the lost replicas there and rebalances the primaries.
+async function nodeCrashThenReplacement(d) {
+  await d.advanceTo(150);
+  const crash = await d.call('POST', '/v1/sandbox/nodes/node-1/crash');
+  await d.record('node-1 crashes (unannounced)', { request: 'POST /v1/sandbox/nodes/node-1/crash', status: crash.status, reason: 'no hook runs: the manager learns nothing' });
+  await d.advanceTo(155);
+  await d.record('shard 1 has no acting primary', { reason: 'survivors wait for the heartbeat timeout' });
+  await d.advanceTo(165);
+  await d.record('RethinkDB elected a new primary', { reason: 'election by the surviving majority' });
+  await d.advanceTo(180);
+  const started = await d.call('POST', '/v1/sandbox/pods');
+  const outcome = await operationOutcome(d);
+  await d.record(`replacement pod ${started.body.started} started; POSTSTART`, { request: 'POST /v1/sandbox/pods', status: started.status, ...outcome });
+}
+
+// IV-B2: PRESTOP for rethinkdb-1 demotes its primaries; the pod then stops with nothing to elect.
+async function announcedShutdown(d) {
+  await d.advanceTo(140);
+  const pre = await d.call('POST', '/v1/hooks/prestop?pod=rethinkdb-1');
+  await d.record('PRESTOP rethinkdb-1', { request: 'POST /v1/hooks/prestop?pod=rethinkdb-1', status: pre.status, decision: pre.body.decision?.action, reason: pre.body.decision?.reason });
+  await d.advanceTo(170);
+  await d.call('POST', '/v1/sandbox/servers/rethinkdb_1/crash', { mode: 'term' });
+  await d.advanceTo(172);
+  await d.record('rethinkdb-1 stops (SIGTERM)', { request: 'POST /v1/sandbox/servers/rethinkdb_1/crash', reason: 'it held no primary: no election, no unavailability' });
+  await d.advanceTo(300);
+  await d.call('POST', '/v1/sandbox/servers/rethinkdb_1/restore');
+  const post = await d.call('POST', '/v1/hooks/poststart?pod=rethinkdb-1');
+  const outcome = await operationOutcome(d);
+  await d.record('rethinkdb-1 back after maintenance; POSTSTART', { request: 'POST /v1/hooks/poststart?pod=rethinkdb-1', status: post.status, ...outcome });
+}
+
+// IV-B3: a co-located process drains node-1; the monitor sees the node's interference (the starved pod uses
+// less CPU, not more), raises PERFWARNING after two polls, and restores after the hot-spot has cleared.
+async function monitorDetectedHotspot(d) {
+  await d.advanceTo(100);
+  const on = await d.call('POST', '/v1/sandbox/pods/rethinkdb-1/interference', { cores: 1.8 });
+  await d.record('interference starts on node-1', { request: 'POST /v1/sandbox/pods/rethinkdb-1/interference', status: on.status });
+  await d.advanceTo(250);
+  const off = await d.call('DELETE', '/v1/sandbox/pods/rethinkdb-1/interference');
+  await d.record('interference ends on node-1', { request: 'DELETE /v1/sandbox/pods/rethinkdb-1/interference', status: off.status });
+  await d.advanceTo(360);
+}
+
+// IV-B4: PERFWARNING with a short duration arrives before the interference; primaries leave in advance and
+// return when the warning expires.
+async function announcedHotspot(d) {
+  await d.advanceTo(80);
+  const warn = await d.call('POST', '/v1/hooks/perfwarning', { pod: 'rethinkdb-1', durationSeconds: 120, reason: 'batch job scheduled on node-1' });
+  await d.record('PERFWARNING rethinkdb-1 for 120 s', { request: 'POST /v1/hooks/perfwarning', status: warn.status, decision: warn.body.decision?.actions?.join(' + '), reason: warn.body.decision?.reason });
+  await d.advanceTo(110);
+  await d.call('POST', '/v1/sandbox/pods/rethinkdb-1/interference', { cores: 1.8 });
+  await d.record('interference starts on node-1', { reason: 'the pod holds no primary: the application does not notice' });
+  await d.advanceTo(190);
+  await d.call('DELETE', '/v1/sandbox/pods/rethinkdb-1/interference');
+  await d.record('interference ends on node-1');
+  await d.advanceTo(215);
+}
+
+// IV-B5: PERFWARNING with a long duration demotes AND migrates the replicas off rethinkdb-1, one at a time;
+// when node-3 then crashes, every shard still has a live, up-to-date majority.
+async function longHotspotThenCrash(d) {
+  await d.advanceTo(370);
+  const warn = await d.call('POST', '/v1/hooks/perfwarning', { pod: 'rethinkdb-1', durationSeconds: 3600, reason: 'long-running analytics on node-1' });
+  await d.call('POST', '/v1/sandbox/pods/rethinkdb-1/interference', { cores: 1.8 });
+  await d.record('PERFWARNING rethinkdb-1 for 3600 s', { request: 'POST /v1/hooks/perfwarning', status: warn.status, decision: warn.body.decision?.actions?.join(' + '), reason: warn.body.decision?.reason });
+  const ops = await d.settle();
+  const migration = ops.find((o) => o.kind === 'migrate-replicas-off');
+  const { body } = await d.call('GET', `/v1/operations/${migration.id}`);
+  await d.record('replicas migrated off rethinkdb-1', { decision: 'migrate-replicas-off', reason: `${body.steps.filter((s) => s.status === 'done').length} replicas moved one at a time: ${body.status}` });
+  await d.advanceTo(d.clock.now() / 1000 - d.clock.start / 1000 + 30);
+  const crash = await d.call('POST', '/v1/sandbox/nodes/node-3/crash');
+  await d.record('node-3 crashes (unannounced)', { request: 'POST /v1/sandbox/nodes/node-3/crash', status: crash.status });
+  await d.advanceTo(d.clock.now() / 1000 - d.clock.start / 1000 + 15);
+  await d.record('after the election', { reason: 'every shard keeps a live, up-to-date majority because rethinkdb-1 holds no replica' });
+}
+
+// A readable timeline for the terminal.
+export function formatTimeline(result) {
+  const lines = [`${result.id}: ${result.title}`];
+  for (const s of result.steps) {
+    lines.push(`  t=${String(s.t).padStart(6)}s  ${s.event}`);
+    if (s.decision || s.reason) lines.push(`             decision: ${s.decision ?? '-'}${s.reason ? `; reason: ${s.reason}` : ''}`);
+    lines.push(`             primaries: [${s.primaries.join(', ')}]  acting: [${s.acting.map((a) => a ?? 'none').join(', ')}]  writable: ${s.readyForWrites}`);
+  }
+  return lines.join('\n');
+}
