@@ -112,7 +112,7 @@ export async function runScenario(id, options = {}) {
 
 async function operationOutcome(d) {
   const ops = await d.settle();
-  const last = ops.at(-1);
+  const last = ops.filter((o) => o.kind === 'poststart').at(-1);
   if (!last) return { decision: null, reason: null };
   const { body } = await d.call('GET', `/v1/operations/${last.id}`);
   return { decision: body.report?.decision?.kind ?? body.kind, reason: body.report?.decision?.reason ?? body.report?.reason ?? body.error?.message ?? null, status: body.status };
