@@ -36,7 +36,7 @@ export function createManager({ config, store, kube = null, clock, logger, sandb
 
   // Start-up: load the state persisted on the pods and reconcile it with the live cluster.
   async function reconcile() {
-    reconciliation = await reconcileState({ kube, store, marks, actions, clock, logger });
+    reconciliation = await reconcileState({ kube, store, marks, actions, operations, clock, logger });
     return reconciliation;
   }
 

@@ -106,8 +106,8 @@ export function createActions({
     return runPrimaryPlan({ action, target, planFn, dryRun, deadlineSeconds, reason, extraDraining: ids, actor, pod });
   }
 
-  async function rebalancePrimaries({ dryRun = false, deadlineSeconds, reason, tableIds = null, actor, pod } = {}) {
-    const planFn = (c, draining) => planRebalancePrimaries(c, { draining, tableIds });
+  async function rebalancePrimaries({ dryRun = false, deadlineSeconds, reason, tableIds = null, actor, pod, prefer = [] } = {}) {
+    const planFn = (c, draining) => planRebalancePrimaries(c, { draining, tableIds, prefer });
     return runPrimaryPlan({ action: 'rebalance-primaries', target: {}, planFn, dryRun, deadlineSeconds, reason, actor, pod });
   }
 
@@ -182,9 +182,13 @@ export function createActions({
     if (dryRun) return { action, target, dryRun, outcome: 'planned', changes: planned, skipped, notDone: [] };
     const pod = podNameOf(stateServer);
     const op = operations.start(action, target, async (operation) => {
-      await marks.setMigration(stateServer.id, { action, params, operationId: operation.id, reason: reason ?? null, startedAt: operation.createdAt }, { serverName: stateServer.name, pod });
+      const migration = { action, params, operationId: operation.id, reason: reason ?? null, startedAt: operation.createdAt, inFlight: null };
+      const ref = { serverName: stateServer.name, pod };
+      await marks.setMigration(stateServer.id, migration, ref);
+      // The move being made is recorded too, so that a restarted manager can finish it before re-planning.
+      const track = (move) => marks.setMigration(stateServer.id, { ...migration, inFlight: move }, ref);
       try {
-        const report = await runReplicaMoves(operation, { action, target, moves: plan.moves, planned, skipped, deadlineSeconds, reason, afterMoves });
+        const report = await runReplicaMoves(operation, { action, target, moves: plan.moves, planned, skipped, deadlineSeconds, reason, afterMoves, track });
         audit.record({ actor, pod, operation: operation.id, ...report });
         return report;
       } catch (err) {
@@ -197,7 +201,7 @@ export function createActions({
     return { action, target, dryRun, operation: op };
   }
 
-  async function runReplicaMoves(op, { action, target, moves, planned, skipped, deadlineSeconds, reason, afterMoves }) {
+  async function runReplicaMoves(op, { action, target, moves, planned, skipped, deadlineSeconds, reason, afterMoves, track = async () => {} }) {
     const startedAt = clock.now();
     const deadline = createDeadline(clock, (deadlineSeconds ?? config.deadlines.migrationSeconds) * 1000);
     op.steps = planned.map((p) => ({ ...p, status: 'pending', state: null, progress: null, error: null }));
@@ -211,7 +215,9 @@ export function createActions({
         notDone.push({ table: step.table, shard: step.shard, reason: 'deadline passed before this move started' });
         continue;
       }
+      await track(moves[i]);
       const result = await moveOneReplica(moves[i], step, deadline);
+      await track(null);
       if (!result.change) {
         notDone.push({ table: step.table, shard: step.shard, reason: step.error });
         continue;
@@ -263,7 +269,27 @@ export function createActions({
     };
   }
 
+  // Restart recovery: finish one half-done move (stage again if needed, wait, finalize) as an operation.
+  async function finishMove({ move, reason, actor }) {
+    const cluster = await store.readCluster();
+    const [planned] = plannedReplicaMoves(cluster, [move]);
+    const op = operations.start('finish-move', planned, async (operation) => {
+      const deadline = createDeadline(clock, config.deadlines.migrationSeconds * 1000);
+      operation.steps = [{ ...planned, status: 'pending', state: null, progress: null, error: null }];
+      const result = await moveOneReplica(move, operation.steps[0], deadline);
+      const report = {
+        action: 'finish-move', target: planned, dryRun: false, reason, changes: result.change ? [result.change] : [], skipped: [],
+        notDone: result.change ? [] : [{ table: planned.table, shard: planned.shard, reason: operation.steps[0].error }], settled: Boolean(result.settled),
+      };
+      report.outcome = outcomeOf(report);
+      audit.record({ actor, operation: operation.id, ...report });
+      return report;
+    });
+    return { operation: op };
+  }
+
   return {
+    finishMove,
     movePrimariesFromServer, movePrimariesFromNode, rebalancePrimaries, releaseServer,
     createReplica, migrateReplicasOff, addServer, replaceServer,
   };

@@ -34,6 +34,7 @@ export function createHooks({ store, actions, marks, operations, kube, config, c
       return { event: 'PRESTOP', pod, server: null, decision, outcome: 'nothing_to_do', primariesOff: true, reason: decision.reason };
     }
     const report = await actions.movePrimariesFromServer({ server: server.name, dryRun, deadlineSeconds, reason: decision.reason, actor });
+    if (!dryRun) await marks.noteDemoted(server.id, 'draining', report.changes);
     const primariesOff = report.skipped.length === 0 && report.notDone.length === 0 && report.settled !== false;
     log.info({ pod, server: server.name, outcome: report.outcome, primariesOff, reason: decision.reason }, 'preStop handled');
     return { event: 'PRESTOP', pod, server: server.name, decision, outcome: report.outcome, primariesOff, report };
@@ -55,24 +56,25 @@ export function createHooks({ store, actions, marks, operations, kube, config, c
     join.status = 'done';
     join.detail = `${server.name} joined`;
     const cluster = await store.readCluster();
-    const wasDraining = await marks.isDraining(server.id);
-    const decision = decidePoststart(cluster, { serverId: server.id, wasDraining });
+    const draining = await marks.getDraining(server.id);
+    const decision = decidePoststart(cluster, { serverId: server.id, wasDraining: Boolean(draining) });
     op.steps.push({ step: 'decide', status: 'done', detail: decision.reason, kind: decision.kind });
     log.info({ pod, server: server.name, kind: decision.kind, reason: decision.reason }, 'postStart decision');
     if (decision.release) await marks.release(server.id);
     if (decision.replaces) await marks.release(decision.replaces);
     const act = step(decision.kind);
-    const result = await poststartAction(decision, server, actor);
+    const prefer = (draining?.demoted ?? []).map((d) => ({ ...d, serverId: server.id }));
+    const result = await poststartAction(decision, server, actor, prefer);
     act.status = 'done';
     act.detail = result.outcome;
     return { event: 'POSTSTART', pod, server: server.name, decision, ...result, durationMs: clock.now() - startedAt };
   }
 
-  async function poststartAction(decision, server, actor) {
+  async function poststartAction(decision, server, actor, prefer) {
     const reason = decision.reason;
     if (decision.kind === 'returning') {
       const ready = await waitForReplicasReady(server.id);
-      const rebalance = await actions.rebalancePrimaries({ reason, actor, pod: null });
+      const rebalance = await actions.rebalancePrimaries({ reason, actor, pod: null, prefer });
       return { outcome: ready ? rebalance.outcome : 'partial', replicasReady: ready, rebalance, changes: rebalance.changes, skipped: rebalance.skipped, notDone: rebalance.notDone };
     }
     const started = decision.kind === 'replacement'
@@ -132,6 +134,7 @@ export function createHooks({ store, actions, marks, operations, kube, config, c
       pendingRestores.delete(server.id);
       const why = `${reason ? `${reason}: ` : ''}${decision.reason}`;
       const demotion = await actions.movePrimariesFromServer({ server: server.name, reason: why, actor, mark: false });
+      await marks.noteDemoted(server.id, 'perfwarning', demotion.changes);
       const migration = decision.long ? await actions.migrateReplicasOff({ server: server.name, reason: why, actor, mark: false }) : null;
       results.push({
         pod: name, server: server.name, outcome: demotion.outcome, demotion,
@@ -173,7 +176,8 @@ export function createHooks({ store, actions, marks, operations, kube, config, c
       const started = await actions.addServer({ server: server.name, reason: why, actor });
       return { action: 'add-server', reason: why, operation: { id: started.operation.id, href: `/v1/operations/${started.operation.id}` } };
     }
-    const report = await actions.rebalancePrimaries({ reason: why, actor, pod });
+    const prefer = (warning.demoted ?? []).map((d) => ({ ...d, serverId }));
+    const report = await actions.rebalancePrimaries({ reason: why, actor, pod, prefer });
     return { action: 'rebalance-primaries', reason: why, outcome: report.outcome, changes: report.changes };
   }
 

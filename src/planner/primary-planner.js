@@ -38,8 +38,10 @@ export function planMovePrimariesFromServers(cluster, serverIds, { draining = []
   return { changes, skipped };
 }
 
-// Even out primaries over healthy, non-draining servers, moving as few as possible.
-export function planRebalancePrimaries(cluster, { draining = [], tableIds = null } = {}) {
+// Even out primaries over healthy, non-draining servers, moving as few as possible. `prefer` lists shards
+// that should go back to a server ([{ tableId, shard, serverId }], e.g. what it held before a warning):
+// they are returned first where that narrows the imbalance, so the restored placement is the old one.
+export function planRebalancePrimaries(cluster, { draining = [], tableIds = null, prefer = [] } = {}) {
   const view = createView(cluster, { draining });
   const tables = tableIds ? cluster.tables.filter((t) => tableIds.includes(t.id)) : cluster.tables;
   const primary = new Map();
@@ -84,6 +86,12 @@ export function planRebalancePrimaries(cluster, { draining = [], tableIds = null
       continue;
     }
     assign(ref, pickLeastLoaded(view, candidates, counts));
+  }
+  // Then, preferred returns that narrow the gap by 2+.
+  for (const p of prefer) {
+    const ref = refs.find((r) => r.table.id === p.tableId && r.shard.index === p.shard);
+    if (!ref || primary.get(ref) === p.serverId || !eligibleFor(ref, primary.get(ref)).includes(p.serverId)) continue;
+    if ((counts.get(primary.get(ref)) ?? 0) - (counts.get(p.serverId) ?? 0) >= 2) assign(ref, p.serverId);
   }
   // Then, move one primary at a time from the most to a less loaded server while that narrows the gap by 2+.
   for (;;) {

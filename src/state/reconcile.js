@@ -3,7 +3,7 @@
 // that was in flight when the manager stopped is resumed (its plan is made again from the cluster as it is
 // now, so finished moves are not repeated and half-done ones are completed).
 
-export async function reconcileState({ kube, store, marks, actions, clock, logger }) {
+export async function reconcileState({ kube, store, marks, actions, operations, clock, logger }) {
   const log = logger.child({ module: 'reconcile' });
   const at = new Date(clock.now()).toISOString();
   if (!kube?.listRethinkDbPods) return { at, source: 'none', note: 'no Kubernetes API: state is kept in memory only', loaded: [], released: [], resumed: [] };
@@ -30,8 +30,16 @@ export async function reconcileState({ kube, store, marks, actions, clock, logge
       continue;
     }
     try {
+      let finished = null;
+      if (m.inFlight) {
+        const { operation } = await actions.finishMove({ move: m.inFlight, reason: 'finish the move a stopped manager left half-done', actor: 'manager:reconcile' });
+        finished = await operations.wait(operation.id);
+      }
       const started = await fn({ ...m.params, reason: `resumed after a manager restart (was operation ${m.operationId})`, actor: 'manager:reconcile' });
-      resumed.push({ server: m.serverName, action: m.action, previousOperation: m.operationId, operation: started.operation.id, outcome: 'resumed' });
+      resumed.push({
+        server: m.serverName, action: m.action, previousOperation: m.operationId, operation: started.operation.id, outcome: 'resumed',
+        halfDoneMove: finished ? { operation: finished.id, status: finished.status } : null,
+      });
     } catch (err) {
       await marks.clearMigration(m.serverId);
       resumed.push({ server: m.serverName, action: m.action, previousOperation: m.operationId, outcome: 'not resumed', reason: err.message });

@@ -89,6 +89,15 @@ export function createStateStore({ kube = null, clock, logger }) {
       return had;
     },
     isDraining: async (serverId) => Boolean(entries.get(serverId)?.draining),
+    // Which primaries a demotion took from the server, kept with its mark so that they can be given back.
+    async noteDemoted(serverId, kind, changes) {
+      const mark = entries.get(serverId)?.[kind];
+      if (!mark || changes.length === 0) return;
+      const seen = new Set((mark.demoted ?? []).map((d) => `${d.tableId}:${d.shard}`));
+      const added = changes.map((c) => ({ tableId: c.tableId, shard: c.shard })).filter((d) => !seen.has(`${d.tableId}:${d.shard}`));
+      set(kind, serverId, { ...mark, demoted: [...(mark.demoted ?? []), ...added] });
+    },
+    getDraining: async (serverId) => entries.get(serverId)?.draining ?? null,
     // Servers the planners keep primaries and new replicas away from: draining or under a perf warning.
     drainingIds: async () => [...entries.values()].filter((e) => e.draining || e.perfwarning).map((e) => e.serverId),
     list: async () => pick('draining'),

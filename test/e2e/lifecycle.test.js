@@ -1,0 +1,204 @@
+// POSTSTART, PERFWARNING, the monitor and persisted state, end to end on the sandbox through the routes.
+
+import request from 'supertest';
+import { createSandboxHarness, primaryMap } from '../helpers/harness.js';
+
+const INITIAL = ['rethinkdb_0', 'rethinkdb_1', 'rethinkdb_2', 'rethinkdb_3'];
+const json = (req, body) => req.set('content-type', 'application/json').send(JSON.stringify(body));
+
+// Hooks are called over HTTP in the background, so "nothing running" must hold across a short real pause.
+async function settle(h) {
+  let quiet = 0;
+  for (let i = 0; i < 2000; i += 1) {
+    quiet = h.operations.list().some((o) => o.status === 'running') ? 0 : quiet + 1;
+    if (quiet >= 5) return h.operations.list();
+    await new Promise((resolve) => { setTimeout(resolve, 2); });
+  }
+  throw new Error('operations did not finish');
+}
+
+async function replicasOf(h, serverName) {
+  const cluster = await h.store.readCluster();
+  const id = cluster.servers.find((s) => s.name === serverName)?.id;
+  return cluster.tables[0].shards.filter((s) => s.replicas.includes(id)).map((s) => s.index);
+}
+
+describe('POST /v1/hooks/poststart', () => {
+  test('when the StatefulSet scales out, then the new pod calls POSTSTART and is brought in as an expansion', async () => {
+    const h = createSandboxHarness();
+    await h.kube.patchStatefulSetScale(5);
+    await settle(h);
+    const op = h.operations.list().find((o) => o.kind === 'poststart');
+    expect(op).toMatchObject({ status: 'succeeded', params: { pod: 'rethinkdb-4' } });
+    expect(op.report.decision.kind).toBe('expansion');
+    expect((await replicasOf(h, 'rethinkdb_4')).length).toBe(2); // 12 replicas over 5 servers
+    expect(new Set(await primaryMap(h.store)).size).toBe(4); // 4 primaries stay on 4 different servers
+  });
+
+  test('when called, then 202 at once with an operation; a repeat while it runs returns the same operation', async () => {
+    const h = createSandboxHarness();
+    const first = await request(h.app).post('/v1/hooks/poststart?pod=rethinkdb-1');
+    expect(first.status).toBe(202);
+    expect(first.headers.location).toBe(`/v1/operations/${first.body.operation.id}`);
+    const again = await request(h.app).post('/v1/hooks/poststart?pod=rethinkdb-1');
+    expect(again.body.operation.id === first.body.operation.id || again.body.repeated === false).toBe(true);
+    await settle(h);
+    const op = (await request(h.app).get(first.headers.location)).body;
+    expect(op.report.decision.kind).toBe('returning');
+    expect(await primaryMap(h.store)).toEqual(INITIAL);
+  });
+
+  test.each([['Bad_Pod'], ['']])('when the pod is %j, then 400 and no operation starts', async (pod) => {
+    const h = createSandboxHarness();
+    const res = await request(h.app).post(`/v1/hooks/poststart?pod=${pod}`);
+    expect(res.status).toBe(400);
+    expect(h.operations.list()).toEqual([]);
+  });
+
+  test('when no server ever joins for the pod, then the operation fails at the join deadline saying so', async () => {
+    const h = createSandboxHarness({ env: { POSTSTART_JOIN_TIMEOUT_SECONDS: '5' } });
+    const res = await request(h.app).post('/v1/hooks/poststart?pod=rethinkdb-77');
+    expect(res.status).toBe(202);
+    await settle(h);
+    expect(h.operations.get(res.body.operation.id)).toMatchObject({ status: 'failed', error: { error: 'DEADLINE_EXCEEDED', message: 'no RethinkDB server for pod rethinkdb-77 joined within 5 s' } });
+  });
+});
+
+describe('PERFWARNING', () => {
+  test.each([
+    [{}, /exactly one of pod, node/],
+    [{ pod: 'rethinkdb-1', node: 'node-1' }, /exactly one of pod, node/],
+    [{ pod: 'rethinkdb-1', durationSeconds: 0 }, /durationSeconds must be >= 1/],
+    [{ pod: 'rethinkdb-1', durationSeconds: '60' }, /durationSeconds must be integer/],
+    [{ pod: 'rethinkdb-1', extra: true }, /extra is not an accepted field/],
+  ])('when the body is %j, then 400 naming the problem and nothing changes', async (body, message) => {
+    const h = createSandboxHarness();
+    const res = await json(request(h.app).post('/v1/hooks/perfwarning'), body);
+    expect(res.status).toBe(400);
+    expect(res.body.message).toMatch(message);
+    expect(await primaryMap(h.store)).toEqual(INITIAL);
+    expect(await h.marks.perfWarnings()).toEqual([]);
+  });
+
+  test('when a node is warned, then every RethinkDB pod on it is demoted, and DELETE restores it', async () => {
+    const h = createSandboxHarness();
+    const res = await json(request(h.app).post('/v1/hooks/perfwarning'), { node: 'node-2', reason: 'kernel upgrade' });
+    expect(res.status).toBe(200);
+    expect(res.body.pods).toEqual([expect.objectContaining({ pod: 'rethinkdb-2', server: 'rethinkdb_2', outcome: 'completed', expiresAt: null })]);
+    expect(await primaryMap(h.store)).not.toContain('rethinkdb_2');
+    const ended = await request(h.app).delete('/v1/hooks/perfwarning?pod=rethinkdb-2');
+    expect(ended.status).toBe(200);
+    expect(ended.body.restore.action).toBe('rebalance-primaries');
+    expect(await primaryMap(h.store)).toEqual(INITIAL);
+    const again = await request(h.app).delete('/v1/hooks/perfwarning?pod=rethinkdb-2');
+    expect(again.status).toBe(404);
+  });
+
+  test('when a warning ends while the server is down, then primaries return only once it is healthy again', async () => {
+    const h = createSandboxHarness();
+    await json(request(h.app).post('/v1/hooks/perfwarning'), { pod: 'rethinkdb-1', durationSeconds: 30 });
+    h.model.crashServer('rethinkdb_1', { mode: 'kill' });
+    h.clock.advance(31000);
+    const [expired] = await h.hooks.expireDue();
+    expect(expired.restore.action).toBe('wait');
+    expect(await primaryMap(h.store)).not.toContain('rethinkdb_1');
+    h.model.restoreServer('rethinkdb_1');
+    const [retried] = await h.hooks.expireDue();
+    expect(retried.restore.action).toBe('rebalance-primaries');
+    expect(await primaryMap(h.store)).toEqual(INITIAL);
+  });
+
+  test('when every action runs, then each is audited: a log line, a Kubernetes Event on the pod, and GET /v1/events', async () => {
+    const h = createSandboxHarness();
+    await request(h.app).post('/v1/hooks/prestop?pod=rethinkdb-3');
+    const events = (await request(h.app).get('/v1/events')).body.events;
+    expect(events[0]).toMatchObject({ actor: 'hook:prestop:rethinkdb-3', action: 'move-primaries-from-server', pod: 'rethinkdb-3', outcome: 'completed', reason: expect.stringMatching(/pod rethinkdb-3 is stopping/) });
+    await new Promise((resolve) => { setImmediate(resolve); });
+    expect(h.kube.events()).toEqual([expect.objectContaining({ pod: 'rethinkdb-3', reason: 'MovePrimariesFromServer', type: 'Normal' })]);
+    expect(h.logs.some((l) => l.audit && l.action === 'move-primaries-from-server')).toBe(true);
+  });
+});
+
+describe('PRESTOP with no eligible replica left', () => {
+  test('when a stopping server holds the last eligible replica of a shard, then it demotes what it can and reports the rest', async () => {
+    const h = createSandboxHarness();
+    await request(h.app).post('/v1/hooks/prestop?pod=rethinkdb-0');
+    await request(h.app).post('/v1/hooks/prestop?pod=rethinkdb-3');
+    const res = await request(h.app).post('/v1/hooks/prestop?pod=rethinkdb-1');
+    expect(res.status).toBe(200);
+    expect(res.body.primariesOff).toBe(false);
+    expect(res.body.report.changes.length).toBeGreaterThan(0);
+    expect(res.body.report.skipped).toEqual([expect.objectContaining({ shard: 3, reason: expect.stringMatching(/draining/) })]);
+  });
+});
+
+describe('the monitor', () => {
+  test('when a poll fails, then it is counted and logged and the next poll works', async () => {
+    const h = createSandboxHarness();
+    const real = h.kube.listPodMetrics;
+    h.kube.listPodMetrics = async () => { throw new Error('metrics API unavailable'); };
+    expect(await h.monitor.pollOnce()).toEqual({ error: 'metrics API unavailable' });
+    h.kube.listPodMetrics = real;
+    await h.monitor.pollOnce();
+    const view = (await request(h.app).get('/v1/monitor')).body;
+    expect(view).toMatchObject({ polls: 1, failures: 1, lastError: null });
+    expect(view.pods.map((p) => p.pod)).toEqual(['rethinkdb-0', 'rethinkdb-1', 'rethinkdb-2', 'rethinkdb-3']);
+  });
+
+  test('when the whole cluster is overloaded and triggers race, then exactly one pod is added and brought in', async () => {
+    const h = createSandboxHarness();
+    for (const pod of h.kube.podNames()) h.kube.setPodCpu(pod, 0.95);
+    await h.monitor.pollOnce();
+    h.clock.advance(15000);
+    const results = await Promise.all([h.monitor.pollOnce(), h.monitor.pollOnce(), h.monitor.pollOnce()]);
+    expect(results.filter((r) => r.skipped)).toHaveLength(2);
+    await settle(h);
+    for (let i = 0; i < 3; i += 1) { h.clock.advance(15000); await h.monitor.pollOnce(); }
+    expect(await h.kube.getStatefulSetScale()).toEqual({ replicas: 5, currentReplicas: 5 });
+    const view = h.monitor.view();
+    expect(view.scaleOut.inFlight).toBeNull();
+    expect(view.lastDecisions).toEqual([expect.objectContaining({ type: 'scale-out-suppressed', reason: expect.stringMatching(/cooldown/) })]);
+    expect(h.operations.list().find((o) => o.kind === 'poststart').report.decision.kind).toBe('expansion');
+  });
+});
+
+describe('state that survives the manager', () => {
+  test('when the manager restarts in the middle of a long hot-spot migration, then the new one reloads the marks from the pods and finishes the migration', async () => {
+    let writes = 0;
+    let release;
+    const gate = new Promise((resolve) => { release = resolve; });
+    const first = createSandboxHarness({
+      // The first manager stops making progress after its third table_config write (mid-migration).
+      wrapSource: (source) => ({ ...source, updateTableShards: async (...args) => { writes += 1; if (writes > 3) await gate; return source.updateTableShards(...args); } }),
+    });
+    await request(first.app).post('/v1/hooks/prestop?pod=rethinkdb-3');
+    await json(request(first.app).post('/v1/hooks/perfwarning'), { pod: 'rethinkdb-1', durationSeconds: 3600 });
+    await new Promise((resolve) => { setTimeout(resolve, 20); });
+    await first.marks.flush();
+    expect((await replicasOf(first, 'rethinkdb_1')).length).toBeGreaterThan(0);
+    const pod1 = await first.kube.getPod('rethinkdb-1');
+    expect(Object.keys(pod1.annotations).sort()).toEqual(['rethinkdb-manager.io/migration', 'rethinkdb-manager.io/perfwarning']);
+
+    // A new manager over the same cluster and pods; the first one is abandoned, as if killed.
+    const second = createSandboxHarness({ clock: first.clock, existing: { model: first.model, kube: first.kube } });
+    const reconciled = await second.reconcile();
+    expect(reconciled.loaded.map((l) => `${l.pod}:${l.kind}`).sort()).toEqual(['rethinkdb-1:migration', 'rethinkdb-1:perfwarning', 'rethinkdb-3:draining']);
+    expect(reconciled.resumed).toEqual([expect.objectContaining({
+      server: 'rethinkdb_1', action: 'migrate-replicas-off', outcome: 'resumed', halfDoneMove: expect.objectContaining({ status: 'succeeded' }),
+    })]);
+    await settle(second);
+    // Shard 0 lives on rethinkdb_0, _1 and _2 and rethinkdb_3 is draining: no server can take that replica, and the
+    // migration reports it rather than weakening the shard. Every other replica has left rethinkdb_1.
+    expect(await replicasOf(second, 'rethinkdb_1')).toEqual([0]);
+    const resumedOp = second.operations.get(reconciled.resumed[0].operation);
+    expect(resumedOp.report.skipped).toEqual([expect.objectContaining({ shard: 0, reason: expect.stringMatching(/no connected, non-draining server/) })]);
+    expect((await second.marks.perfWarnings())[0]).toMatchObject({ pod: 'rethinkdb-1', long: true, durationSeconds: 3600 });
+    expect((await second.marks.list())[0]).toMatchObject({ serverName: 'rethinkdb_3' });
+    const primaries = await primaryMap(second.store);
+    expect(primaries).not.toContain('rethinkdb_1');
+    expect(primaries).not.toContain('rethinkdb_3');
+    await second.marks.flush();
+    expect(Object.keys((await second.kube.getPod('rethinkdb-1')).annotations)).toEqual(['rethinkdb-manager.io/perfwarning']);
+    release();
+  });
+});

@@ -1,0 +1,152 @@
+// The policy is pure: table-driven tests of which action each event leads to, and why.
+
+import {
+  decideMonitorStep, decidePerfWarning, decidePerfWarningEnd, decidePoststart, decidePrestop, initialMonitorState,
+} from '../../src/policy/policy.js';
+import { evaluateHotspots, utilizationSamples } from '../../src/monitor/hotspot.js';
+
+const server = (id, connected = true, extra = {}) => ({ id, name: id, connected, hostname: id.replace(/_/g, '-'), ...extra });
+const shard = (index, primary, replicas, states = {}) => ({
+  index, primary, replicas, nonvoting: [], states: Object.fromEntries(replicas.map((r) => [r, states[r] ?? 'ready'])),
+});
+const cluster = (servers, shards) => ({ servers, tables: [{ id: 't', db: 'ycsb', name: 'usertable', shards }] });
+
+describe('decidePrestop', () => {
+  test.each([
+    [{ pod: 'rethinkdb-1', server: server('rethinkdb_1') }, 'move-primaries-from-server', /demote the primaries on rethinkdb_1/],
+    [{ pod: 'rethinkdb-9', server: null }, 'none', /no connected RethinkDB server matches pod rethinkdb-9/],
+  ])('when %o, then %s', (input, action, reason) => {
+    const d = decidePrestop(input);
+    expect(d.action).toBe(action);
+    expect(d.reason).toMatch(reason);
+  });
+});
+
+describe('decidePoststart', () => {
+  const base = [server('a'), server('b'), server('c')];
+  test.each([
+    ['the server is already in the configs', [...base, server('d')], [shard(0, 'a', ['a', 'b', 'd'])], 'd', 'returning', null],
+    ['a lost server is still in the configs', [...base, server('x', false), server('d')], [shard(0, 'x', ['x', 'a', 'b'])], 'd', 'replacement', 'x'],
+    ['the lost server has the same hostname', [...base, server('y', false), server('x', false, { hostname: 'pod-x' }), server('d', true, { hostname: 'pod-x' })],
+      [shard(0, 'x', ['x', 'a', 'b']), shard(1, 'y', ['y', 'a', 'b'])], 'd', 'replacement', 'x'],
+    ['nothing is missing', [...base, server('d')], [shard(0, 'a', ['a', 'b', 'c'])], 'd', 'expansion', null],
+  ])('when %s, then %s', (_, servers, shards, id, kind, replaces) => {
+    const d = decidePoststart(cluster(servers, shards), { serverId: id });
+    expect(d.kind).toBe(kind);
+    expect(d.replaces).toBe(replaces);
+  });
+
+  test('when the server was draining, then it is released whatever the kind', () => {
+    const d = decidePoststart(cluster([server('a'), server('d')], [shard(0, 'a', ['a', 'd'])]), { serverId: 'd', wasDraining: true });
+    expect(d).toMatchObject({ kind: 'returning', release: true });
+    expect(d.reason).toMatch(/was draining before; it is released/);
+  });
+});
+
+describe('decidePerfWarning', () => {
+  test.each([
+    [undefined, false, /unknown duration: demote the primaries only/],
+    [60, false, /60 s \(under 600 s\): demote the primaries only/],
+    [599, false, /under 600 s/],
+    [600, true, /at least 600 s\): demote the primaries and migrate the replicas off/],
+    [86400, true, /migrate the replicas off/],
+  ])('when durationSeconds is %s, then long=%s', (durationSeconds, long, reason) => {
+    const d = decidePerfWarning({ durationSeconds, longSeconds: 600 });
+    expect(d.long).toBe(long);
+    expect(d.actions).toEqual(long ? ['move-primaries-from-server', 'migrate-replicas-off'] : ['move-primaries-from-server']);
+    expect(d.reason).toMatch(reason);
+  });
+});
+
+describe('decidePerfWarningEnd', () => {
+  test.each([
+    ['disconnected', [server('a'), server('b', false)], [shard(0, 'a', ['a', 'b'])], {}, 'wait', /not connected/],
+    ['backfilling', [server('a'), server('b')], [shard(0, 'a', ['a', 'b'], { b: 'backfilling' })], {}, 'wait', /1 replicas that are not ready/],
+    ['healthy after a short warning', [server('a'), server('b')], [shard(0, 'a', ['a', 'b'])], {}, 'rebalance-primaries', /give it back its share of primaries/],
+    ['healthy after a long warning', [server('a'), server('b')], [shard(0, 'a', ['a'])], { long: true }, 'add-server', /move a fair share of replicas back/],
+  ])('when the server is %s, then %s', (_, servers, shards, warning, action, reason) => {
+    const d = decidePerfWarningEnd(cluster(servers, shards), { serverId: 'b', warning });
+    expect(d.action).toBe(action);
+    expect(d.reason).toMatch(reason);
+  });
+});
+
+describe('monitor: utilization and hot-spots', () => {
+  const pods = [0, 1, 2, 3].map((i) => ({ name: `p${i}`, nodeName: `n${i}`, cpuLimitCores: i === 3 ? null : 1, cpuRequestCores: 0.5 }));
+  const nodes = [0, 1, 2, 3].map((i) => ({ name: `n${i}`, allocatableCpuCores: 2 }));
+  const metrics = (podCpu, nodeCpu) => ({
+    pods, nodes, podMetrics: podCpu.map((c, i) => ({ name: `p${i}`, cpuCores: c })), nodeMetrics: nodeCpu.map((c, i) => ({ name: `n${i}`, cpuCores: c })),
+  });
+  const thresholds = { hotUtilization: 0.8, hotSkew: 1.3 };
+
+  test('when a pod has no limit, then its request is the basis; interference is node usage over allocatable', () => {
+    const samples = utilizationSamples(metrics([0.5, 0.5, 0.5, 0.25], [0.5, 0.5, 0.5, 1]));
+    expect(samples[0]).toMatchObject({ own: 0.5, ownBasis: 'limit', interference: 0.25 });
+    expect(samples[3]).toMatchObject({ own: 0.5, ownBasis: 'request', interference: 0.5 });
+  });
+
+  test.each([
+    ['one pod at 95% of its limit', [0.95, 0.3, 0.3, 0.15], [0.95, 0.3, 0.3, 0.15], ['p0'], 'own', false],
+    ['a starved pod on a busy node (less CPU, not more)', [0.1, 0.3, 0.3, 0.15], [2, 0.3, 0.3, 0.15], ['p0'], 'interference', false],
+    ['80% but not 1.3x the average', [0.85, 0.8, 0.8, 0.4], [0.85, 0.8, 0.8, 0.4], [], null, true],
+    ['every pod busy', [0.9, 0.9, 0.9, 0.45], [0.9, 0.9, 0.9, 0.45], [], null, true],
+    ['nothing busy', [0.3, 0.3, 0.3, 0.15], [0.3, 0.3, 0.3, 0.15], [], null, false],
+  ])('when %s, then hot=%j via %s, uniform=%s', (_, podCpu, nodeCpu, hot, signal, uniform) => {
+    const e = evaluateHotspots(utilizationSamples(metrics(podCpu, nodeCpu)), thresholds);
+    expect(e.hot.map((h) => h.pod)).toEqual(hot);
+    if (signal) expect(e.hot[0].signal).toBe(signal);
+    expect(e.uniform).toBe(uniform);
+  });
+
+  const options = (now, extra = {}) => ({
+    now, consecutivePolls: 2, clearCooldownMs: 60000, warnedPods: [],
+    scaleOut: { enabled: true, inFlight: false, lastAt: null, cooldownMs: 600000, replicas: 4, maxReplicas: 16 }, ...extra,
+  });
+  const hotEval = (hot) => ({ samples: [{ pod: 'p0' }, { pod: 'p1' }], hot: hot ? [{ pod: 'p0', signal: 'own', reason: 'r' }] : [], uniform: false, averages: { own: 0.5 } });
+
+  test('when one sample is hot and the next is not, then nothing is raised (a noisy sample never reconfigures)', () => {
+    let s = initialMonitorState();
+    const out = [];
+    for (const hot of [true, false, true, false]) {
+      const step = decideMonitorStep(s, hotEval(hot), options(0));
+      s = step.state;
+      out.push(...step.decisions);
+    }
+    expect(out).toEqual([]);
+  });
+
+  test('when hot for two polls, then raise once; when clear for the cooldown, then clear once', () => {
+    let s = initialMonitorState();
+    const at = (hot, now) => { const step = decideMonitorStep(s, hotEval(hot), options(now)); s = step.state; return step.decisions.map((d) => d.type); };
+    expect(at(true, 0)).toEqual([]);
+    expect(at(true, 15000)).toEqual(['raise']);
+    expect(at(true, 30000)).toEqual([]);
+    expect(at(false, 45000)).toEqual([]);
+    expect(at(true, 60000)).toEqual([]); // back before the cooldown ended: still raised, no second raise
+    expect(at(false, 75000)).toEqual([]);
+    expect(at(false, 120000)).toEqual([]);
+    expect(at(false, 135000)).toEqual(['clear']);
+  });
+
+  test('when the pod already has a warning (operator), then the monitor does not raise another', () => {
+    let s = initialMonitorState();
+    for (const now of [0, 15000, 30000]) s = decideMonitorStep(s, hotEval(true), options(now, { warnedPods: ['p0'] })).state;
+    expect(s.pods.p0.raised).toBe(false);
+  });
+
+  test.each([
+    [{}, 'scale-out'],
+    [{ inFlight: true }, 'scale-out-suppressed'],
+    [{ lastAt: 0 }, 'scale-out-suppressed'],
+    [{ replicas: 16 }, 'scale-out-suppressed'],
+    [{ enabled: false }, 'scale-out-suppressed'],
+  ])('when uniform overload holds for two polls with %o, then %s', (scale, type) => {
+    const uniform = { samples: [{ pod: 'p0' }], hot: [], uniform: true, averages: { own: 0.9 } };
+    const first = decideMonitorStep(initialMonitorState(), uniform, options(10000));
+    expect(first.decisions).toEqual([]);
+    const o = options(20000);
+    const second = decideMonitorStep(first.state, uniform, { ...o, scaleOut: { ...o.scaleOut, ...scale } });
+    expect(second.decisions.map((d) => d.type)).toEqual([type]);
+    if (type === 'scale-out') expect(second.decisions[0].to).toBe(5);
+  });
+});
