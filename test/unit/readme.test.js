@@ -23,6 +23,14 @@ describe('README', () => {
     expect(readme).toMatch(new RegExp(`curl [^\\n]*/v1/actions/${path}`));
   });
 
+  test.each([
+    '/v1/hooks/prestop', '/v1/hooks/poststart', '/v1/hooks/perfwarning', '-XDELETE .*/v1/hooks/perfwarning', '/v1/monitor', '/v1/events',
+    '/v1/sandbox/servers/[a-z_0-9]+/crash', '/v1/sandbox/servers/[a-z_0-9]+/restore', '/v1/sandbox/nodes/[a-z0-9-]+/crash', '/v1/sandbox/pods ',
+    '/v1/sandbox/pods/[a-z0-9-]+/cpu', '/v1/sandbox/pods/[a-z0-9-]+/interference', '/v1/sandbox/scale', '/v1/sandbox/events',
+  ])('when documenting hooks, the monitor and the sandbox, then there is a curl example for %s', (path) => {
+    expect(readme).toMatch(new RegExp(`curl [^\\n]*${path}`));
+  });
+
   test.each(['/v1/cluster', '/v1/operations', '/livez', '/readyz'])('when documenting reads, then there is a curl example for %s', (path) => {
     expect(readme).toMatch(new RegExp(`curl [^\\n]*${path}`));
   });
