@@ -111,7 +111,7 @@ function unknownFields(value, reads, path) {
 }
 
 // Runs a manifest's `sh -c` script with stand-ins for the commands it calls, as the container's /bin/sh would.
-// Each stand-in appends its arguments (NUL-separated, one call per line) to a log and exits with the given code.
+// Each stand-in appends its arguments (separated by \\x1f, one call per line) to a log and exits with the given code.
 export function runScript(script, { env = {}, fakes = {}, timeoutMs = 10000 } = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'deploy-script-'));
   const logFile = join(dir, 'calls.log');
@@ -120,7 +120,7 @@ export function runScript(script, { env = {}, fakes = {}, timeoutMs = 10000 } = 
     const fake = join(dir, name);
     writeFileSync(fake, [
       '#!/bin/sh',
-      `{ printf '%s' ${shellQuote(name)}; for a in "$@"; do printf '\\0%s' "$a"; done; printf '\\n'; } >> ${shellQuote(logFile)}`,
+      `{ printf '%s' ${shellQuote(name)}; for a in "$@"; do printf '\\037%s' "$a"; done; printf '\\n'; } >> ${shellQuote(logFile)}`,
       stdout ? `printf '%s\\n' ${shellQuote(stdout)}` : ':',
       `exit ${exitCode}`,
       '',
@@ -131,7 +131,7 @@ export function runScript(script, { env = {}, fakes = {}, timeoutMs = 10000 } = 
     env: { PATH: `${dir}:/usr/bin:/bin`, ...env }, encoding: 'utf8', timeout: timeoutMs,
   });
   const calls = readFileSync(logFile, 'utf8').split('\n').filter(Boolean).map((line) => {
-    const [command, ...args] = line.split('\0');
+    const [command, ...args] = line.split('\x1f');
     return { command, args };
   });
   return { exitCode: result.status, stdout: result.stdout, stderr: result.stderr, calls, dir };
