@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import request from 'supertest';
 import { findServerForPod } from '../../src/cluster/cluster-model.js';
 import { loadConfig } from '../../src/config.js';
-import { paperPods } from '../../src/sandbox/sandbox-cluster.js';
+import { paperTopology } from '../../src/sandbox/sandbox-cluster.js';
 import {
   containersOf, findResource, parseCurlArgs, podSpecOf, renderKustomization, runScript,
 } from '../helpers/deploy-files.js';
@@ -18,8 +18,9 @@ const { resources } = renderKustomization();
 const statefulSet = findResource(resources, 'StatefulSet', 'rethinkdb');
 const [rethinkdb] = containersOf(statefulSet);
 const managerConfig = loadConfig({ ...findResource(resources, 'ConfigMap', 'rethinkdb-manager').data });
-// A pod of the sandbox (the paper's testbed): rethinkdb-1 runs server rethinkdb_1.
-const sandboxPod = Object.values(paperPods()).flat()[1].name;
+// The sandbox's servers (the paper's testbed) and their pods' hostnames: pod rethinkdb-1 runs server rethinkdb_1.
+const sandboxServers = paperTopology().servers;
+const sandboxPod = sandboxServers[1].hostname;
 // RethinkDB's own clean shutdown after SIGTERM (flush and close): the share of the grace period left for it.
 const rethinkDbShutdownSeconds = 30;
 // How far above PRESTOP_DEADLINE_SECONDS curl may wait: the manager's answer must have time to arrive.
@@ -111,6 +112,7 @@ describe('postStart hook', () => {
     expect(url.pathname).toBe('/v1/hooks/poststart');
     expect(url.searchParams.get('pod')).toBe(sandboxPod);
     expect([400, 404, 405]).not.toContain(res.status);
+    expect(res.status).toBe(202);
   });
 
   test.each([[6, 'cannot resolve'], [7, 'connection refused'], [28, 'timed out']])(
@@ -175,15 +177,16 @@ describe('RethinkDB start script', () => {
     expect(result.stderr).toContain('rethinkdb-0.rethinkdb does not resolve');
   });
 
-  test.each(Object.values(paperPods()).flat().map((p) => [p.name, p.podIp]))(
-    'when the manager looks up pod %s, then it finds the server this script starts, by hostname and by canonical address',
-    (podName, podIp) => {
+  test.each(sandboxServers.map((s) => [s.hostname, s.name]))(
+    'when the manager looks up pod %s, then it finds the server this script starts (%s, as in the sandbox), by hostname and by canonical address',
+    (podName, serverName) => {
       const { option } = start(podName);
-      const server = { id: 'uuid-1', name: option('--server-name'), connected: true };
+      expect(option('--server-name')).toBe(serverName);
+      const server = { id: 'uuid-1', name: serverName, connected: true };
       const byHostname = { servers: [{ ...server, hostname: podName, canonicalAddresses: [] }] };
       const byAddress = { servers: [{ ...server, hostname: 'elsewhere', canonicalAddresses: [{ host: option('--canonical-address'), port: 29015 }] }] };
-      expect(findServerForPod(byHostname, { podName, podIp })?.name).toBe(podName.replaceAll('-', '_'));
-      expect(findServerForPod(byAddress, { podName, podIp })?.name).toBe(podName.replaceAll('-', '_'));
+      expect(findServerForPod(byHostname, { podName })?.name).toBe(serverName);
+      expect(findServerForPod(byAddress, { podName })?.name).toBe(serverName);
     },
   );
 });
