@@ -65,21 +65,26 @@ async function fireAtApp(call) {
   return { res: await req, url };
 }
 
-describe('preStop hook', () => {
-  test('when a pod stops, then the hook POSTs to the prestop route with the pod\'s name and its bearer token, and the app accepts it', async () => {
-    const result = runHook('preStop');
+describe('hook requests against the app', () => {
+  test.each([
+    ['preStop', '/v1/hooks/prestop', 200, { event: 'PRESTOP', pod: sandboxPod, server: 'rethinkdb_1' }],
+    ['postStart', '/v1/hooks/poststart', 202, { operation: expect.objectContaining({ href: expect.any(String) }) }],
+  ])('when the %s hook runs, then it POSTs to %s with the pod\'s name and its bearer token, and the app answers %i', async (hook, path, status, body) => {
+    const result = runHook(hook);
     expect(result.exitCode).toBe(0);
     const call = curlCallOf(result);
     expect(call.method).toBe('POST');
     expect(call.headers.authorization).toBe('Bearer test-token');
     const { res, url } = await fireAtApp(call);
-    expect(url.pathname).toBe('/v1/hooks/prestop');
+    expect(url.pathname).toBe(path);
     expect(url.searchParams.get('pod')).toBe(sandboxPod);
     expect([400, 404, 405]).not.toContain(res.status);
-    expect(res.status).toBe(200);
-    expect(res.body).toMatchObject({ event: 'PRESTOP', pod: sandboxPod, server: 'rethinkdb_1' });
+    expect(res.status).toBe(status);
+    expect(res.body).toMatchObject(body);
   });
+});
 
+describe('preStop hook', () => {
   test('when the manager does not answer in time, then curl gives up after --max-time, above the manager\'s prestop deadline', () => {
     const call = curlCallOf(runHook('preStop'));
     const maxTimeSeconds = Number(call.options['--max-time']);
@@ -102,19 +107,6 @@ describe('preStop hook', () => {
 });
 
 describe('postStart hook', () => {
-  test('when a pod starts, then the hook POSTs to the poststart route with the pod\'s name and its bearer token, and the app accepts it', async () => {
-    const result = runHook('postStart');
-    expect(result.exitCode).toBe(0);
-    const call = curlCallOf(result);
-    expect(call.method).toBe('POST');
-    expect(call.headers.authorization).toBe('Bearer test-token');
-    const { res, url } = await fireAtApp(call);
-    expect(url.pathname).toBe('/v1/hooks/poststart');
-    expect(url.searchParams.get('pod')).toBe(sandboxPod);
-    expect([400, 404, 405]).not.toContain(res.status);
-    expect(res.status).toBe(202);
-  });
-
   test.each([[6, 'cannot resolve'], [7, 'connection refused'], [28, 'timed out']])(
     'when curl fails with exit %i (%s), then the hook still exits 0 and never fails the container',
     (curlExitCode) => {

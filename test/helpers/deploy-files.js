@@ -3,7 +3,7 @@
 // renderer for the subset we use, and a runner for the manifests' shell scripts with stand-in commands.
 
 import { execFileSync, spawnSync } from 'node:child_process';
-import { chmodSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -134,7 +134,8 @@ export function runScript(script, { env = {}, fakes = {}, timeoutMs = 10000 } = 
     const [command, ...args] = line.split('\x1f');
     return { command, args };
   });
-  return { exitCode: result.status, stdout: result.stdout, stderr: result.stderr, calls, dir };
+  rmSync(dir, { recursive: true, force: true });
+  return { exitCode: result.status, stdout: result.stdout, stderr: result.stderr, calls };
 }
 
 function shellQuote(text) {
