@@ -1,0 +1,36 @@
+// The manager's configuration as deployed (the ConfigMap in deploy/k8s) is one that loadConfig accepts, with
+// keys it knows, and it agrees with the manifests it refers to.
+
+import { CONFIG_KEYS, loadConfig } from '../../src/config.js';
+import { findResource, renderKustomization } from '../helpers/deploy-files.js';
+
+const { resources } = renderKustomization();
+const configMap = findResource(resources, 'ConfigMap', 'rethinkdb-manager');
+const manager = findResource(resources, 'Deployment', 'rethinkdb-manager');
+const knownKeys = CONFIG_KEYS.map((k) => k.env);
+// What the Deployment adds to the ConfigMap: the Secret and the downward API.
+const deploymentEnv = { RETHINKDB_PASSWORD: 'from-the-secret', KUBERNETES_NAMESPACE: 'rethinkdb', KUBERNETES_SERVICE_HOST: '10.96.0.1' };
+
+describe('the manager ConfigMap', () => {
+  test.each(Object.keys(configMap.data))('when %s is set in the ConfigMap, then it is a key loadConfig knows', (key) => {
+    expect(knownKeys).toContain(key);
+  });
+
+  test('when the manager starts with the ConfigMap and its Deployment env, then loadConfig accepts it: RethinkDB backend, in-cluster Kubernetes', () => {
+    const config = loadConfig({ ...configMap.data, ...deploymentEnv });
+    expect(config).toMatchObject({ backend: 'rethinkdb', kubernetes: { mode: 'in-cluster' } });
+  });
+
+  test('when the Deployment adds variables, then they too are keys loadConfig knows, and every value is a string', () => {
+    for (const { name } of manager.spec.template.spec.containers[0].env) expect(knownKeys).toContain(name);
+    for (const value of Object.values(configMap.data)) expect(typeof value).toBe('string');
+  });
+
+  test('when the manager looks for the StatefulSet, its pods and its namespace, then it finds the deployed ones', () => {
+    const { kubernetes } = loadConfig({ ...configMap.data, ...deploymentEnv });
+    const statefulSet = findResource(resources, 'StatefulSet', kubernetes.statefulSetName);
+    expect(statefulSet.metadata.namespace).toBe(kubernetes.namespace);
+    const [key, value] = kubernetes.podLabelSelector.split('=');
+    expect(statefulSet.spec.template.metadata.labels[key]).toBe(value);
+  });
+});

@@ -1,0 +1,90 @@
+// Linters over the deployment files: dockerfilelint on both Dockerfiles, shellcheck on every shell script the
+// manifests run, and the Dockerfile properties an operator relies on (pinned bases, non-root, exec form).
+
+import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import dockerfilelint from 'dockerfilelint';
+import {
+  commandExists, containersOf, renderKustomization, repoRoot,
+} from '../helpers/deploy-files.js';
+
+const dockerfiles = ['Dockerfile', 'docker/rethinkdb/Dockerfile'];
+const read = (file) => readFileSync(join(repoRoot, file), 'utf8');
+const instructions = (text) => text.replace(/\\\n/g, ' ').split('\n').map((l) => l.trim()).filter((l) => l && !l.startsWith('#'));
+
+// Every `sh -c` script in the manifests: container commands and exec hooks (probes included, should any appear).
+const { resources } = renderKustomization();
+const scripts = resources.flatMap(({ doc }) => (['Deployment', 'StatefulSet'].includes(doc.kind) ? containersOf(doc) : [])
+  .flatMap((c) => {
+    const execs = [['command', c.command], ...Object.entries(c.lifecycle ?? {}).map(([hook, h]) => [hook, h.exec?.command])];
+    return execs.filter(([, cmd]) => cmd?.[0] === '/bin/sh' && cmd[1] === '-c').map(([where, cmd]) => [`${doc.metadata.name}/${c.name} ${where}`, cmd[2]]);
+  }));
+
+describe('Dockerfiles', () => {
+  test.each(dockerfiles)('when %s is linted with dockerfilelint, then it has no finding', (file) => {
+    expect(dockerfilelint.run(repoRoot, read(file))).toEqual([]);
+  });
+
+  test('when a Dockerfile has known faults, then dockerfilelint reports them (the linter runs)', () => {
+    const titles = dockerfilelint.run(repoRoot, 'FROM node:latest\nRUN apt-get install curl\n').map((m) => m.title);
+    expect(titles).toEqual(expect.arrayContaining(['Base Image Latest Tag']));
+  });
+
+  test.each(dockerfiles)('when %s is built, then every base image has a precise version tag, and a digest when one is given it is complete', (file) => {
+    const froms = instructions(read(file)).filter((l) => /^FROM\s/i.test(l)).map((l) => l.split(/\s+/)[1]);
+    expect(froms.length).toBeGreaterThan(0);
+    for (const image of froms) {
+      expect(image).toMatch(/^[a-z0-9./-]+:\d+\.\d+\.\d+[-a-z0-9.]*(@sha256:[0-9a-f]{64})?$/);
+    }
+  });
+
+  test.each(dockerfiles)('when %s runs, then its final stage runs as a non-root numeric user with an exec-form CMD', (file) => {
+    const lines = instructions(read(file));
+    const finalStage = lines.slice(lines.findLastIndex((l) => /^FROM\s/i.test(l)));
+    const users = finalStage.filter((l) => /^USER\s/i.test(l)).map((l) => l.split(/\s+/)[1]);
+    expect(users.length).toBeGreaterThan(0);
+    expect(users.at(-1)).toMatch(/^[1-9]\d*(:[1-9]\d*)?$/);
+    const cmd = finalStage.filter((l) => /^(CMD|ENTRYPOINT)\s/i.test(l)).at(-1);
+    expect(JSON.parse(cmd.replace(/^(CMD|ENTRYPOINT)\s+/i, ''))).toEqual(expect.any(Array));
+  });
+
+  test('when the manager image is built, then it is multi-stage and installs production dependencies from the lockfile', () => {
+    const lines = instructions(read('Dockerfile'));
+    expect(lines.filter((l) => /^FROM\s/i.test(l))).toHaveLength(2);
+    expect(lines).toContainEqual(expect.stringMatching(/^RUN npm ci --omit=dev\b/));
+    expect(lines).toContainEqual(expect.stringMatching(/^COPY --from=deps /));
+    expect(lines.at(-1)).toBe('CMD ["node", "src/server.js"]');
+  });
+
+  test('when the build context is sent, then .dockerignore excludes everything but the package files and src/', () => {
+    const patterns = read('.dockerignore').split('\n').map((l) => l.trim()).filter((l) => l && !l.startsWith('#'));
+    expect(patterns[0]).toBe('*');
+    expect(patterns.slice(1).sort()).toEqual(['!package-lock.json', '!package.json', '!src/']);
+  });
+});
+
+describe('shell scripts in the manifests', () => {
+  test('when the manifests are read, then their scripts are found (the StatefulSet start script and both hooks)', () => {
+    expect(scripts.map(([where]) => where)).toEqual(['rethinkdb/rethinkdb command', 'rethinkdb/rethinkdb preStop', 'rethinkdb/rethinkdb postStart']);
+  });
+
+  test('when the tests run, then shellcheck is installed (.ci/run installs it; the lint below must not skip silently)', () => {
+    if (!commandExists('shellcheck')) {
+      throw new Error('shellcheck is not installed: run `apt-get install shellcheck` (Debian package), as .ci/run does');
+    }
+  });
+
+  test('when a script has a known fault, then shellcheck reports it (the check runs)', () => {
+    if (!commandExists('shellcheck')) throw new Error('shellcheck is not installed: run `apt-get install shellcheck`');
+    const result = spawnSync('shellcheck', ['--shell=sh', '-'], { input: 'rm $1\n', encoding: 'utf8' });
+    expect(result.stdout).toContain('SC2086');
+  });
+
+  test.each(scripts)('when %s is checked with shellcheck (POSIX sh, as /bin/sh runs it), then it has no finding', (where, script) => {
+    if (!commandExists('shellcheck')) throw new Error('shellcheck is not installed: run `apt-get install shellcheck`');
+    const result = spawnSync('shellcheck', ['--shell=sh', '--severity=style', '-'], { input: script, encoding: 'utf8' });
+    expect(result.stdout + result.stderr).toBe('');
+    expect(result.status).toBe(0);
+  });
+});

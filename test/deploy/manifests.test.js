@@ -1,0 +1,196 @@
+// The Kubernetes manifests in deploy/k8s, checked without a cluster: they parse, validate against the
+// Kubernetes schemas, render through the kustomization, and hold the properties an operator relies on.
+
+import { readdirSync, readFileSync } from 'node:fs';
+import { loadConfig } from '../../src/config.js';
+import {
+  commandExists, containersOf, findResource, k8sDir, listK8sFiles, podSpecOf, readYamlFile, renderKustomization,
+  repoRoot, runKubectlKustomize, validateManifest,
+} from '../helpers/deploy-files.js';
+
+const { kustomization, resources } = renderKustomization();
+const defaults = loadConfig({});
+const workloads = resources.filter(({ doc }) => ['Deployment', 'StatefulSet'].includes(doc.kind));
+const containers = workloads.flatMap(({ doc }) => containersOf(doc).map((c) => [`${doc.kind} ${doc.metadata.name} / ${c.name}`, c, doc]));
+const statefulSet = findResource(resources, 'StatefulSet', defaults.kubernetes.statefulSetName);
+const manager = findResource(resources, 'Deployment', 'rethinkdb-manager');
+
+describe('deploy/k8s: parsing, schemas and the kustomization', () => {
+  test.each(listK8sFiles())('when %s is parsed as Kubernetes does (YAML 1.1), then every document is an object with apiVersion, kind and name', (file) => {
+    const docs = readYamlFile(`${k8sDir}/${file}`);
+    expect(docs.length).toBeGreaterThan(0);
+    for (const doc of docs) expect(doc).toMatchObject({ apiVersion: expect.any(String), kind: expect.any(String), metadata: { name: expect.any(String) } });
+  });
+
+  test.each(resources.map(({ file, doc }) => [doc.kind, doc.metadata.name, file, doc]))(
+    'when %s %s (%s) is validated against the Kubernetes schema, then it has no error and no unknown field',
+    async (kind, name, file, doc) => {
+      expect(await validateManifest(doc)).toEqual([]);
+    },
+  );
+
+  test('when a manifest has a typo or a wrong type, then the validation reports both (the check itself works)', async () => {
+    const broken = structuredClone(statefulSet);
+    broken.spec.template.spec.containers[0].resources.limts = { cpu: '1' };
+    broken.spec.template.spec.containers[0].ports[0].containerPort = 'driver';
+    const problems = await validateManifest(broken);
+    expect(problems).toEqual(expect.arrayContaining([
+      expect.stringContaining('containerPort must be integer'),
+      '.spec.template.spec.containers[0].resources.limts: unknown field',
+    ]));
+  });
+
+  test('when the kustomization is read, then it lists every manifest in the directory exactly once, and only those', () => {
+    const onDisk = readdirSync(k8sDir).filter((f) => f !== 'kustomization.yaml').sort();
+    expect([...kustomization.resources].sort()).toEqual(onDisk);
+    expect(new Set(kustomization.resources).size).toBe(kustomization.resources.length);
+  });
+
+  test('when rendered, then every namespaced resource is in the manager\'s default namespace, and no two resources share kind and name', () => {
+    expect(kustomization.namespace).toBe(defaults.kubernetes.namespace);
+    expect(findResource(resources, 'Namespace', defaults.kubernetes.namespace)).toBeDefined();
+    const ids = resources.map(({ doc }) => `${doc.kind}/${doc.metadata.namespace ?? ''}/${doc.metadata.name}`);
+    expect(new Set(ids).size).toBe(ids.length);
+    for (const { doc } of resources.filter((r) => !['Namespace', 'ClusterRole', 'ClusterRoleBinding'].includes(r.doc.kind))) {
+      expect(doc.metadata.namespace).toBe(defaults.kubernetes.namespace);
+    }
+  });
+
+  (commandExists('kubectl') ? test : test.skip)('when kubectl is installed, then `kubectl kustomize` renders the same resources as our renderer', () => {
+    const byId = (docs) => Object.fromEntries(docs.map((doc) => [`${doc.kind}/${doc.metadata.name}`, doc]));
+    expect(byId(runKubectlKustomize())).toEqual(byId(resources.map(({ doc }) => doc)));
+  });
+});
+
+describe('deploy/k8s: containers', () => {
+  test.each(containers)('when %s is deployed, then its image is pinned by a precise tag or a digest, never latest', (name, container) => {
+    const { image } = container;
+    const [, tag] = /:([^/@]+)(@sha256:[0-9a-f]{64})?$/.exec(image) ?? [];
+    expect(tag).toBeDefined();
+    expect(tag).not.toMatch(/latest/);
+    expect(tag).toMatch(/^\d+\.\d+\.\d+/);
+  });
+
+  test('when the manager image is tagged, then the tag is the package version', () => {
+    const pkg = JSON.parse(readFileSync(`${repoRoot}/package.json`, 'utf8'));
+    expect(containersOf(manager)[0].image).toBe(`rethinkdb-k8s-manager:${pkg.version}`);
+  });
+
+  test.each(containers)('when %s runs, then it runs as a non-root user without privilege escalation', (name, container, workload) => {
+    const pod = podSpecOf(workload).securityContext ?? {};
+    const own = container.securityContext ?? {};
+    expect(own.runAsNonRoot ?? pod.runAsNonRoot).toBe(true);
+    expect(own.runAsUser ?? pod.runAsUser).toBeGreaterThan(0);
+    expect(own.allowPrivilegeEscalation).toBe(false);
+    expect(own.capabilities?.drop).toContain('ALL');
+  });
+
+  test.each(containers)('when %s is scheduled, then it has CPU and memory requests and limits (the monitor\'s utilization rule needs CPU limits)', (name, container) => {
+    expect(container.resources).toMatchObject({
+      requests: { cpu: expect.anything(), memory: expect.anything() },
+      limits: { cpu: expect.anything(), memory: expect.anything() },
+    });
+  });
+
+  test.each(containers)('when %s runs, then it has readiness and liveness probes', (name, container) => {
+    expect(container.readinessProbe).toBeDefined();
+    expect(container.livenessProbe).toBeDefined();
+  });
+
+  test.each(workloads.map(({ doc }) => [doc.kind, doc.metadata.name, doc]))('when %s %s mounts volumes, then every mount names a volume of the pod or a claim template', (kind, name, doc) => {
+    const volumes = new Set([...(podSpecOf(doc).volumes ?? []), ...(doc.spec.volumeClaimTemplates ?? []).map((t) => t.metadata)].map((v) => v.name));
+    for (const container of containersOf(doc)) {
+      for (const mount of container.volumeMounts ?? []) expect(volumes).toContain(mount.name);
+    }
+  });
+});
+
+describe('deploy/k8s: the RethinkDB StatefulSet', () => {
+  const spec = podSpecOf(statefulSet);
+  const [rethinkdb] = spec.containers;
+  const headless = findResource(resources, 'Service', statefulSet.spec.serviceName);
+
+  test('when the manager selects RethinkDB pods with its default selector, then it selects the StatefulSet\'s pods', () => {
+    const [key, value] = defaults.kubernetes.podLabelSelector.split('=');
+    expect(statefulSet.spec.template.metadata.labels[key]).toBe(value);
+    expect(statefulSet.spec.selector.matchLabels).toEqual({ [key]: value });
+  });
+
+  test('when peers join, then they use a headless Service that publishes not-ready pods', () => {
+    expect(headless.spec).toMatchObject({ clusterIP: 'None', publishNotReadyAddresses: true, selector: statefulSet.spec.selector.matchLabels });
+    expect(headless.spec.ports.map((p) => p.port)).toContain(29015);
+  });
+
+  test('when clients connect, then a ClusterIP Service over the ready pods is the manager\'s RETHINKDB_HOST', () => {
+    const config = findResource(resources, 'ConfigMap', 'rethinkdb-manager').data;
+    const client = findResource(resources, 'Service', config.RETHINKDB_HOST);
+    expect(client.spec.clusterIP).toBeUndefined();
+    expect(client.spec.publishNotReadyAddresses).toBeUndefined();
+    expect(client.spec.selector).toEqual(statefulSet.spec.selector.matchLabels);
+    expect(client.spec.ports.map((p) => p.port)).toContain(Number(config.RETHINKDB_PORT));
+  });
+
+  test('when pods are disrupted, then a PodDisruptionBudget allows one at a time', () => {
+    const pdb = resources.find(({ doc }) => doc.kind === 'PodDisruptionBudget')?.doc;
+    expect(pdb.spec).toEqual({ maxUnavailable: 1, selector: statefulSet.spec.selector });
+  });
+
+  test('when the pods run, then they use their own ServiceAccount without an automatic API token, and use the pod network', () => {
+    expect(spec.serviceAccountName).toBe('rethinkdb');
+    expect(spec.automountServiceAccountToken).toBe(false);
+    expect(findResource(resources, 'ServiceAccount', 'rethinkdb').automountServiceAccountToken).toBe(false);
+    expect(spec.hostNetwork).toBeUndefined();
+    expect(rethinkdb.ports.every((p) => p.hostPort === undefined)).toBe(true);
+  });
+
+  test('when the hooks authenticate, then a projected token for audience rethinkdb-manager (600 s) is mounted where MANAGER_TOKEN_FILE points', () => {
+    const tokenFile = rethinkdb.env.find((e) => e.name === 'MANAGER_TOKEN_FILE').value;
+    expect(tokenFile).toBe('/var/run/secrets/rethinkdb-manager/token');
+    const mount = rethinkdb.volumeMounts.find((m) => tokenFile.startsWith(`${m.mountPath}/`));
+    expect(mount.readOnly).toBe(true);
+    const volume = spec.volumes.find((v) => v.name === mount.name);
+    expect(volume.projected.sources).toEqual([{
+      serviceAccountToken: { audience: 'rethinkdb-manager', expirationSeconds: 600, path: tokenFile.slice(mount.mountPath.length + 1) },
+    }]);
+  });
+
+  test('when the hooks call the manager, then MANAGER_URL is the manager Service and port', () => {
+    const managerService = findResource(resources, 'Service', 'rethinkdb-manager');
+    const url = new URL(rethinkdb.env.find((e) => e.name === 'MANAGER_URL').value);
+    expect(url.hostname).toBe(managerService.metadata.name);
+    expect(Number(url.port)).toBe(managerService.spec.ports[0].port);
+    expect(managerService.spec.selector).toEqual(manager.spec.selector.matchLabels);
+  });
+
+  test('when the hook scripts need the pod name, then POD_NAME comes from the downward API', () => {
+    expect(rethinkdb.env.find((e) => e.name === 'POD_NAME')).toEqual({ name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } });
+  });
+});
+
+describe('deploy/k8s: the manager', () => {
+  const spec = podSpecOf(manager);
+  const [container] = spec.containers;
+
+  test('when it is updated, then the old pod stops before the new one starts (one replica, Recreate)', () => {
+    expect(manager.spec.replicas).toBe(1);
+    expect(manager.spec.strategy).toEqual({ type: 'Recreate' });
+  });
+
+  test('when it runs, then it uses its ServiceAccount, a read-only root filesystem, and /livez and /readyz probes', () => {
+    expect(spec.serviceAccountName).toBe('rethinkdb-manager');
+    expect(findResource(resources, 'ServiceAccount', 'rethinkdb-manager')).toBeDefined();
+    expect(container.securityContext.readOnlyRootFilesystem).toBe(true);
+    expect(container.livenessProbe.httpGet.path).toBe('/livez');
+    expect(container.readinessProbe.httpGet.path).toBe('/readyz');
+  });
+
+  test('when it is configured, then config comes from the ConfigMap and the password from a Secret', () => {
+    expect(container.envFrom).toEqual([{ configMapRef: { name: 'rethinkdb-manager' } }]);
+    expect(container.env.find((e) => e.name === 'RETHINKDB_PASSWORD').valueFrom.secretKeyRef).toEqual({ name: 'rethinkdb-admin', key: 'password' });
+  });
+
+  test('when it is stopped, then the grace period outlasts its own SHUTDOWN_GRACE_SECONDS', () => {
+    const config = loadConfig({ ...findResource(resources, 'ConfigMap', 'rethinkdb-manager').data });
+    expect(spec.terminationGracePeriodSeconds).toBeGreaterThan(config.deadlines.shutdownGraceSeconds);
+  });
+});

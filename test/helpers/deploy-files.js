@@ -1,0 +1,170 @@
+// Reads the deployment files (Kubernetes manifests, Compose file, Dockerfiles) and checks them without a
+// cluster: YAML as Kubernetes parses it, schema validation with unknown-field detection, a kustomization
+// renderer for the subset we use, and a runner for the manifests' shell scripts with stand-in commands.
+
+import { execFileSync, spawnSync } from 'node:child_process';
+import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseAllDocuments } from 'yaml';
+
+export const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
+export const k8sDir = join(repoRoot, 'deploy/k8s');
+
+// Kubernetes reads YAML 1.1 (sigs.k8s.io/yaml): `on`, `yes` and `no` are booleans there, so parse the same way.
+export function parseYamlDocuments(text, source) {
+  const docs = parseAllDocuments(text, { version: '1.1', prettyErrors: true });
+  for (const doc of docs) {
+    if (doc.errors.length > 0) throw new Error(`${source}: ${doc.errors.map((e) => e.message).join('; ')}`);
+  }
+  return docs.map((doc) => doc.toJS()).filter((value) => value !== null);
+}
+
+export function readYamlFile(path) {
+  return parseYamlDocuments(readFileSync(path, 'utf8'), path);
+}
+
+export function listK8sFiles() {
+  return readdirSync(k8sDir).filter((f) => /\.ya?ml$/.test(f) && f !== 'kustomization.yaml').sort();
+}
+
+// What `kubectl kustomize` does for the fields our kustomization uses (resources, namespace); anything else
+// fails loudly so that a new feature is not silently ignored.
+const SUPPORTED_KUSTOMIZATION_FIELDS = new Set(['apiVersion', 'kind', 'namespace', 'resources']);
+const CLUSTER_SCOPED_KINDS = new Set(['Namespace', 'ClusterRole', 'ClusterRoleBinding', 'PersistentVolume', 'StorageClass']);
+
+export function renderKustomization(dir = k8sDir) {
+  const [kustomization] = readYamlFile(join(dir, 'kustomization.yaml'));
+  const unsupported = Object.keys(kustomization).filter((k) => !SUPPORTED_KUSTOMIZATION_FIELDS.has(k));
+  if (unsupported.length > 0) throw new Error(`renderKustomization does not implement: ${unsupported.join(', ')}`);
+  const resources = kustomization.resources.flatMap((file) => readYamlFile(join(dir, file)).map((doc) => ({ file, doc })));
+  for (const { doc } of resources) {
+    if (kustomization.namespace && !CLUSTER_SCOPED_KINDS.has(doc.kind)) doc.metadata.namespace = kustomization.namespace;
+    if (kustomization.namespace && doc.kind === 'Namespace') doc.metadata.name = kustomization.namespace;
+  }
+  return { kustomization, resources };
+}
+
+export function findResource(resources, kind, name) {
+  const found = resources.find(({ doc }) => doc.kind === kind && doc.metadata.name === name);
+  if (!found) throw new Error(`no ${kind} ${name} in deploy/k8s`);
+  return found.doc;
+}
+
+// Every container of a workload (Deployment, StatefulSet), init containers included.
+export function podSpecOf(doc) {
+  return doc.spec.template.spec;
+}
+
+export function containersOf(doc) {
+  const spec = podSpecOf(doc);
+  return [...(spec.initContainers ?? []), ...spec.containers];
+}
+
+// Validates a manifest against the Kubernetes schema of its apiVersion/kind (kubernetes-models, offline), and
+// reports fields the schema does not know: the compiled validators never reject extra properties, so every
+// property read during validation is recorded and the ones never read are unknown (a typo like `limts`).
+export async function validateManifest(doc) {
+  const model = await modelFor(doc.apiVersion, doc.kind);
+  const problems = [];
+  try {
+    new model(doc).validate();
+  } catch (err) {
+    problems.push(err.message);
+  }
+  const reads = new WeakMap();
+  try {
+    model.prototype.validate.call(trackReads(doc, reads));
+  } catch {
+    // Already reported above.
+  }
+  return [...problems, ...unknownFields(doc, reads, '')];
+}
+
+async function modelFor(apiVersion, kind) {
+  const [group, version] = apiVersion.includes('/') ? apiVersion.split('/') : [null, apiVersion];
+  const path = group ? `kubernetes-models/${group}/${version}/${kind}` : `kubernetes-models/${version}/${kind}`;
+  const mod = await import(path);
+  if (!mod[kind]) throw new Error(`no schema for ${apiVersion} ${kind}`);
+  return mod[kind];
+}
+
+function trackReads(value, reads) {
+  if (value === null || typeof value !== 'object') return value;
+  if (!reads.has(value)) reads.set(value, new Set());
+  return new Proxy(value, {
+    get(target, key) {
+      reads.get(target).add(key);
+      return trackReads(Reflect.get(target, key), reads);
+    },
+  });
+}
+
+function unknownFields(value, reads, path) {
+  if (value === null || typeof value !== 'object' || !reads.has(value)) return [];
+  if (Array.isArray(value)) return value.flatMap((item, i) => unknownFields(item, reads, `${path}[${i}]`));
+  const read = reads.get(value);
+  return Object.entries(value).flatMap(([key, child]) => (read.has(key)
+    ? unknownFields(child, reads, `${path}.${key}`)
+    : [`${path}.${key}: unknown field`]));
+}
+
+// Runs a manifest's `sh -c` script with stand-ins for the commands it calls, as the container's /bin/sh would.
+// Each stand-in appends its arguments (separated by \\x1f, one call per line) to a log and exits with the given code.
+export function runScript(script, { env = {}, fakes = {}, timeoutMs = 10000 } = {}) {
+  const dir = mkdtempSync(join(tmpdir(), 'deploy-script-'));
+  const logFile = join(dir, 'calls.log');
+  writeFileSync(logFile, '');
+  for (const [name, { exitCode = 0, stdout = '' }] of Object.entries(fakes)) {
+    const fake = join(dir, name);
+    writeFileSync(fake, [
+      '#!/bin/sh',
+      `{ printf '%s' ${shellQuote(name)}; for a in "$@"; do printf '\\037%s' "$a"; done; printf '\\n'; } >> ${shellQuote(logFile)}`,
+      stdout ? `printf '%s\\n' ${shellQuote(stdout)}` : ':',
+      `exit ${exitCode}`,
+      '',
+    ].join('\n'));
+    chmodSync(fake, 0o755);
+  }
+  const result = spawnSync('/bin/sh', ['-c', script], {
+    env: { PATH: `${dir}:/usr/bin:/bin`, ...env }, encoding: 'utf8', timeout: timeoutMs,
+  });
+  const calls = readFileSync(logFile, 'utf8').split('\n').filter(Boolean).map((line) => {
+    const [command, ...args] = line.split('\x1f');
+    return { command, args };
+  });
+  rmSync(dir, { recursive: true, force: true });
+  return { exitCode: result.status, stdout: result.stdout, stderr: result.stderr, calls };
+}
+
+function shellQuote(text) {
+  return `'${String(text).replaceAll("'", "'\\''")}'`;
+}
+
+// The method, URL and headers of one curl call, from its arguments (the options our hooks use).
+export function parseCurlArgs(args) {
+  const withValue = new Set(['-X', '--request', '-H', '--header', '--max-time', '-m', '--connect-timeout', '-d', '--data']);
+  const call = { method: 'GET', headers: {}, options: {}, urls: [] };
+  for (let i = 0; i < args.length; i += 1) {
+    const arg = args[i];
+    if (withValue.has(arg)) {
+      const value = args[i += 1];
+      if (arg === '-X' || arg === '--request') call.method = value;
+      else if (arg === '-H' || arg === '--header') {
+        const at = value.indexOf(':');
+        call.headers[value.slice(0, at).trim().toLowerCase()] = value.slice(at + 1).trim();
+      } else call.options[arg] = value;
+    } else if (arg.startsWith('-')) call.options[arg] = true;
+    else call.urls.push(arg);
+  }
+  return call;
+}
+
+export function commandExists(name) {
+  return spawnSync('/bin/sh', ['-c', `command -v ${name}`], { encoding: 'utf8' }).status === 0;
+}
+
+export function runKubectlKustomize(dir = k8sDir) {
+  return parseYamlDocuments(execFileSync('kubectl', ['kustomize', dir], { encoding: 'utf8', timeout: 60000 }), 'kubectl kustomize');
+}
