@@ -6,7 +6,7 @@ import {
 } from '@kubernetes/client-node';
 
 export const NAMESPACE = 'rethinkdb';
-export const POD_COUNT = 4;
+const POD_COUNT = 4;
 const podLabels = { app: 'rethinkdb' };
 
 // What the recorded cluster held (../shared/fixtures/kubernetes-1.34): pod rethinkdb-i on node node-i,
@@ -38,7 +38,7 @@ export async function seedRethinkDbCluster(kubeConfig, { namespace = NAMESPACE, 
   return pods;
 }
 
-export function mergePatch() {
+function mergePatch() {
   return setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 }
 
@@ -155,7 +155,7 @@ export async function applyObjects(kubeConfig, objects, { fieldManager = 'kube-r
   const client = KubernetesObjectApi.makeApiClient(kubeConfig);
   const applied = [];
   for (const object of objects) {
-    applied.push(await client.patch(object, undefined, undefined, fieldManager, true, PatchStrategy.ServerSideApply));
+    applied.push(await client.patch(structuredClone(object), undefined, undefined, fieldManager, true, PatchStrategy.ServerSideApply));
   }
   return applied;
 }

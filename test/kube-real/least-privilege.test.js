@@ -7,7 +7,7 @@ import { rbacRulesFromKubeCalls } from '../../src/kubernetes/rbac.js';
 import { createVirtualClock } from '../helpers/harness.js';
 import { startKubeApiServer } from '../helpers/kube-apiserver.js';
 import {
-  NAMESPACE, installMetricsStandIn, putNodeMetrics, putPodMetrics, seedRethinkDbCluster,
+  NAMESPACE, applyObjects, installMetricsStandIn, putNodeMetrics, putPodMetrics, seedRethinkDbCluster,
 } from '../helpers/kube-objects.js';
 
 const SA = 'rethinkdb-manager';
@@ -21,15 +21,21 @@ async function mintToken(core, name, audiences = []) {
   return request.status.token;
 }
 
-// Role + RoleBinding for the namespaced rules, ClusterRole + ClusterRoleBinding for the cluster-scoped ones.
-async function grantManagerRules(kubeConfig) {
-  const rbac = kubeConfig.makeApiClient(RbacAuthorizationV1Api);
+// The manager's ServiceAccount, a Role + RoleBinding for the namespaced rules and a ClusterRole +
+// ClusterRoleBinding for the cluster-scoped ones, as manifests would declare them (namespaced ones without a
+// namespace), server-side applied.
+function managerRbacObjects() {
   const { namespaced, cluster } = rbacRulesFromKubeCalls(KUBE_CALLS);
   const subjects = [{ kind: 'ServiceAccount', name: SA, namespace: NAMESPACE }];
-  await rbac.createNamespacedRole({ namespace: NAMESPACE, body: { metadata: { name: SA }, rules: namespaced } });
-  await rbac.createNamespacedRoleBinding({ namespace: NAMESPACE, body: { metadata: { name: SA }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: SA }, subjects } });
-  await rbac.createClusterRole({ body: { metadata: { name: SA }, rules: cluster } });
-  await rbac.createClusterRoleBinding({ body: { metadata: { name: SA }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: SA }, subjects } });
+  const rbacApi = 'rbac.authorization.k8s.io/v1';
+  const roleRef = (kind) => ({ apiGroup: 'rbac.authorization.k8s.io', kind, name: SA });
+  return [
+    { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: SA } },
+    { apiVersion: rbacApi, kind: 'Role', metadata: { name: SA }, rules: namespaced },
+    { apiVersion: rbacApi, kind: 'RoleBinding', metadata: { name: SA }, roleRef: roleRef('Role'), subjects },
+    { apiVersion: rbacApi, kind: 'ClusterRole', metadata: { name: SA }, rules: cluster },
+    { apiVersion: rbacApi, kind: 'ClusterRoleBinding', metadata: { name: SA }, roleRef: roleRef('ClusterRole'), subjects },
+  ];
 }
 
 beforeAll(async () => {
@@ -39,9 +45,8 @@ beforeAll(async () => {
   const timestamp = '2026-11-21T11:59:50Z';
   await putPodMetrics(api.kubeConfig, { name: 'rethinkdb-1', timestamp, containers: [{ name: 'rethinkdb', usage: { cpu: '240m', memory: '398Mi' } }] });
   await putNodeMetrics(api.kubeConfig, { name: 'node-1', timestamp, usage: { cpu: '1', memory: '4Gi' } });
+  await applyObjects(api.kubeConfig, managerRbacObjects());
   const core = api.kubeConfig.makeApiClient(CoreV1Api);
-  await core.createNamespacedServiceAccount({ namespace: NAMESPACE, body: { metadata: { name: SA } } });
-  await grantManagerRules(api.kubeConfig);
   managerKubeConfig = api.kubeConfigForToken(await mintToken(core, SA), SA);
   kube = createKubeAdapter({ kubeConfig: managerKubeConfig, namespace: NAMESPACE, clock: createVirtualClock() });
 }, 120000);
@@ -123,6 +128,18 @@ describe('the manager\'s ServiceAccount with only the rules derived from KUBE_CA
     { group: '', resource: 'serviceaccounts', subresource: 'token', verb: 'create', namespace: NAMESPACE },
   ].map((a) => [describeAccess(a), a]))('when asked whether it may %s, then RBAC says no', async (_, access) => {
     expect(await allowed(access)).toBe(false);
+  });
+
+  test('when the RBAC objects are applied again, then nothing changes and the Role holds exactly the derived rules', async () => {
+    const rbac = api.kubeConfig.makeApiClient(RbacAuthorizationV1Api);
+    const before = await rbac.readNamespacedRole({ name: SA, namespace: NAMESPACE });
+    const applied = await applyObjects(api.kubeConfig, managerRbacObjects());
+    expect(applied.map((o) => `${o.kind}/${o.metadata.namespace ?? ''}/${o.metadata.name}`)).toEqual([
+      `ServiceAccount/${NAMESPACE}/${SA}`, `Role/${NAMESPACE}/${SA}`, `RoleBinding/${NAMESPACE}/${SA}`, `ClusterRole//${SA}`, `ClusterRoleBinding//${SA}`,
+    ]);
+    const after = await rbac.readNamespacedRole({ name: SA, namespace: NAMESPACE });
+    expect(after.metadata.resourceVersion).toBe(before.metadata.resourceVersion);
+    expect(after.rules).toEqual(rbacRulesFromKubeCalls(KUBE_CALLS).namespaced);
   });
 
   test('when a ServiceAccount has no rules, then the adapter reports the refusal as KUBERNETES_UNAVAILABLE naming RBAC', async () => {
