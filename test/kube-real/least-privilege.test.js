@@ -1,0 +1,153 @@
+// Least privilege against a real kube-apiserver with RBAC: a ServiceAccount bound only to the rules derived
+// from KUBE_CALLS can make every adapter call, and is refused everything else that was tried.
+
+import { AuthorizationV1Api, CoreV1Api, RbacAuthorizationV1Api } from '@kubernetes/client-node';
+import { KUBE_CALLS, createKubeAdapter } from '../../src/kubernetes/kube-adapter.js';
+import { rbacRulesFromKubeCalls } from '../../src/kubernetes/rbac.js';
+import { createVirtualClock } from '../helpers/harness.js';
+import { startKubeApiServer } from '../helpers/kube-apiserver.js';
+import {
+  NAMESPACE, applyObjects, installMetricsStandIn, putNodeMetrics, putPodMetrics, seedRethinkDbCluster,
+} from '../helpers/kube-objects.js';
+
+const SA = 'rethinkdb-manager';
+const SA_USER = `system:serviceaccount:${NAMESPACE}:${SA}`;
+let api;
+let managerKubeConfig;
+let kube;
+
+async function mintToken(core, name, audiences = []) {
+  const request = await core.createNamespacedServiceAccountToken({ name, namespace: NAMESPACE, body: { spec: { audiences, expirationSeconds: 600 } } });
+  return request.status.token;
+}
+
+// The manager's ServiceAccount, a Role + RoleBinding for the namespaced rules and a ClusterRole +
+// ClusterRoleBinding for the cluster-scoped ones, as manifests would declare them (namespaced ones without a
+// namespace), server-side applied.
+function managerRbacObjects() {
+  const { namespaced, cluster } = rbacRulesFromKubeCalls(KUBE_CALLS);
+  const subjects = [{ kind: 'ServiceAccount', name: SA, namespace: NAMESPACE }];
+  const rbacApi = 'rbac.authorization.k8s.io/v1';
+  const roleRef = (kind) => ({ apiGroup: 'rbac.authorization.k8s.io', kind, name: SA });
+  return [
+    { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: SA } },
+    { apiVersion: rbacApi, kind: 'Role', metadata: { name: SA }, rules: namespaced },
+    { apiVersion: rbacApi, kind: 'RoleBinding', metadata: { name: SA }, roleRef: roleRef('Role'), subjects },
+    { apiVersion: rbacApi, kind: 'ClusterRole', metadata: { name: SA }, rules: cluster },
+    { apiVersion: rbacApi, kind: 'ClusterRoleBinding', metadata: { name: SA }, roleRef: roleRef('ClusterRole'), subjects },
+  ];
+}
+
+beforeAll(async () => {
+  api = await startKubeApiServer();
+  await seedRethinkDbCluster(api.kubeConfig);
+  await installMetricsStandIn(api.kubeConfig);
+  const timestamp = '2026-11-21T11:59:50Z';
+  await putPodMetrics(api.kubeConfig, { name: 'rethinkdb-1', timestamp, containers: [{ name: 'rethinkdb', usage: { cpu: '240m', memory: '398Mi' } }] });
+  await putNodeMetrics(api.kubeConfig, { name: 'node-1', timestamp, usage: { cpu: '1', memory: '4Gi' } });
+  await applyObjects(api.kubeConfig, managerRbacObjects());
+  const core = api.kubeConfig.makeApiClient(CoreV1Api);
+  managerKubeConfig = api.kubeConfigForToken(await mintToken(core, SA), SA);
+  kube = createKubeAdapter({ kubeConfig: managerKubeConfig, namespace: NAMESPACE, clock: createVirtualClock() });
+}, 120000);
+
+afterAll(async () => { await api?.stop(); });
+
+describe('the manager\'s ServiceAccount with only the rules derived from KUBE_CALLS', () => {
+  // One entry per adapter function: a new adapter call without an entry here fails the first test.
+  const calls = {
+    getPod: () => kube.getPod('rethinkdb-1'),
+    listRethinkDbPods: () => kube.listRethinkDbPods(),
+    listRethinkDbPodsOnNode: () => kube.listRethinkDbPodsOnNode('node-1'),
+    getNode: () => kube.getNode('node-1'),
+    nodeExists: () => kube.nodeExists('node-1'),
+    listPodMetrics: () => kube.listPodMetrics(),
+    listNodeMetrics: () => kube.listNodeMetrics(),
+    getStatefulSetScale: () => kube.getStatefulSetScale(),
+    patchStatefulSetScale: () => kube.patchStatefulSetScale(4),
+    annotatePod: () => kube.annotatePod('rethinkdb-1', { 'rethinkdb.example/test': 'x' }),
+    reviewToken: async () => {
+      const core = api.kubeConfig.makeApiClient(CoreV1Api);
+      const review = await kube.reviewToken(await mintToken(core, 'default', ['rethinkdb-manager']), ['rethinkdb-manager']);
+      expect(review).toMatchObject({ authenticated: true, username: `system:serviceaccount:${NAMESPACE}:default` });
+      return review;
+    },
+    createPodEvent: async () => kube.createPodEvent({ pod: await kube.getPod('rethinkdb-1'), reason: 'Test', message: 'least privilege' }),
+  };
+
+  test('when listing the adapter\'s calls, then each one is exercised below', () => {
+    const adapterCalls = Object.entries(kube).filter(([, v]) => typeof v === 'function').map(([k]) => k).sort();
+    expect(Object.keys(calls).sort()).toEqual(adapterCalls);
+  });
+
+  test.each(Object.keys(calls))('when the manager calls %s, then the API server allows it', async (name) => {
+    await expect(calls[name]()).resolves.toBeDefined();
+  });
+
+  test('when it lists secrets or deletes a pod with its own token, then the API server answers 403', async () => {
+    const core = managerKubeConfig.makeApiClient(CoreV1Api);
+    await expect(core.listNamespacedSecret({ namespace: NAMESPACE })).rejects.toMatchObject({ code: 403 });
+    await expect(core.deleteNamespacedPod({ name: 'rethinkdb-1', namespace: NAMESPACE })).rejects.toMatchObject({ code: 403 });
+    await expect(core.readNamespacedPod({ name: 'rethinkdb-1', namespace: NAMESPACE })).resolves.toMatchObject({ metadata: { name: 'rethinkdb-1' } });
+  });
+
+  // RBAC's own verdict for the manager's user, asked as admin through SubjectAccessReview.
+  async function allowed({ group, resource, verb, namespace, subresource }) {
+    const authz = api.kubeConfig.makeApiClient(AuthorizationV1Api);
+    const review = await authz.createSubjectAccessReview({
+      body: { spec: { user: SA_USER, groups: ['system:serviceaccounts', `system:serviceaccounts:${NAMESPACE}`, 'system:authenticated'], resourceAttributes: { group, resource, verb, namespace, subresource } } },
+    });
+    return review.status.allowed;
+  }
+  const describeAccess = ({ group, resource, verb, namespace, subresource }) => `${verb} ${group || 'core'}/${resource}${subresource ? `/${subresource}` : ''}${namespace ? ` in ${namespace}` : ''}`;
+
+  // The positive control for the refusals below: the same question about each KUBE_CALLS verb gets a yes.
+  test.each(KUBE_CALLS.flatMap((c) => c.verbs.map((verb) => {
+    const [resource, subresource] = c.resource.split('/');
+    return { group: c.apiGroup, resource, subresource, verb, namespace: c.namespaced ? NAMESPACE : undefined };
+  })).map((a) => [describeAccess(a), a]))('when asked whether it may %s, then RBAC says yes', async (_, access) => {
+    expect(await allowed(access)).toBe(true);
+  });
+
+  // Near misses of what it needs: other verbs on the same resources, subresources, other namespaces.
+  test.each([
+    { group: '', resource: 'pods', verb: 'delete', namespace: NAMESPACE },
+    { group: '', resource: 'pods', verb: 'create', namespace: NAMESPACE },
+    { group: '', resource: 'pods', verb: 'watch', namespace: NAMESPACE },
+    { group: '', resource: 'pods', subresource: 'status', verb: 'patch', namespace: NAMESPACE },
+    { group: '', resource: 'pods', subresource: 'eviction', verb: 'create', namespace: NAMESPACE },
+    { group: '', resource: 'pods', verb: 'get', namespace: 'default' },
+    { group: '', resource: 'secrets', verb: 'get', namespace: NAMESPACE },
+    { group: '', resource: 'events', verb: 'delete', namespace: NAMESPACE },
+    { group: '', resource: 'nodes', verb: 'list' },
+    { group: '', resource: 'nodes', verb: 'patch' },
+    { group: 'apps', resource: 'statefulsets', verb: 'patch', namespace: NAMESPACE },
+    { group: 'apps', resource: 'statefulsets', verb: 'get', namespace: NAMESPACE },
+    { group: 'metrics.k8s.io', resource: 'pods', verb: 'create', namespace: NAMESPACE },
+    { group: 'authentication.k8s.io', resource: 'tokenreviews', verb: 'delete' },
+    { group: '', resource: 'serviceaccounts', subresource: 'token', verb: 'create', namespace: NAMESPACE },
+  ].map((a) => [describeAccess(a), a]))('when asked whether it may %s, then RBAC says no', async (_, access) => {
+    expect(await allowed(access)).toBe(false);
+  });
+
+  test('when the RBAC objects are applied again, then nothing changes and the Role holds exactly the derived rules', async () => {
+    const rbac = api.kubeConfig.makeApiClient(RbacAuthorizationV1Api);
+    const before = await rbac.readNamespacedRole({ name: SA, namespace: NAMESPACE });
+    const applied = await applyObjects(api.kubeConfig, managerRbacObjects());
+    expect(applied.map((o) => `${o.kind}/${o.metadata.namespace ?? ''}/${o.metadata.name}`)).toEqual([
+      `ServiceAccount/${NAMESPACE}/${SA}`, `Role/${NAMESPACE}/${SA}`, `RoleBinding/${NAMESPACE}/${SA}`, `ClusterRole//${SA}`, `ClusterRoleBinding//${SA}`,
+    ]);
+    const after = await rbac.readNamespacedRole({ name: SA, namespace: NAMESPACE });
+    expect(after.metadata.resourceVersion).toBe(before.metadata.resourceVersion);
+    expect(after.rules).toEqual(rbacRulesFromKubeCalls(KUBE_CALLS).namespaced);
+  });
+
+  test('when a ServiceAccount has no rules, then the adapter reports the refusal as KUBERNETES_UNAVAILABLE naming RBAC', async () => {
+    const core = api.kubeConfig.makeApiClient(CoreV1Api);
+    const unboundKube = createKubeAdapter({ kubeConfig: api.kubeConfigForToken(await mintToken(core, 'default'), 'default'), namespace: NAMESPACE, clock: createVirtualClock() });
+    await expect(unboundKube.listRethinkDbPods()).rejects.toMatchObject({
+      code: 'KUBERNETES_UNAVAILABLE',
+      message: expect.stringMatching(/refused "list pods" \(403\): pods is forbidden: User "system:serviceaccount:rethinkdb:default" cannot list resource "pods".*check the manager's ServiceAccount and RBAC/),
+    });
+  });
+});
