@@ -2,7 +2,6 @@
 // documents a real cluster does (shapes and error strings from ../shared/fixtures/rethinkdb-2.4.4), and derives
 // replica states, acting primaries and backfills from connectivity and an injected clock.
 
-
 const FORMAT_ERROR = "The change you're trying to make to `rethinkdb.table_config` has the wrong format. In `shards`: ";
 const SHARD_KEYS = new Set(['primary_replica', 'replicas', 'nonvoting_replicas']);
 const VERSION = 'rethinkdb 2.4.4 (sandbox)';
