@@ -27,7 +27,7 @@ cat <<EOF
 Building kube-apiserver $version for the real-API-server tests, because $reason.
   From: the k8s.io/kubernetes module pinned in test/kube/go.mod (each k8s.io staging module replaced by its v0.x release).
   Why the first build is slow: it downloads ~120 Go modules and compiles ~1,950 packages; on 2 cores that
-  takes about 10 minutes. Later builds reuse Go's module cache ($(go env GOMODCACHE))
+  takes about 8 minutes. Later builds reuse Go's module cache ($(go env GOMODCACHE))
   and build cache ($(go env GOCACHE)) and take seconds to a minute.
 EOF
 
