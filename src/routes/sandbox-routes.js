@@ -21,6 +21,7 @@ export function createSandboxRoutes({ model, kube, store }) {
     if (!model.serverNames().includes(name)) throw new AppError('SERVER_NOT_FOUND', `sandbox server "${name}" does not exist (known: ${model.serverNames().join(', ')})`);
     return name;
   };
+  const podOf = (name) => kube.getPod(name).catch(() => { throw new AppError('POD_NOT_FOUND', `sandbox pod "${name}" does not exist`); });
   const guard = (fn) => {
     try { return fn(); } catch (err) {
       if (err.code) throw err;
@@ -49,18 +50,18 @@ export function createSandboxRoutes({ model, kube, store }) {
   });
   router.post('/v1/sandbox/pods/:pod/cpu', async (req, res) => {
     const body = validate.cpu(req.body ?? {});
-    await kube.getPod(req.params.pod).catch(() => { throw new AppError('POD_NOT_FOUND', `sandbox pod "${req.params.pod}" does not exist`); });
+    await podOf(req.params.pod);
     kube.setPodCpu(req.params.pod, body.cores);
     res.json({ pod: req.params.pod, cpuDemandCores: body.cores });
   });
   router.post('/v1/sandbox/pods/:pod/interference', async (req, res) => {
     const body = validate.cpu(req.body ?? {});
-    const pod = await kube.getPod(req.params.pod).catch(() => { throw new AppError('POD_NOT_FOUND', `sandbox pod "${req.params.pod}" does not exist`); });
+    const pod = await podOf(req.params.pod);
     kube.setInterference(pod.nodeName, body.cores);
     res.json({ pod: pod.name, node: pod.nodeName, interferenceCores: body.cores });
   });
   router.delete('/v1/sandbox/pods/:pod/interference', async (req, res) => {
-    const pod = await kube.getPod(req.params.pod).catch(() => { throw new AppError('POD_NOT_FOUND', `sandbox pod "${req.params.pod}" does not exist`); });
+    const pod = await podOf(req.params.pod);
     kube.setInterference(pod.nodeName, 0);
     res.json({ pod: pod.name, node: pod.nodeName, interferenceCores: 0 });
   });

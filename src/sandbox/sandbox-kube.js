@@ -10,6 +10,9 @@ const POD_CPU_LIMIT_CORES = 1;
 const NODE_ALLOCATABLE_CORES = 2;
 const BASELINE_POD_CPU_CORES = 0.3;
 
+// A pod's RethinkDB server name: RethinkDB names allow no '-', so rethinkdb-1 runs server rethinkdb_1.
+const serverNameOf = (podName) => podName.replace(/-/g, '_');
+
 export function createSandboxKube({ model, clock, podCount = 4, namespace = 'rethinkdb', maxEvents = 500 }) {
   const nodes = new Map();
   const pods = new Map();
@@ -38,8 +41,8 @@ export function createSandboxKube({ model, clock, podCount = 4, namespace = 'ret
       name, uid: `sandbox-pod-${uid}`, nodeName, podIp: `198.18.0.${10 + ordinal}`, hostname: name, phase: 'Running', ready: true,
       annotations: {}, cpuRequestCores: POD_CPU_REQUEST_CORES, cpuLimitCores: POD_CPU_LIMIT_CORES, cpuDemandCores: BASELINE_POD_CPU_CORES,
     });
-    const serverName = name.replace(/-/g, '_');
-    if (!model.serverNames().includes(serverName)) model.addServer({ name: serverName, hostname: name, tags: ['default', nodeName.replace(/-/g, '_')] });
+    const serverName = serverNameOf(name);
+    if (!model.serverNames().includes(serverName)) model.addServer({ name: serverName, hostname: name, tags: ['default', serverNameOf(nodeName)] });
     return pods.get(name);
   }
 
@@ -152,7 +155,7 @@ export function createSandboxKube({ model, clock, podCount = 4, namespace = 'ret
       if (!node) throw notFound('node', nodeName);
       node.ready = false;
       for (const pod of [...pods.values()].filter((p) => p.nodeName === nodeName)) {
-        model.crashServer(pod.name.replace(/-/g, '_'), { mode: 'cut' });
+        model.crashServer(serverNameOf(pod.name), { mode: 'cut' });
         pods.delete(pod.name);
       }
     },
@@ -166,7 +169,7 @@ export function createSandboxKube({ model, clock, podCount = 4, namespace = 'ret
     async stopPod(name) {
       podOrThrow(name);
       const answer = await hookCaller.preStop(name);
-      model.crashServer(name.replace(/-/g, '_'), { mode: 'term' });
+      model.crashServer(serverNameOf(name), { mode: 'term' });
       pods.delete(name);
       return answer;
     },
