@@ -36,16 +36,38 @@ describe('POST /v1/hooks/poststart', () => {
   });
 
   test('when called, then 202 at once with an operation; a repeat while it runs returns the same operation', async () => {
-    const h = createSandboxHarness();
+    let hold = null;
+    const h = createSandboxHarness({
+      // While `hold` is set, reads wait on it: the first POSTSTART stays in its join wait.
+      wrapSource: (source) => ({ ...source, readSystemTables: async () => { if (hold) await hold.promise; return source.readSystemTables(); } }),
+    });
+    hold = {};
+    hold.promise = new Promise((resolve) => { hold.resolve = resolve; });
     const first = await request(h.app).post('/v1/hooks/poststart?pod=rethinkdb-1');
     expect(first.status).toBe(202);
     expect(first.headers.location).toBe(`/v1/operations/${first.body.operation.id}`);
     const again = await request(h.app).post('/v1/hooks/poststart?pod=rethinkdb-1');
-    expect(again.body.operation.id === first.body.operation.id || again.body.repeated === false).toBe(true);
+    expect(again.status).toBe(202);
+    expect(again.body).toMatchObject({ repeated: true, operation: { id: first.body.operation.id } });
+    const { resolve } = hold;
+    hold = null;
+    resolve();
     await settle(h);
+    expect(h.operations.list().filter((o) => o.kind === 'poststart')).toHaveLength(1);
     const op = (await request(h.app).get(first.headers.location)).body;
     expect(op.report.decision.kind).toBe('returning');
     expect(await primaryMap(h.store)).toEqual(INITIAL);
+  });
+
+  test('when the StatefulSet scales in, then the stopping pod gets PRESTOP before it stops, and no shard loses its primary', async () => {
+    const h = createSandboxHarness();
+    await h.kube.patchStatefulSetScale(3);
+    expect(h.kube.podNames()).toEqual(['rethinkdb-0', 'rethinkdb-1', 'rethinkdb-2']);
+    const primaries = await primaryMap(h.store);
+    expect(primaries).not.toContain('rethinkdb_3');
+    const cluster = (await request(h.app).get('/v1/cluster')).body;
+    expect(cluster.tables[0].readyForWrites).toBe(true);
+    expect(cluster.tables[0].shards.map((s) => s.acting[0])).toEqual(primaries);
   });
 
   test.each([['Bad_Pod'], ['']])('when the pod is %j, then 400 and no operation starts', async (pod) => {
