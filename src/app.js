@@ -4,12 +4,13 @@ import express from 'express';
 import { pinoHttp } from 'pino-http';
 import { AppError, toAppError } from './errors.js';
 import { createActionRoutes } from './routes/action-routes.js';
+import { createAuthMiddleware } from './routes/auth-middleware.js';
 import { createReadRoutes } from './routes/read-routes.js';
 
 const BODY_LIMIT = '16kb';
 
 export function createApp({
-  store, actions, marks, operations, work, logger, monitor = null, audit = null, status = async () => ({}), extraRoutes = [],
+  store, actions, marks, operations, work, logger, authenticator, protectReads = false, monitor = null, audit = null, status = async () => ({}), extraRoutes = [],
 }) {
   const app = express();
   app.disable('x-powered-by');
@@ -21,6 +22,8 @@ export function createApp({
   }));
   app.use(requireJsonBodies);
   app.use(express.json({ limit: BODY_LIMIT, strict: true }));
+  // Before every route: a refused caller never reaches an action.
+  app.use(createAuthMiddleware({ authenticator, protectReads }));
   app.use(createReadRoutes({ store, marks, operations, work, monitor, audit, status }));
   app.use(createActionRoutes({ actions, work }));
   for (const router of extraRoutes) app.use(router);

@@ -2,6 +2,7 @@
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 const BACKENDS = ['rethinkdb', 'sandbox'];
+const AUTH_MODES = ['tokenreview', 'static', 'none'];
 
 // Each key: its env name, default, parser and the field it sets. The README's configuration table mirrors this list.
 const KEYS = [
@@ -43,6 +44,13 @@ const KEYS = [
   { env: 'MONITOR_SCALE_OUT', field: 'monitor.scaleOut', parse: boolean, default: true },
   { env: 'MONITOR_SCALE_OUT_COOLDOWN_SECONDS', field: 'monitor.scaleOutCooldownSeconds', parse: integer(0, 86400), default: 600 },
   { env: 'MONITOR_MAX_REPLICAS', field: 'monitor.maxReplicas', parse: integer(1, 1000), default: 16 },
+  { env: 'AUTH_MODE', field: 'auth.mode', parse: oneOf(AUTH_MODES), default: undefined },
+  { env: 'AUTH_AUDIENCE', field: 'auth.audience', parse: nonEmptyString, default: 'rethinkdb-manager' },
+  { env: 'AUTH_HOOK_SUBJECTS', field: 'auth.hookSubjects', parse: subjects, default: undefined },
+  { env: 'AUTH_OPERATOR_SUBJECTS', field: 'auth.operatorSubjects', parse: subjects, default: undefined },
+  { env: 'AUTH_STATIC_TOKEN_FILE', field: 'auth.staticTokenFile', parse: nonEmptyString, default: undefined },
+  { env: 'AUTH_PROTECT_READS', field: 'auth.protectReads', parse: boolean, default: false },
+  { env: 'AUTH_CACHE_SECONDS', field: 'auth.cacheSeconds', parse: integer(0, 300), default: 10 },
   { env: 'SANDBOX_ELECTION_TIMEOUT_MS', field: 'sandbox.electionTimeoutMs', parse: integer(0, 600000), default: 10000 },
   { env: 'SANDBOX_BACKFILL_MS_PER_1000_DOCS', field: 'sandbox.backfillMsPer1000Docs', parse: integer(0, 600000), default: 100 },
 ];
@@ -68,6 +76,7 @@ export function loadConfig(env) {
   if (config.kubernetes.mode === 'auto') {
     config.kubernetes.mode = env.KUBERNETES_SERVICE_HOST ? 'in-cluster' : env.KUBECONFIG ? 'kubeconfig' : 'off';
   }
+  problems.push(...resolveAuth(config));
   if (config.rethinkdb.reconnectMinMs > config.rethinkdb.reconnectMaxMs) {
     problems.push('RETHINKDB_RECONNECT_MIN_MS must not exceed RETHINKDB_RECONNECT_MAX_MS');
   }
@@ -80,6 +89,28 @@ export function loadConfig(env) {
     throw err;
   }
   return config;
+}
+
+// Auth defaults follow where the manager runs: TokenReview when it has a Kubernetes API, none on the sandbox, and
+// a real database without a Kubernetes API must choose (static token or, knowingly, none).
+function resolveAuth(config) {
+  const { auth, kubernetes } = config;
+  const problems = [];
+  if (!auth.mode) {
+    if (config.backend === 'sandbox') auth.mode = 'none';
+    else if (kubernetes.mode !== 'off') auth.mode = 'tokenreview';
+    else problems.push('AUTH_MODE must be set when the manager has no Kubernetes API: static (with AUTH_STATIC_TOKEN_FILE) or none');
+  }
+  auth.hookSubjects ??= [`system:serviceaccount:${kubernetes.namespace}:rethinkdb`];
+  auth.operatorSubjects ??= [`system:serviceaccount:${kubernetes.namespace}:rethinkdb-manager-operator`];
+  if (auth.mode === 'static' && !auth.staticTokenFile) problems.push('AUTH_MODE=static needs AUTH_STATIC_TOKEN_FILE (a file holding the bearer token)');
+  if (auth.mode === 'tokenreview' && config.backend === 'sandbox') {
+    problems.push('AUTH_MODE=tokenreview needs a real Kubernetes API; the sandbox supports AUTH_MODE=static or none');
+  }
+  if (auth.mode === 'tokenreview' && config.backend !== 'sandbox' && kubernetes.mode === 'off') {
+    problems.push('AUTH_MODE=tokenreview needs a Kubernetes API (KUBERNETES_MODE is off)');
+  }
+  return problems;
 }
 
 export const CONFIG_KEYS = KEYS.map(({ env, default: def }) => ({ env, default: def }));
@@ -140,6 +171,14 @@ function tableSelectors(raw) {
   const items = raw.split(',').map((s) => s.trim()).filter(Boolean);
   const bad = items.filter((s) => !/^[A-Za-z0-9_]+\.([A-Za-z0-9_]+|\*)$/.test(s));
   if (bad.length) return { error: `expected db.table or db.* entries, got ${bad.join(', ')}` };
+  return { value: items };
+}
+
+// "system:serviceaccount:ns:name,alice,group:dba": user names, or groups prefixed with group:.
+function subjects(raw) {
+  const items = raw.split(',').map((s) => s.trim()).filter(Boolean);
+  const bad = items.filter((s) => /\s/.test(s) || s === 'group:');
+  if (bad.length) return { error: `expected user names or group:NAME entries, got ${bad.join(', ')}` };
   return { value: items };
 }
 

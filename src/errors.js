@@ -2,6 +2,8 @@
 
 export const ERROR_CODES = Object.freeze({
   BAD_REQUEST: { statusCode: 400 },
+  UNAUTHENTICATED: { statusCode: 401 },
+  FORBIDDEN: { statusCode: 403 },
   NOT_FOUND: { statusCode: 404 },
   SERVER_NOT_FOUND: { statusCode: 404 },
   TABLE_NOT_FOUND: { statusCode: 404 },

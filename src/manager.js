@@ -6,6 +6,7 @@ import { createOperationRegistry } from './actions/operations.js';
 import { createReconfigurer } from './actions/reconfigurer.js';
 import { createApp } from './app.js';
 import { createAudit } from './audit/audit.js';
+import { createAuthenticator } from './auth/authenticator.js';
 import { createKeyedMutex } from './lib/keyed-mutex.js';
 import { createWorkTracker } from './lib/work-tracker.js';
 import { createMonitor } from './monitor/monitor.js';
@@ -14,10 +15,12 @@ import { createSandboxRoutes } from './routes/sandbox-routes.js';
 import { createStateStore } from './state/state-store.js';
 import { reconcileState } from './state/reconcile.js';
 
-export function createManager({ config, store, kube = null, clock, logger, sandboxModel = null, extraRoutes = [] }) {
+// staticToken: the bearer token read from AUTH_STATIC_TOKEN_FILE (AUTH_MODE=static only).
+export function createManager({ config, store, kube = null, clock, logger, sandboxModel = null, extraRoutes = [], staticToken = null }) {
   const locks = createKeyedMutex();
   const marks = createStateStore({ kube, clock, logger });
   const audit = createAudit({ kube, clock, logger });
+  const authenticator = createAuthenticator({ auth: config.auth, kube, staticToken, clock, logger });
   const operations = createOperationRegistry({ clock, logger });
   const work = createWorkTracker();
   const reconfigurer = createReconfigurer({ store, locks, marks, clock, logger, waitPollIntervalMs: config.waitPollIntervalMs });
@@ -28,7 +31,7 @@ export function createManager({ config, store, kube = null, clock, logger, sandb
   const routes = [createHookRoutes({ hooks, work, prestopDeadlineSeconds: config.deadlines.prestopSeconds })];
   if (sandboxModel) routes.push(createSandboxRoutes({ model: sandboxModel, kube, store }));
   const app = createApp({
-    store, actions, marks, operations, work, logger, monitor, audit,
+    store, actions, marks, operations, work, logger, monitor, audit, authenticator, protectReads: config.auth.protectReads,
     extraRoutes: [...routes, ...extraRoutes],
     status: async () => ({ perfWarnings: await marks.perfWarnings(), migrations: await marks.migrations(), pendingRestores: hooks.pendingRestores(), reconciliation }),
   });
@@ -57,5 +60,5 @@ export function createManager({ config, store, kube = null, clock, logger, sandb
     return { finished, inFlight: work.inFlightCount(), runningOperations: operations.runningCount() };
   }
 
-  return { app, actions, hooks, monitor, marks, audit, operations, work, store, reconcile, tick, shutdown };
+  return { app, actions, hooks, monitor, marks, audit, authenticator, operations, work, store, reconcile, tick, shutdown };
 }

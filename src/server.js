@@ -24,9 +24,10 @@ function main() {
   const clock = createSystemClock();
   let backend;
   try {
-    backend = config.backend === 'sandbox' ? buildSandbox(config, clock, logger) : buildRethinkDb(config, clock, logger);
+    const staticToken = readStaticToken(config.auth);
+    backend = config.backend === 'sandbox' ? buildSandbox(config, clock, logger, staticToken) : buildRethinkDb(config, clock, logger, staticToken);
   } catch (err) {
-    // A client that cannot even be built (unreadable CA file or kubeconfig) is a start-up configuration error.
+    // A client that cannot even be built (an unreadable CA file, token file or kubeconfig, a static token too short) is a start-up configuration error.
     logger.fatal({ err: err.message }, 'cannot start: a client could not be configured');
     process.exit(1);
   }
@@ -34,9 +35,12 @@ function main() {
   const timers = [];
   const server = manager.app.listen(config.http.port, config.http.host, async () => {
     const { port } = server.address();
-    logger.info({ port, backend: config.backend }, 'manager listening');
+    logger.info({ port, backend: config.backend, auth: config.auth.mode, protectReads: config.auth.protectReads }, 'manager listening');
+    if (config.auth.mode === 'none' && config.backend !== 'sandbox') {
+      logger.warn('AUTH_MODE=none: anyone who can reach this port can drain servers and move data; see the README, "Security"');
+    }
     // The sandbox's pods call their hooks over HTTP, like the real pods' curl commands.
-    if (backend.sandboxKube) connectSandboxHooks(backend.sandboxKube, sandboxPost(`http://127.0.0.1:${port}`, logger));
+    if (backend.sandboxKube) connectSandboxHooks(backend.sandboxKube, sandboxPost(`http://127.0.0.1:${port}`, logger, backend.staticToken));
     await manager.reconcile().catch((err) => logger.error({ err: err.message }, 'state reconciliation failed; starting with what could be loaded'));
     timers.push(every(1000, () => manager.tick({ poll: false })));
     if (manager.monitor.view().enabled) timers.push(every(config.monitor.pollIntervalMs, () => manager.monitor.pollOnce()));
@@ -58,11 +62,17 @@ function main() {
   process.on('SIGINT', () => stop('SIGINT'));
 }
 
-function buildSandbox(config, clock, logger) {
+// The static bearer token, read once at start-up (AUTH_MODE=static).
+function readStaticToken(auth) {
+  if (auth.mode !== 'static') return null;
+  return readFileSync(auth.staticTokenFile, 'utf8').trim();
+}
+
+function buildSandbox(config, clock, logger, staticToken) {
   logger.warn({ backend: 'sandbox' },
     'SANDBOX MODE: no RETHINKDB_HOST is configured, so the manager runs against an in-memory model of a 4-server RethinkDB cluster and its Kubernetes, not a real database');
-  const world = createSandboxWorld({ config, clock, logger });
-  return { manager: world.manager, sandboxKube: world.kube, close: async () => {} };
+  const world = createSandboxWorld({ config, clock, logger, staticToken });
+  return { manager: world.manager, sandboxKube: world.kube, staticToken, close: async () => {} };
 }
 
 // A periodic job that never overlaps itself and never throws out of the timer.
@@ -76,15 +86,16 @@ function every(intervalMs, fn) {
 }
 
 // The sandbox's pods call their hooks over HTTP, like the real pods' curl commands.
-function sandboxPost(base, logger) {
+function sandboxPost(base, logger, token) {
+  const headers = token ? { authorization: `Bearer ${token}` } : {};
   return async (path) => {
-    const res = await fetch(`${base}${path}`, { method: 'POST' });
+    const res = await fetch(`${base}${path}`, { method: 'POST', headers });
     logger.info({ hook: path, status: res.status }, 'sandbox pod called its hook');
     return res.json().catch(() => null);
   };
 }
 
-function buildRethinkDb(config, clock, logger) {
+function buildRethinkDb(config, clock, logger, staticToken) {
   const kube = buildKube(config, clock, logger);
   const rc = config.rethinkdb;
   const ssl = rc.tls ? {
@@ -102,7 +113,7 @@ function buildRethinkDb(config, clock, logger) {
   logger.info({ host: rc.host, port: rc.port, user: rc.user, tls: rc.tls }, 'connecting to RethinkDB');
   const source = createRethinkDbSource({ r, runQuery: createQueryRunner({ connections, queryTimeoutMs: rc.queryTimeoutMs }) });
   const store = createDataStore({ source, managedTables: config.managedTables });
-  return { manager: createManager({ config, store, kube, clock, logger }), close: () => connections.close() };
+  return { manager: createManager({ config, store, kube, clock, logger, staticToken }), close: () => connections.close() };
 }
 
 function buildKube(config, clock, logger) {

@@ -2,6 +2,7 @@
 // Data-moving actions answer 202 with an operation to follow; `?dryRun=true` returns the plan only.
 
 import { Router } from 'express';
+import { actorName } from '../auth/access-policy.js';
 import { compileValidator, dryRunQuery, fields, objectSchema } from './validation.js';
 
 const common = { deadlineSeconds: fields.deadlineSeconds, reason: fields.reason };
@@ -29,7 +30,7 @@ export function createActionRoutes({ actions, work }) {
       const query = validateQuery({ ...req.query });
       const body = validateBody(req.body ?? {});
       const dryRun = query.dryRun === 'true';
-      const result = await work.track(() => actions[route.action]({ ...body, dryRun }));
+      const result = await work.track(() => actions[route.action]({ ...body, dryRun, actor: actorName(req.identity) }));
       if (result.operation) {
         const href = `/v1/operations/${result.operation.id}`;
         res.status(202).location(href).json({ ...result, operation: { id: result.operation.id, status: result.operation.status, href } });

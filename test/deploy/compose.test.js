@@ -43,7 +43,10 @@ describe('docker/compose.yaml', () => {
 
   test('when the manager starts, then loadConfig accepts its environment: RethinkDB backend, no Kubernetes, a host every server answers to', () => {
     const config = loadConfig(environment);
-    expect(config).toMatchObject({ backend: 'rethinkdb', kubernetes: { mode: 'off' } });
+    expect(config).toMatchObject({ backend: 'rethinkdb', kubernetes: { mode: 'off' }, auth: { mode: 'static' } });
+    expect(compose.services.manager.secrets).toContain('manager-token');
+    expect(config.auth.staticTokenFile).toBe('/run/secrets/manager-token');
+    expect(compose.secrets['manager-token']).toEqual({ environment: 'MANAGER_TOKEN' });
     for (const [, service] of rethinkdbServices) expect(service.networks.default.aliases).toContain(config.rethinkdb.host);
   });
 

@@ -34,3 +34,29 @@ describe('the manager ConfigMap', () => {
     expect(statefulSet.spec.template.metadata.labels[key]).toBe(value);
   });
 });
+
+describe('the manager ConfigMap: who may call', () => {
+  const { auth } = loadConfig({ ...configMap.data, ...deploymentEnv });
+  const statefulSet = findResource(resources, 'StatefulSet', 'rethinkdb');
+  const subject = (doc, name) => `system:serviceaccount:${doc.metadata.namespace}:${name}`;
+
+  test('when deployed, then callers are checked with TokenReview and reads are open', () => {
+    expect(auth).toMatchObject({ mode: 'tokenreview', protectReads: false });
+  });
+
+  test('when a RethinkDB pod sends its projected token, then the token is minted for the audience the manager checks', () => {
+    const projected = statefulSet.spec.template.spec.volumes.flatMap((v) => v.projected?.sources ?? []).map((s) => s.serviceAccountToken).filter(Boolean);
+    expect(projected).toEqual([expect.objectContaining({ audience: auth.audience })]);
+    expect(projected[0].expirationSeconds).toBeLessThanOrEqual(3600);
+  });
+
+  test('when a RethinkDB pod calls a hook, then its service account is the hook subject', () => {
+    expect(auth.hookSubjects).toEqual([subject(statefulSet, statefulSet.spec.template.spec.serviceAccountName)]);
+  });
+
+  test('when an operator mints a token, then the deployed operator service account is the operator subject, and it carries no Kubernetes token', () => {
+    const operator = findResource(resources, 'ServiceAccount', 'rethinkdb-manager-operator');
+    expect(auth.operatorSubjects).toEqual([subject(operator, operator.metadata.name)]);
+    expect(operator.automountServiceAccountToken).toBe(false);
+  });
+});

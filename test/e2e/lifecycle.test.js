@@ -134,7 +134,7 @@ describe('PERFWARNING', () => {
     const h = createSandboxHarness();
     await request(h.app).post('/v1/hooks/prestop?pod=rethinkdb-3');
     const events = (await request(h.app).get('/v1/events')).body.events;
-    expect(events[0]).toMatchObject({ actor: 'hook:prestop:rethinkdb-3', action: 'move-primaries-from-server', pod: 'rethinkdb-3', outcome: 'completed', reason: expect.stringMatching(/pod rethinkdb-3 is stopping/) });
+    expect(events[0]).toMatchObject({ actor: 'hook:prestop:rethinkdb-3 (anonymous)', action: 'move-primaries-from-server', pod: 'rethinkdb-3', outcome: 'completed', reason: expect.stringMatching(/pod rethinkdb-3 is stopping/) });
     await new Promise((resolve) => { setImmediate(resolve); });
     expect(h.kube.events()).toEqual([expect.objectContaining({ pod: 'rethinkdb-3', reason: 'MovePrimariesFromServer', type: 'Normal' })]);
     expect(h.logs.some((l) => l.audit && l.action === 'move-primaries-from-server')).toBe(true);

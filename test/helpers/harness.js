@@ -22,17 +22,18 @@ export function createLogSink() {
 }
 
 export function createSandboxHarness({
-  env = {}, model: modelOptions = {}, wrapSource = (s) => s, clock = createVirtualClock(), existing = null,
+  env = {}, model: modelOptions = {}, wrapSource = (s) => s, clock = createVirtualClock(), existing = null, staticToken = null,
 } = {}) {
   const config = loadConfig({ LOG_LEVEL: 'info', ...env });
   const sink = createLogSink();
   const logger = createLogger({ level: config.logLevel, destination: sink.stream });
   const world = createSandboxWorld({
-    config, clock, logger, wrapSource,
+    config, clock, logger, wrapSource, staticToken,
     existing: existing ?? (Object.keys(modelOptions).length ? { model: createSandboxCluster({ clock, ...modelOptions }) } : null),
   });
   // The sandbox's pods call their hooks through the app's routes, as the real pods' curl commands do.
-  connectSandboxHooks(world.kube, (path) => request(world.manager.app).post(path).then((r) => r.body));
+  const auth = staticToken ? { authorization: `Bearer ${staticToken}` } : {};
+  connectSandboxHooks(world.kube, (path) => request(world.manager.app).post(path).set(auth).then((r) => r.body));
   return { ...world.manager, ...world, clock, config, logs: sink.lines };
 }
 

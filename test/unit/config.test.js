@@ -24,7 +24,7 @@ describe('loadConfig', () => {
   });
 
   test('when RETHINKDB_HOST is set, then the rethinkdb backend is chosen', () => {
-    const config = loadConfig({ RETHINKDB_HOST: 'rethinkdb.db.svc', RETHINKDB_PORT: '28016', RETHINKDB_TLS: 'true' });
+    const config = loadConfig({ RETHINKDB_HOST: 'rethinkdb.db.svc', RETHINKDB_PORT: '28016', RETHINKDB_TLS: 'true', AUTH_MODE: 'none' });
     expect(config.backend).toBe('rethinkdb');
     expect(config.rethinkdb).toMatchObject({ host: 'rethinkdb.db.svc', port: 28016, tls: true });
   });
@@ -46,6 +46,7 @@ describe('loadConfig', () => {
       expect.stringMatching(/^PORT="eighty": must be an integer between 0 and 65535$/),
       expect.stringMatching(/^LOG_LEVEL="loud": must be one of fatal, error/),
       'MANAGER_BACKEND=rethinkdb needs RETHINKDB_HOST',
+      'AUTH_MODE must be set when the manager has no Kubernetes API: static (with AUTH_STATIC_TOKEN_FILE) or none',
     ]);
     expect(error.message).toMatch(/^invalid configuration:\n {2}- /);
   });
@@ -54,6 +55,42 @@ describe('loadConfig', () => {
     const config = loadConfig({ MANAGED_TABLES: 'ycsb.usertable, app.*', POD_SERVER_OVERRIDES: 'rethinkdb-0=rdb_a,rethinkdb-1=rdb_b' });
     expect(config.managedTables).toEqual(['ycsb.usertable', 'app.*']);
     expect(config.podServerOverrides).toEqual({ 'rethinkdb-0': 'rdb_a', 'rethinkdb-1': 'rdb_b' });
+  });
+});
+
+describe('loadConfig: auth', () => {
+  test.each([
+    ['the sandbox', {}, 'none'],
+    ['a real database in a pod', { RETHINKDB_HOST: 'db', KUBERNETES_SERVICE_HOST: '10.0.0.1' }, 'tokenreview'],
+    ['a real database with a kubeconfig', { RETHINKDB_HOST: 'db', KUBECONFIG: '/k' }, 'tokenreview'],
+    ['a real database outside Kubernetes, static chosen', { RETHINKDB_HOST: 'db', AUTH_MODE: 'static', AUTH_STATIC_TOKEN_FILE: '/t' }, 'static'],
+  ])('when the manager runs on %s, then AUTH_MODE defaults or is set to the expected mode', (name, env, mode) => {
+    expect(loadConfig(env).auth.mode).toBe(mode);
+  });
+
+  test('when nothing is set, then hooks belong to the rethinkdb service account and operators to rethinkdb-manager-operator, in the namespace', () => {
+    expect(loadConfig({ KUBERNETES_NAMESPACE: 'db' }).auth).toMatchObject({
+      audience: 'rethinkdb-manager',
+      hookSubjects: ['system:serviceaccount:db:rethinkdb'],
+      operatorSubjects: ['system:serviceaccount:db:rethinkdb-manager-operator'],
+      protectReads: false,
+      cacheSeconds: 10,
+    });
+  });
+
+  test('when subjects are listed, then user names and group: entries are kept in order', () => {
+    expect(loadConfig({ AUTH_OPERATOR_SUBJECTS: 'alice, group:dba' }).auth.operatorSubjects).toEqual(['alice', 'group:dba']);
+  });
+
+  test.each([
+    [{ AUTH_MODE: 'static' }, /AUTH_MODE=static needs AUTH_STATIC_TOKEN_FILE/],
+    [{ AUTH_MODE: 'tokenreview' }, /the sandbox supports AUTH_MODE=static or none/],
+    [{ RETHINKDB_HOST: 'db' }, /AUTH_MODE must be set when the manager has no Kubernetes API/],
+    [{ RETHINKDB_HOST: 'db', KUBERNETES_MODE: 'off', AUTH_MODE: 'tokenreview' }, /AUTH_MODE=tokenreview needs a Kubernetes API/],
+    [{ AUTH_MODE: 'oauth' }, /AUTH_MODE="oauth": must be one of tokenreview, static, none/],
+    [{ AUTH_OPERATOR_SUBJECTS: 'group:' }, /expected user names or group:NAME entries/],
+  ])('when the auth settings are %j, then start-up fails saying why', (env, message) => {
+    expect(() => loadConfig(env)).toThrow(message);
   });
 });
 
