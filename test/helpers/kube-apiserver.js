@@ -46,6 +46,8 @@ export async function startKubeApiServer({ startTimeoutMs = 60000 } = {}) {
       adminToken,
       kubeConfig: kubeConfigFor({ server, ca, token: adminToken, user: 'admin' }),
       kubeConfigForToken: (token, user = 'token-user') => kubeConfigFor({ server, ca, token, user }),
+      // The key the API server signs service-account tokens with: lets a test forge what it must refuse.
+      serviceAccountSigningKey: files.privateKey,
       stop,
     };
   } catch (err) {
@@ -70,7 +72,7 @@ function writeCredentials(dir, adminToken) {
   writeFileSync(files.tokens, `${adminToken},admin,admin-uid,"system:masters"\n`, { mode: 0o600 });
   writeFileSync(files.saKey, privateKey.export({ type: 'pkcs8', format: 'pem' }), { mode: 0o600 });
   writeFileSync(files.saPub, publicKey.export({ type: 'spki', format: 'pem' }));
-  return files;
+  return { ...files, privateKey };
 }
 
 function etcdArgs(dir, clientPort, peerPort) {

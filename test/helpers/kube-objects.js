@@ -20,10 +20,13 @@ export function clusterPlan(count = POD_COUNT) {
 
 // Namespace, its default ServiceAccount (no controller-manager creates it, and pod admission needs it),
 // Ready nodes, Running pods bound to them, and the StatefulSet they nominally belong to. Returns the created pods.
-export async function seedRethinkDbCluster(kubeConfig, { namespace = NAMESPACE, plan = clusterPlan() } = {}) {
+// withNamespace / withStatefulSet false: those come from applied manifests (deploy/k8s) instead.
+export async function seedRethinkDbCluster(kubeConfig, {
+  namespace = NAMESPACE, plan = clusterPlan(), withNamespace = true, withStatefulSet = true, serviceAccountName = undefined,
+} = {}) {
   const core = kubeConfig.makeApiClient(CoreV1Api);
   const apps = kubeConfig.makeApiClient(AppsV1Api);
-  await core.createNamespace({ body: { metadata: { name: namespace } } });
+  if (withNamespace) await core.createNamespace({ body: { metadata: { name: namespace } } });
   await core.createNamespacedServiceAccount({ namespace, body: { metadata: { name: 'default' } } });
   for (const { node, hostIp } of plan) {
     await core.createNode({ body: { metadata: { name: node, labels: { 'kubernetes.io/hostname': node } } } });
@@ -31,10 +34,10 @@ export async function seedRethinkDbCluster(kubeConfig, { namespace = NAMESPACE, 
   }
   const pods = [];
   for (const { pod, node, podIp, hostIp } of plan) {
-    await core.createNamespacedPod({ namespace, body: podManifest(pod, node) });
+    await core.createNamespacedPod({ namespace, body: podManifest(pod, node, serviceAccountName) });
     pods.push(await core.patchNamespacedPodStatus({ name: pod, namespace, body: { status: runningStatus(podIp, hostIp) } }, mergePatch()));
   }
-  await apps.createNamespacedStatefulSet({ namespace, body: statefulSetManifest(plan.length) });
+  if (withStatefulSet) await apps.createNamespacedStatefulSet({ namespace, body: statefulSetManifest(plan.length) });
   return pods;
 }
 
@@ -61,8 +64,13 @@ function rethinkDbContainer() {
   };
 }
 
-function podManifest(name, nodeName) {
-  return { metadata: { name, labels: podLabels }, spec: { nodeName, hostname: name, containers: [rethinkDbContainer()] } };
+function podManifest(name, nodeName, serviceAccountName) {
+  return {
+    metadata: { name, labels: podLabels },
+    spec: {
+      nodeName, hostname: name, containers: [rethinkDbContainer()], ...(serviceAccountName ? { serviceAccountName, automountServiceAccountToken: false } : {}),
+    },
+  };
 }
 
 function runningStatus(podIp, hostIp) {

@@ -1,9 +1,11 @@
-// Least privilege against a real kube-apiserver with RBAC: a ServiceAccount bound only to the rules derived
-// from KUBE_CALLS can make every adapter call, and is refused everything else that was tried.
+// Least privilege against a real kube-apiserver with RBAC: the manager's ServiceAccount, bound by the RBAC that
+// deploy/k8s ships (equal to the rules derived from KUBE_CALLS), can make every adapter call, and is refused
+// everything else that was tried.
 
 import { AuthorizationV1Api, CoreV1Api, RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import { KUBE_CALLS, createKubeAdapter } from '../../src/kubernetes/kube-adapter.js';
 import { rbacRulesFromKubeCalls } from '../../src/kubernetes/rbac.js';
+import { renderKustomization } from '../helpers/deploy-files.js';
 import { createVirtualClock } from '../helpers/harness.js';
 import { startKubeApiServer } from '../helpers/kube-apiserver.js';
 import {
@@ -21,21 +23,12 @@ async function mintToken(core, name, audiences = []) {
   return request.status.token;
 }
 
-// The manager's ServiceAccount, a Role + RoleBinding for the namespaced rules and a ClusterRole +
-// ClusterRoleBinding for the cluster-scoped ones, as manifests would declare them (namespaced ones without a
-// namespace), server-side applied.
+// The manager's ServiceAccount and RBAC exactly as shipped in deploy/k8s (manager-serviceaccount.yaml and
+// manager-rbac.yaml, rendered through the kustomization), server-side applied.
 function managerRbacObjects() {
-  const { namespaced, cluster } = rbacRulesFromKubeCalls(KUBE_CALLS);
-  const subjects = [{ kind: 'ServiceAccount', name: SA, namespace: NAMESPACE }];
-  const rbacApi = 'rbac.authorization.k8s.io/v1';
-  const roleRef = (kind) => ({ apiGroup: 'rbac.authorization.k8s.io', kind, name: SA });
-  return [
-    { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: SA } },
-    { apiVersion: rbacApi, kind: 'Role', metadata: { name: SA }, rules: namespaced },
-    { apiVersion: rbacApi, kind: 'RoleBinding', metadata: { name: SA }, roleRef: roleRef('Role'), subjects },
-    { apiVersion: rbacApi, kind: 'ClusterRole', metadata: { name: SA }, rules: cluster },
-    { apiVersion: rbacApi, kind: 'ClusterRoleBinding', metadata: { name: SA }, roleRef: roleRef('ClusterRole'), subjects },
-  ];
+  return renderKustomization().resources
+    .filter(({ file }) => ['manager-serviceaccount.yaml', 'manager-rbac.yaml'].includes(file))
+    .map(({ doc }) => doc);
 }
 
 beforeAll(async () => {
