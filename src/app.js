@@ -16,7 +16,7 @@ export function createApp({
   app.set('query parser', 'simple');
   app.use(pinoHttp({
     logger: logger.child({ module: 'http' }),
-    autoLogging: { ignore: (req) => req.url === '/livez' || req.url === '/readyz' },
+    autoLogging: { ignore: (req) => req.url === '/livez' || req.url === '/readyz' || req.url === '/metrics' },
     customLogLevel: (req, res, err) => (err || res.statusCode >= 500 ? 'error' : 'info'),
   }));
   app.use(requireJsonBodies);

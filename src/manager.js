@@ -8,24 +8,32 @@ import { createApp } from './app.js';
 import { createAudit } from './audit/audit.js';
 import { createKeyedMutex } from './lib/keyed-mutex.js';
 import { createWorkTracker } from './lib/work-tracker.js';
+import { createMetrics } from './metrics/metrics.js';
 import { createMonitor } from './monitor/monitor.js';
 import { createHookRoutes } from './routes/hook-routes.js';
+import { createMetricsRoutes } from './routes/metrics-routes.js';
 import { createSandboxRoutes } from './routes/sandbox-routes.js';
 import { createStateStore } from './state/state-store.js';
 import { reconcileState } from './state/reconcile.js';
 
-export function createManager({ config, store, kube = null, clock, logger, sandboxModel = null, extraRoutes = [] }) {
+export function createManager({
+  config, store, kube = null, clock, logger, sandboxModel = null, extraRoutes = [], metrics = createMetrics(),
+}) {
   const locks = createKeyedMutex();
   const marks = createStateStore({ kube, clock, logger });
-  const audit = createAudit({ kube, clock, logger });
+  const audit = createAudit({ kube, clock, logger, metrics });
   const operations = createOperationRegistry({ clock, logger });
   const work = createWorkTracker();
   const reconfigurer = createReconfigurer({ store, locks, marks, clock, logger, waitPollIntervalMs: config.waitPollIntervalMs });
   const actions = createActions({ store, reconfigurer, marks, operations, kube, clock, logger, config, audit });
   const hooks = createHooks({ store, actions, marks, operations, kube, config, clock, logger });
-  const monitor = createMonitor({ kube, hooks, marks, config, clock, logger });
+  const monitor = createMonitor({ kube, hooks, marks, config, clock, logger, metrics });
   let reconciliation = null;
-  const routes = [createHookRoutes({ hooks, work, prestopDeadlineSeconds: config.deadlines.prestopSeconds })];
+  // The metrics routes come before the hook routes: they count every hook answer.
+  const routes = [
+    createMetricsRoutes({ metrics, store, marks, logger }),
+    createHookRoutes({ hooks, work, prestopDeadlineSeconds: config.deadlines.prestopSeconds }),
+  ];
   if (sandboxModel) routes.push(createSandboxRoutes({ model: sandboxModel, kube, store }));
   const app = createApp({
     store, actions, marks, operations, work, logger, monitor, audit,
@@ -57,5 +65,5 @@ export function createManager({ config, store, kube = null, clock, logger, sandb
     return { finished, inFlight: work.inFlightCount(), runningOperations: operations.runningCount() };
   }
 
-  return { app, actions, hooks, monitor, marks, audit, operations, work, store, reconcile, tick, shutdown };
+  return { app, actions, hooks, monitor, marks, audit, operations, work, store, metrics, reconcile, tick, shutdown };
 }

@@ -8,6 +8,7 @@ import { createSystemClock } from './lib/clock.js';
 import { createLogger } from './logger.js';
 import { createKubeAdapter } from './kubernetes/kube-adapter.js';
 import { createManager } from './manager.js';
+import { createMetrics } from './metrics/metrics.js';
 import { createDataStore } from './rethinkdb/data-store.js';
 import { createConnectionManager, createQueryRunner, createRethinkDbSource } from './rethinkdb/rethinkdb-source.js';
 import { connectSandboxHooks, createSandboxWorld } from './sandbox/sandbox-world.js';
@@ -24,7 +25,9 @@ function main() {
   const clock = createSystemClock();
   let backend;
   try {
-    backend = config.backend === 'sandbox' ? buildSandbox(config, clock, logger) : buildRethinkDb(config, clock, logger);
+    // Process metrics (CPU, memory, event loop, GC) only here: they observe the whole process.
+    const metrics = createMetrics({ processMetrics: true });
+    backend = config.backend === 'sandbox' ? buildSandbox(config, clock, logger, metrics) : buildRethinkDb(config, clock, logger, metrics);
   } catch (err) {
     // A client that cannot even be built (unreadable CA file or kubeconfig) is a start-up configuration error.
     logger.fatal({ err: err.message }, 'cannot start: a client could not be configured');
@@ -58,10 +61,10 @@ function main() {
   process.on('SIGINT', () => stop('SIGINT'));
 }
 
-function buildSandbox(config, clock, logger) {
+function buildSandbox(config, clock, logger, metrics) {
   logger.warn({ backend: 'sandbox' },
     'SANDBOX MODE: no RETHINKDB_HOST is configured, so the manager runs against an in-memory model of a 4-server RethinkDB cluster and its Kubernetes, not a real database');
-  const world = createSandboxWorld({ config, clock, logger });
+  const world = createSandboxWorld({ config, clock, logger, metrics });
   return { manager: world.manager, sandboxKube: world.kube, close: async () => {} };
 }
 
@@ -84,7 +87,7 @@ function sandboxPost(base, logger) {
   };
 }
 
-function buildRethinkDb(config, clock, logger) {
+function buildRethinkDb(config, clock, logger, metrics) {
   const kube = buildKube(config, clock, logger);
   const rc = config.rethinkdb;
   const ssl = rc.tls ? {
@@ -102,7 +105,7 @@ function buildRethinkDb(config, clock, logger) {
   logger.info({ host: rc.host, port: rc.port, user: rc.user, tls: rc.tls }, 'connecting to RethinkDB');
   const source = createRethinkDbSource({ r, runQuery: createQueryRunner({ connections, queryTimeoutMs: rc.queryTimeoutMs }) });
   const store = createDataStore({ source, managedTables: config.managedTables });
-  return { manager: createManager({ config, store, kube, clock, logger }), close: () => connections.close() };
+  return { manager: createManager({ config, store, kube, clock, logger, metrics }), close: () => connections.close() };
 }
 
 function buildKube(config, clock, logger) {
