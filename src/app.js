@@ -10,6 +10,7 @@ const BODY_LIMIT = '16kb';
 
 export function createApp({
   store, actions, marks, operations, work, logger, monitor = null, audit = null, status = async () => ({}), extraRoutes = [],
+  observers = [],
 }) {
   const app = express();
   app.disable('x-powered-by');
@@ -19,6 +20,8 @@ export function createApp({
     autoLogging: { ignore: (req) => req.url === '/livez' || req.url === '/readyz' || req.url === '/metrics' },
     customLogLevel: (req, res, err) => (err || res.statusCode >= 500 ? 'error' : 'info'),
   }));
+  // Middleware that must see every request and its answer, refused ones included (the metrics' hook counter).
+  for (const observer of observers) app.use(observer);
   app.use(requireJsonBodies);
   app.use(express.json({ limit: BODY_LIMIT, strict: true }));
   app.use(createReadRoutes({ store, marks, operations, work, monitor, audit, status }));

@@ -11,7 +11,7 @@ import { createWorkTracker } from './lib/work-tracker.js';
 import { createMetrics } from './metrics/metrics.js';
 import { createMonitor } from './monitor/monitor.js';
 import { createHookRoutes } from './routes/hook-routes.js';
-import { createMetricsRoutes } from './routes/metrics-routes.js';
+import { createHookCounter, createMetricsRoutes } from './routes/metrics-routes.js';
 import { createSandboxRoutes } from './routes/sandbox-routes.js';
 import { createStateStore } from './state/state-store.js';
 import { reconcileState } from './state/reconcile.js';
@@ -29,14 +29,11 @@ export function createManager({
   const hooks = createHooks({ store, actions, marks, operations, kube, config, clock, logger });
   const monitor = createMonitor({ kube, hooks, marks, config, clock, logger, metrics });
   let reconciliation = null;
-  // The metrics routes come before the hook routes: they count every hook answer.
-  const routes = [
-    createMetricsRoutes({ metrics, store, marks, logger }),
-    createHookRoutes({ hooks, work, prestopDeadlineSeconds: config.deadlines.prestopSeconds }),
-  ];
+  const routes = [createHookRoutes({ hooks, work, prestopDeadlineSeconds: config.deadlines.prestopSeconds })];
+  routes.push(createMetricsRoutes({ metrics, store, marks, logger }));
   if (sandboxModel) routes.push(createSandboxRoutes({ model: sandboxModel, kube, store }));
   const app = createApp({
-    store, actions, marks, operations, work, logger, monitor, audit,
+    store, actions, marks, operations, work, logger, monitor, audit, observers: [createHookCounter({ metrics })],
     extraRoutes: [...routes, ...extraRoutes],
     status: async () => ({ perfWarnings: await marks.perfWarnings(), migrations: await marks.migrations(), pendingRestores: hooks.pendingRestores(), reconciliation }),
   });

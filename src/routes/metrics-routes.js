@@ -1,6 +1,6 @@
-// GET /metrics for Prometheus, and the counting of hook requests. Mounted before the hook routes so that it
-// sees every hook answer, errors included. A scrape never waits on the data store for long: when the cluster
-// cannot be read in time, it still answers with everything else and cluster_scrape_success 0.
+// GET /metrics for Prometheus, and the counter of hook requests. A scrape never waits on the data store for
+// long: when the cluster cannot be read in time, it still answers with everything else and
+// cluster_scrape_success 0.
 
 import { Router } from 'express';
 import { AppError } from '../errors.js';
@@ -14,12 +14,10 @@ const HOOKS = {
   'DELETE /v1/hooks/perfwarning': 'perfwarning_end',
 };
 
-export function createMetricsRoutes({ metrics, store, marks, logger, clusterReadTimeoutMs = 2000 }) {
-  const router = Router();
-  const log = logger.child({ module: 'metrics' });
-
-  // Counts a hook request once its answer is sent (or the caller has gone), from the JSON body it was sent.
-  router.use((req, res, next) => {
+// Counts a hook request once its answer is sent (or the caller has gone), from the JSON body it was sent.
+// Mounted before body parsing, so that refused requests (unparsable or non-JSON bodies) are counted too.
+export function createHookCounter({ metrics }) {
+  return function countHookRequest(req, res, next) {
     const hook = HOOKS[`${req.method} ${req.path.replace(/\/$/, '')}`];
     if (!hook) { next(); return; }
     let body;
@@ -34,7 +32,12 @@ export function createMetricsRoutes({ metrics, store, marks, logger, clusterRead
     res.on('finish', count);
     res.on('close', count);
     next();
-  });
+  };
+}
+
+export function createMetricsRoutes({ metrics, store, marks, logger, clusterReadTimeoutMs = 2000 }) {
+  const router = Router();
+  const log = logger.child({ module: 'metrics' });
 
   router.get('/metrics', async (req, res) => {
     await refreshClusterState();
