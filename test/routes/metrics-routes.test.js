@@ -246,4 +246,13 @@ describe('GET /metrics when the data store is unavailable', () => {
     expect(back.value(m('cluster_scrape_success'))).toBe(1);
     expect(back.series(m('server_primaries'))).toHaveLength(4);
   });
+
+  test('when a PRESTOP\'s caller hangs up before the answer, then the request is counted once, as aborted', async () => {
+    const { h, state } = harnessWithSwitchableStore();
+    state.mode = 'hang';
+    await expect(request(h.app).post('/v1/hooks/prestop?pod=rethinkdb-1').timeout(200)).rejects.toThrow(/Timeout/);
+    let s;
+    for (let i = 0; i < 50 && !s?.series(m('hook_requests_total')).length; i += 1) s = await scrape(h.app);
+    expect(s.series(m('hook_requests_total'))).toEqual([{ labels: { hook: 'prestop', outcome: 'aborted' }, value: 1 }]);
+  });
 });
