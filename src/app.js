@@ -10,16 +10,19 @@ import { createReadRoutes } from './routes/read-routes.js';
 const BODY_LIMIT = '16kb';
 
 export function createApp({
-  store, actions, marks, operations, work, logger, authenticator, protectReads = false, monitor = null, audit = null, status = async () => ({}), extraRoutes = [],
+  store, actions, marks, operations, work, logger, authenticator, protectReads = false, monitor = null, audit = null, status = async () => ({}),
+  extraRoutes = [], observers = [],
 }) {
   const app = express();
   app.disable('x-powered-by');
   app.set('query parser', 'simple');
   app.use(pinoHttp({
     logger: logger.child({ module: 'http' }),
-    autoLogging: { ignore: (req) => req.url === '/livez' || req.url === '/readyz' },
+    autoLogging: { ignore: (req) => req.url === '/livez' || req.url === '/readyz' || req.url === '/metrics' },
     customLogLevel: (req, res, err) => (err || res.statusCode >= 500 ? 'error' : 'info'),
   }));
+  // Middleware that must see every request and its answer, refused ones included (the metrics' hook counter).
+  for (const observer of observers) app.use(observer);
   app.use(requireJsonBodies);
   app.use(express.json({ limit: BODY_LIMIT, strict: true }));
   // Before every route: a refused caller never reaches an action.

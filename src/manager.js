@@ -9,29 +9,35 @@ import { createAudit } from './audit/audit.js';
 import { createAuthenticator } from './auth/authenticator.js';
 import { createKeyedMutex } from './lib/keyed-mutex.js';
 import { createWorkTracker } from './lib/work-tracker.js';
+import { createMetrics } from './metrics/metrics.js';
 import { createMonitor } from './monitor/monitor.js';
 import { createHookRoutes } from './routes/hook-routes.js';
+import { createHookCounter, createMetricsRoutes } from './routes/metrics-routes.js';
 import { createSandboxRoutes } from './routes/sandbox-routes.js';
 import { createStateStore } from './state/state-store.js';
 import { reconcileState } from './state/reconcile.js';
 
 // staticToken: the bearer token read from AUTH_STATIC_TOKEN_FILE (AUTH_MODE=static only).
-export function createManager({ config, store, kube = null, clock, logger, sandboxModel = null, extraRoutes = [], staticToken = null }) {
+export function createManager({
+  config, store, kube = null, clock, logger, sandboxModel = null, extraRoutes = [], metrics = createMetrics(), staticToken = null,
+}) {
   const locks = createKeyedMutex();
   const marks = createStateStore({ kube, clock, logger });
-  const audit = createAudit({ kube, clock, logger });
+  const audit = createAudit({ kube, clock, logger, metrics });
   const authenticator = createAuthenticator({ auth: config.auth, kube, staticToken, clock, logger });
   const operations = createOperationRegistry({ clock, logger });
   const work = createWorkTracker();
   const reconfigurer = createReconfigurer({ store, locks, marks, clock, logger, waitPollIntervalMs: config.waitPollIntervalMs });
   const actions = createActions({ store, reconfigurer, marks, operations, kube, clock, logger, config, audit });
   const hooks = createHooks({ store, actions, marks, operations, kube, config, clock, logger });
-  const monitor = createMonitor({ kube, hooks, marks, config, clock, logger });
+  const monitor = createMonitor({ kube, hooks, marks, config, clock, logger, metrics });
   let reconciliation = null;
   const routes = [createHookRoutes({ hooks, work, prestopDeadlineSeconds: config.deadlines.prestopSeconds })];
+  routes.push(createMetricsRoutes({ metrics, store, marks, logger }));
   if (sandboxModel) routes.push(createSandboxRoutes({ model: sandboxModel, kube, store }));
   const app = createApp({
     store, actions, marks, operations, work, logger, monitor, audit, authenticator, protectReads: config.auth.protectReads,
+    observers: [createHookCounter({ metrics })],
     extraRoutes: [...routes, ...extraRoutes],
     status: async () => ({ perfWarnings: await marks.perfWarnings(), migrations: await marks.migrations(), pendingRestores: hooks.pendingRestores(), reconciliation }),
   });
@@ -60,5 +66,5 @@ export function createManager({ config, store, kube = null, clock, logger, sandb
     return { finished, inFlight: work.inFlightCount(), runningOperations: operations.runningCount() };
   }
 
-  return { app, actions, hooks, monitor, marks, audit, authenticator, operations, work, store, reconcile, tick, shutdown };
+  return { app, actions, hooks, monitor, marks, audit, authenticator, operations, work, store, metrics, reconcile, tick, shutdown };
 }

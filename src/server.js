@@ -8,6 +8,7 @@ import { createSystemClock } from './lib/clock.js';
 import { createLogger } from './logger.js';
 import { createKubeAdapter } from './kubernetes/kube-adapter.js';
 import { createManager } from './manager.js';
+import { createMetrics } from './metrics/metrics.js';
 import { createDataStore } from './rethinkdb/data-store.js';
 import { createConnectionManager, createQueryRunner, createRethinkDbSource } from './rethinkdb/rethinkdb-source.js';
 import { connectSandboxHooks, createSandboxWorld } from './sandbox/sandbox-world.js';
@@ -25,7 +26,10 @@ function main() {
   let backend;
   try {
     const staticToken = readStaticToken(config.auth);
-    backend = config.backend === 'sandbox' ? buildSandbox(config, clock, logger, staticToken) : buildRethinkDb(config, clock, logger, staticToken);
+    // Process metrics (CPU, memory, event loop, GC) only here: they observe the whole process.
+    const metrics = createMetrics({ processMetrics: true });
+    const build = config.backend === 'sandbox' ? buildSandbox : buildRethinkDb;
+    backend = build(config, clock, logger, { staticToken, metrics });
   } catch (err) {
     // A client that cannot even be built (an unreadable CA file, token file or kubeconfig, a static token too short) is a start-up configuration error.
     logger.fatal({ err: err.message }, 'cannot start: a client could not be configured');
@@ -68,10 +72,10 @@ function readStaticToken(auth) {
   return readFileSync(auth.staticTokenFile, 'utf8').trim();
 }
 
-function buildSandbox(config, clock, logger, staticToken) {
+function buildSandbox(config, clock, logger, { staticToken, metrics }) {
   logger.warn({ backend: 'sandbox' },
     'SANDBOX MODE: no RETHINKDB_HOST is configured, so the manager runs against an in-memory model of a 4-server RethinkDB cluster and its Kubernetes, not a real database');
-  const world = createSandboxWorld({ config, clock, logger, staticToken });
+  const world = createSandboxWorld({ config, clock, logger, staticToken, metrics });
   return { manager: world.manager, sandboxKube: world.kube, staticToken, close: async () => {} };
 }
 
@@ -95,7 +99,7 @@ function sandboxPost(base, logger, token) {
   };
 }
 
-function buildRethinkDb(config, clock, logger, staticToken) {
+function buildRethinkDb(config, clock, logger, { staticToken, metrics }) {
   const kube = buildKube(config, clock, logger);
   const rc = config.rethinkdb;
   const ssl = rc.tls ? {
@@ -113,7 +117,7 @@ function buildRethinkDb(config, clock, logger, staticToken) {
   logger.info({ host: rc.host, port: rc.port, user: rc.user, tls: rc.tls }, 'connecting to RethinkDB');
   const source = createRethinkDbSource({ r, runQuery: createQueryRunner({ connections, queryTimeoutMs: rc.queryTimeoutMs }) });
   const store = createDataStore({ source, managedTables: config.managedTables });
-  return { manager: createManager({ config, store, kube, clock, logger, staticToken }), close: () => connections.close() };
+  return { manager: createManager({ config, store, kube, clock, logger, metrics, staticToken }), close: () => connections.close() };
 }
 
 function buildKube(config, clock, logger) {

@@ -1,8 +1,8 @@
 // One audit record per mutation, whoever asked for it (a hook, an operator or the monitor): who, what, why,
 // the plan, the outcome and the duration. It goes to the log as one structured line, to a Kubernetes Event on
-// the pod concerned, and to a bounded in-memory history (GET /v1/events).
+// the pod concerned, to a bounded in-memory history (GET /v1/events), and to the metrics (GET /metrics).
 
-export function createAudit({ kube = null, clock, logger, maxRecords = 500 }) {
+export function createAudit({ kube = null, clock, logger, metrics = null, maxRecords = 500 }) {
   const log = logger.child({ module: 'audit' });
   const records = [];
   let seq = 0;
@@ -20,6 +20,7 @@ export function createAudit({ kube = null, clock, logger, maxRecords = 500 }) {
     records.push(entry);
     if (records.length > maxRecords) records.shift();
     log.info({ audit: true, ...entry }, 'action audited');
+    metrics?.recordAction(entry);
     if (entry.event === 'pending') {
       const warning = !['completed', 'nothing_to_do', 'planned', 'started'].includes(outcome);
       const message = `${action} by ${actor}: ${outcome}; ${changes.length} change(s), ${skipped.length + notDone.length} not done. ${reason ?? ''}`.trim();

@@ -6,7 +6,7 @@
 import { decideMonitorStep, initialMonitorState } from '../policy/policy.js';
 import { evaluateHotspots, utilizationSamples } from './hotspot.js';
 
-export function createMonitor({ kube, hooks, marks, config, clock, logger }) {
+export function createMonitor({ kube, hooks, marks, config, clock, logger, metrics = null }) {
   const log = logger.child({ module: 'monitor' });
   const settings = config.monitor;
   let state = initialMonitorState();
@@ -42,8 +42,8 @@ export function createMonitor({ kube, hooks, marks, config, clock, logger }) {
     }
     polling = true;
     try {
-      const metrics = await readMetrics();
-      const evaluation = evaluateHotspots(utilizationSamples(metrics), settings);
+      const usage = await readMetrics();
+      const evaluation = evaluateHotspots(utilizationSamples(usage), settings);
       await settleScaleOut();
       const warnedPods = (await marks.perfWarnings()).map((w) => w.pod);
       const currentReplicas = (await kube.getStatefulSetScale()).replicas;
@@ -60,9 +60,11 @@ export function createMonitor({ kube, hooks, marks, config, clock, logger }) {
         pods: evaluation.samples.map((s) => ({ ...s, hot: evaluation.hot.find((h) => h.pod === s.pod)?.signal ?? null, ...(state.pods[s.pod] ?? {}) })),
         lastDecisions: results,
       });
+      metrics?.recordPoll({ evaluation, decisions: results });
       return { evaluation, decisions: results };
     } catch (err) {
       view.failures += 1;
+      metrics?.recordPollFailure();
       view.lastError = { time: new Date(clock.now()).toISOString(), message: err.message };
       log.warn({ err: err.message, failures: view.failures }, 'monitor poll failed; the loop goes on');
       return { error: err.message };

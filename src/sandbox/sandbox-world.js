@@ -7,14 +7,16 @@ import { createSandboxCluster, createSandboxSource } from './sandbox-cluster.js'
 import { createSandboxKube } from './sandbox-kube.js';
 
 // existing: { model, kube } of an earlier world, to start a new manager over the same cluster (a restart).
-export function createSandboxWorld({ config, clock, logger, existing = null, wrapSource = (s) => s, staticToken = null }) {
+export function createSandboxWorld({
+  config, clock, logger, existing = null, wrapSource = (s) => s, metrics, staticToken = null,
+}) {
   const model = existing?.model ?? createSandboxCluster({
     clock, electionTimeoutMs: config.sandbox.electionTimeoutMs, backfillMsPer1000Docs: config.sandbox.backfillMsPer1000Docs,
   });
   const kube = existing?.kube ?? createSandboxKube({ model, clock });
   const source = wrapSource(createSandboxSource(model));
   const store = createDataStore({ source, managedTables: config.managedTables });
-  const manager = createManager({ config, store, kube, clock, logger, sandboxModel: model, staticToken });
+  const manager = createManager({ config, store, kube, clock, logger, sandboxModel: model, metrics, staticToken });
   return { model, kube, source, store, manager };
 }
 

@@ -2,6 +2,7 @@
 
 import { readFileSync } from 'node:fs';
 import { CONFIG_KEYS } from '../../src/config.js';
+import { createMetrics } from '../../src/metrics/metrics.js';
 import { ACTION_ROUTES } from '../../src/routes/action-routes.js';
 
 const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
@@ -31,7 +32,11 @@ describe('README', () => {
     expect(readme).toMatch(new RegExp(`curl [^\\n]*${path}`));
   });
 
-  test.each(['/v1/cluster', '/v1/operations', '/livez', '/readyz'])('when documenting reads, then there is a curl example for %s', (path) => {
+  test.each(['/v1/cluster', '/v1/operations', '/livez', '/readyz', '/metrics'])('when documenting reads, then there is a curl example for %s', (path) => {
     expect(readme).toMatch(new RegExp(`curl [^\\n]*${path}`));
+  });
+
+  test.each(createMetrics().registry.getMetricsAsArray().map((metric) => [metric.name, metric.type]))('when documenting metrics, then %s is in the table as a %s', (name, type) => {
+    expect(readme.split('\n').find((line) => line.startsWith(`| \`${name}\` | ${type} |`))).toBeDefined();
   });
 });

@@ -1,0 +1,110 @@
+// Prometheus metrics of one manager, in base units, on a registry of its own (never prom-client's global one,
+// so that tests can build many managers). The recorders take the manager's own shapes: an audit record, a
+// hook's answer, a monitor poll, a cluster snapshot with the draining marks.
+
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { countPrimaries, countReplicas } from '../planner/eligibility.js';
+
+export const DEFAULT_METRICS_PREFIX = 'rethinkdb_manager_';
+// Primary moves take milliseconds to seconds; data moves (backfills) take minutes.
+export const ACTION_DURATION_BUCKETS_SECONDS = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
+const SIGNALS = ['own', 'interference'];
+
+// processMetrics adds prom-client's process metrics (CPU, memory, event-loop lag, GC) under the same prefix.
+// They install process-wide observers that are never removed, so only the entry point turns them on.
+export function createMetrics({ prefix = DEFAULT_METRICS_PREFIX, processMetrics = false } = {}) {
+  const registry = new Registry();
+  const registers = [registry];
+  const counter = (name, help, labelNames = []) => new Counter({ name: prefix + name, help, labelNames, registers });
+  const gauge = (name, help, labelNames = []) => new Gauge({ name: prefix + name, help, labelNames, registers });
+
+  const hookRequests = counter('hook_requests_total', 'Lifecycle-hook and PERFWARNING requests answered, by hook and outcome (the result\'s outcome, or the error code in lower case).', ['hook', 'outcome']);
+  const actions = counter('actions_total', 'Actions taken (one per audit record), by action, kind of actor and outcome.', ['action', 'actor', 'outcome']);
+  const actionDuration = new Histogram({
+    name: `${prefix}action_duration_seconds`, help: 'How long audited actions took, from planning to settled (or the deadline).',
+    labelNames: ['action'], buckets: ACTION_DURATION_BUCKETS_SECONDS, registers,
+  });
+  const monitorPolls = counter('monitor_polls_total', 'Monitor polls that ran, failed ones included (an overlapping poll is skipped, not counted).');
+  const monitorPollFailures = counter('monitor_poll_failures_total', 'Monitor polls that failed (metrics API or Kubernetes API errors).');
+  const monitorDecisions = counter('monitor_decisions_total', 'Monitor decisions (raise, clear, scale-out, scale-out-suppressed), by whether applying them worked.', ['decision', 'outcome']);
+  const hotspotDetections = counter('hotspot_detections_total', 'Polls in which a pod was found hot, by pod and signal (raising needs several in a row).', ['pod', 'signal']);
+  const podUtilization = gauge('pod_utilization_ratio', 'Each pod\'s utilization U at the last successful poll: own (CPU use / limit) or interference (node CPU use / allocatable).', ['pod', 'signal']);
+  const serverPrimaries = gauge('server_primaries', 'Shards whose configured primary is this server.', ['server']);
+  const serverReplicas = gauge('server_replicas', 'Shard replicas (voting or not) configured on this server.', ['server']);
+  const serverDraining = gauge('server_draining', '1 if the server has a draining mark, 0 if it is in the cluster without one.', ['server']);
+  const drainingServers = gauge('draining_servers', 'Servers with a draining mark (including marked servers no longer in the cluster).');
+  const perfWarnings = gauge('perf_warnings', 'Active PERFWARNINGs.');
+  const clusterScrapeSuccess = gauge('cluster_scrape_success', '1 if this scrape read the cluster from the data store in time, else 0 (and no per-server primaries or replicas).');
+
+  if (processMetrics) collectDefaultMetrics({ register: registry, prefix });
+
+  function recordHook({ hook, outcome }) {
+    hookRequests.inc({ hook, outcome });
+  }
+
+  function recordAction({ action, actor, outcome, durationMs }) {
+    actions.inc({ action, actor: actorKind(actor), outcome });
+    if (Number.isFinite(durationMs)) actionDuration.observe({ action }, durationMs / 1000);
+  }
+
+  function recordPoll({ evaluation, decisions }) {
+    monitorPolls.inc();
+    for (const hot of evaluation.hot) hotspotDetections.inc({ pod: hot.pod, signal: hot.signal });
+    podUtilization.reset();
+    for (const sample of evaluation.samples) {
+      for (const signal of SIGNALS) {
+        if (Number.isFinite(sample[signal])) podUtilization.set({ pod: sample.pod, signal }, sample[signal]);
+      }
+    }
+    for (const d of decisions) monitorDecisions.inc({ decision: d.type, outcome: d.error ? 'error' : 'ok' });
+  }
+
+  function recordPollFailure() {
+    monitorPolls.inc();
+    monitorPollFailures.inc();
+  }
+
+  // Reset first, so that a server that left the cluster (or a mark that was released) leaves no series behind.
+  // cluster is null when it could not be read: the marks (kept in memory) are still reported.
+  function setClusterState({ cluster, draining, perfWarnings: warnings }) {
+    for (const g of [serverPrimaries, serverReplicas, serverDraining]) g.reset();
+    drainingServers.set(draining.length);
+    perfWarnings.set(warnings.length);
+    clusterScrapeSuccess.set(cluster ? 1 : 0);
+    for (const mark of draining) serverDraining.set({ server: mark.serverName }, 1);
+    if (!cluster) return;
+    const primaries = countPrimaries(cluster.tables);
+    const replicas = countReplicas(cluster.tables);
+    const marked = new Set(draining.map((d) => d.serverId));
+    for (const s of cluster.servers) {
+      serverPrimaries.set({ server: s.name }, primaries.get(s.id) ?? 0);
+      serverReplicas.set({ server: s.name }, replicas.get(s.id) ?? 0);
+      if (!marked.has(s.id)) serverDraining.set({ server: s.name }, 0);
+    }
+  }
+
+  return {
+    registry,
+    contentType: registry.contentType,
+    render: () => registry.metrics(),
+    recordHook, recordAction, recordPoll, recordPollFailure, setClusterState,
+  };
+}
+
+// An actor as a label: hooks name their pod (hook:prestop:rethinkdb-1), which would make one series per pod
+// and action; the pod is in the audit record and the log line, so the label keeps the hook only.
+export function actorKind(actor) {
+  if (typeof actor !== 'string' || actor === '') return 'unknown';
+  return actor.startsWith('hook:') ? actor.split(':').slice(0, 2).join(':') : actor.replace(/ \(pod [^)]*\)$/, '');
+}
+
+// A hook request's outcome: the error code (lower case) when it failed, 'aborted' when the caller went away
+// before the answer, else what the hook did.
+export function hookOutcome(hook, statusCode, body) {
+  if (statusCode === null) return 'aborted';
+  if (statusCode >= 400) return typeof body?.error === 'string' ? body.error.toLowerCase() : `http_${statusCode}`;
+  if (hook === 'poststart') return body?.repeated ? 'repeated' : 'accepted';
+  if (hook === 'perfwarning') return (body?.pods ?? []).some((p) => p.server) ? 'raised' : 'nothing_to_do';
+  if (hook === 'perfwarning_end') return 'ended';
+  return typeof body?.outcome === 'string' ? body.outcome : 'ok';
+}
