@@ -5,6 +5,7 @@ import { pinoHttp } from 'pino-http';
 import { AppError, toAppError } from './errors.js';
 import { createActionRoutes } from './routes/action-routes.js';
 import { createReadRoutes } from './routes/read-routes.js';
+import { createStatusPageRoutes } from './routes/status-page.js';
 
 const BODY_LIMIT = '16kb';
 
@@ -22,6 +23,7 @@ export function createApp({
   app.use(requireJsonBodies);
   app.use(express.json({ limit: BODY_LIMIT, strict: true }));
   app.use(createReadRoutes({ store, marks, operations, work, monitor, audit, status }));
+  app.use(createStatusPageRoutes());
   app.use(createActionRoutes({ actions, work }));
   for (const router of extraRoutes) app.use(router);
   app.use((req, res, next) => next(new AppError('NOT_FOUND', `no route for ${req.method} ${req.path}; see the README's API reference`)));
