@@ -6,6 +6,7 @@ import { AppError, toAppError } from './errors.js';
 import { createActionRoutes } from './routes/action-routes.js';
 import { createAuthMiddleware } from './routes/auth-middleware.js';
 import { createReadRoutes } from './routes/read-routes.js';
+import { createStatusPageRoutes } from './routes/status-page.js';
 
 const BODY_LIMIT = '16kb';
 
@@ -28,6 +29,7 @@ export function createApp({
   // Before every route: a refused caller never reaches an action.
   app.use(createAuthMiddleware({ authenticator, protectReads }));
   app.use(createReadRoutes({ store, marks, operations, work, monitor, audit, status }));
+  app.use(createStatusPageRoutes());
   app.use(createActionRoutes({ actions, work }));
   for (const router of extraRoutes) app.use(router);
   app.use((req, res, next) => next(new AppError('NOT_FOUND', `no route for ${req.method} ${req.path}; see the README's API reference`)));

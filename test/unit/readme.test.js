@@ -32,6 +32,10 @@ describe('README', () => {
     expect(readme).toMatch(new RegExp(`curl [^\\n]*${path}`));
   });
 
+  test('when documenting the status page, then there is a curl example for /', () => {
+    expect(readme).toMatch(/curl [^\n]*localhost:8080\/\s/);
+  });
+
   test.each(['/v1/cluster', '/v1/operations', '/livez', '/readyz', '/metrics'])('when documenting reads, then there is a curl example for %s', (path) => {
     expect(readme).toMatch(new RegExp(`curl [^\\n]*${path}`));
   });

@@ -1,0 +1,44 @@
+// GET /: the status page, one self-contained HTML document (inline style and script, no external assets)
+// that polls the JSON read endpoints. Each answer gets a fresh CSP nonce, so only our two inline blocks run.
+
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { Router } from 'express';
+
+const pageUrl = new URL('../status/status-page.html', import.meta.url);
+const scriptUrl = new URL('../status/status-page-client.js', import.meta.url);
+
+export function createStatusPageRoutes({ newNonce = () => randomBytes(16).toString('base64') } = {}) {
+  const parts = loadPage().split('{{nonce}}');
+  const router = Router();
+
+  router.get('/', (req, res) => {
+    const nonce = newNonce();
+    res.set({
+      'Content-Security-Policy': contentSecurityPolicy(nonce),
+      'X-Content-Type-Options': 'nosniff',
+      'X-Frame-Options': 'DENY',
+      'Referrer-Policy': 'no-referrer',
+      'Cache-Control': 'no-store',
+    });
+    res.type('html').send(parts.join(nonce));
+  });
+
+  return router;
+}
+
+export function contentSecurityPolicy(nonce) {
+  return [
+    "default-src 'none'", `script-src 'nonce-${nonce}'`, `style-src 'nonce-${nonce}'`, "connect-src 'self'",
+    'img-src data:', "base-uri 'none'", "form-action 'none'", "frame-ancestors 'none'",
+  ].join('; ');
+}
+
+// Read once, at start-up: the markup with the browser script inlined in place of its placeholder.
+function loadPage() {
+  const html = readFileSync(pageUrl, 'utf8');
+  const script = readFileSync(scriptUrl, 'utf8');
+  if (/<\/script/i.test(script) || script.includes('{{')) throw new Error('status-page-client.js must not contain "</script" or "{{"');
+  if (html.split('{{script}}').length !== 2) throw new Error('status-page.html must hold exactly one {{script}} placeholder');
+  return html.replace('{{script}}', () => script);
+}

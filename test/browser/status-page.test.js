@@ -1,0 +1,129 @@
+// The status page in a real headless chromium against a sandbox manager on a loopback port: it draws the
+// shard map, follows a drain, shows a data-moving operation's progress, and keeps its data when reads fail.
+
+import { mkdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { AppError } from '../../src/errors.js';
+import { launchChromium, startSandboxServer } from '../helpers/browser.js';
+import { primaryMap } from '../helpers/harness.js';
+
+const TABLE = 'ycsb.usertable';
+const refreshMs = 250;
+const waitMs = 8000;
+// Screenshots are for people (and CI artefacts), not assertions; they are overwritten on each run.
+const screenshotDir = join(tmpdir(), 'rethinkdb-k8s-manager-status-page');
+
+let browser;
+const running = [];
+
+beforeAll(async () => {
+  browser = await launchChromium();
+  mkdirSync(screenshotDir, { recursive: true });
+});
+
+afterEach(async () => {
+  await Promise.all(running.splice(0).map((stop) => stop()));
+});
+
+afterAll(async () => {
+  await browser?.close();
+});
+
+// A fresh manager and a fresh browser page on it; both are closed after the test.
+async function openPage(serverOptions = {}) {
+  const sandbox = await startSandboxServer(serverOptions);
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  running.push(async () => { await context.close(); await sandbox.close(); });
+  const page = await context.newPage();
+  const problems = [];
+  page.on('pageerror', (err) => problems.push(`page error: ${err.message}`));
+  page.on('console', (msg) => { if (msg.type() === 'error') problems.push(`console: ${msg.text()}`); });
+  await page.goto(`${sandbox.base}/?refreshMs=${refreshMs}`);
+  await page.waitForSelector(`[data-testid="shard-map"][data-table="${TABLE}"] tbody tr`, { timeout: waitMs });
+  return { sandbox, page, problems };
+}
+
+// What the page shows: for each shard row, the servers whose cell says P.
+function shownPrimaries(page, table = TABLE) {
+  return page.$$eval(`[data-testid="shard-map"][data-table="${table}"] tbody tr`, (rows) => rows.map((row) => {
+    const cells = [...row.querySelectorAll('td[data-role="primary"]')].filter((td) => td.textContent === 'P');
+    return cells.length === 1 ? cells[0].dataset.server : `${cells.length} primaries`;
+  }));
+}
+
+const post = (base, path, body) => fetch(`${base}${path}`, {
+  method: 'POST', ...(body ? { headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) } : {}),
+});
+
+describe('status page in headless chromium', () => {
+  test('when a server holding a primary gets its PRESTOP, then the shard map shows no primary on it and marks it draining', async () => {
+    const { sandbox, page, problems } = await openPage();
+    await sandbox.monitor.pollOnce(); // so that the page can show each server's node
+    const before = await shownPrimaries(page);
+    expect(before).toEqual(await primaryMap(sandbox.store));
+    const target = before[1];
+    const row = page.locator(`[data-testid="server-${target}"]`);
+    await expect(row.getAttribute('data-draining')).resolves.toBe('false');
+    const pod = await row.getAttribute('data-pod');
+    await page.waitForSelector(`[data-testid="server-${target}"][data-node="node-1"]`, { timeout: waitMs });
+
+    const res = await post(sandbox.base, `/v1/hooks/prestop?pod=${pod}`);
+    expect(res.status).toBe(200);
+    expect(await res.json()).toMatchObject({ server: target, primariesOff: true });
+
+    await page.waitForFunction(({ table, server }) => {
+      const map = document.querySelector(`[data-testid="shard-map"][data-table="${table}"]`);
+      const primaryCells = map.querySelectorAll(`td[data-role="primary"][data-server="${server}"]`);
+      return primaryCells.length === 0
+        && map.querySelector(`th[data-server="${server}"]`)?.dataset.draining === 'true'
+        && document.querySelector(`[data-testid="server-${server}"]`)?.dataset.draining === 'true';
+    }, { table: TABLE, server: target }, { timeout: waitMs });
+    const after = await shownPrimaries(page);
+    expect(after).not.toContain(target);
+    expect(after).toEqual(await primaryMap(sandbox.store));
+    await expect(page.locator(`[data-testid="server-${target}"] [data-testid="primaries"]`).textContent()).resolves.toBe('0');
+    await page.waitForSelector(`[data-testid="draining-item"][data-server="${target}"]`, { timeout: waitMs });
+    await page.waitForSelector('[data-testid="event"][data-action="move-primaries-from-server"][data-outcome="completed"]', { timeout: waitMs });
+    await expect(page.locator('[data-testid="banner"]').isHidden()).resolves.toBe(true);
+    await page.screenshot({ path: join(screenshotDir, 'after-drain.png'), fullPage: true });
+    expect(problems).toEqual([]); // among others, no CSP violation: the nonce admits our script and style
+  });
+
+  test('when replicas migrate off a server, then the page shows the running operation with its progress, then lists it as finished', async () => {
+    const { sandbox, page } = await openPage({ env: { SANDBOX_BACKFILL_MS_PER_1000_DOCS: '40' } }); // ~1 s per shard
+    const res = await post(sandbox.base, '/v1/actions/migrate-replicas-off', { server: 'rethinkdb_3' });
+    expect(res.status).toBe(202);
+    const { operation } = await res.json();
+    const shown = page.locator(`[data-testid="running-operation"][data-operation="${operation.id}"]`);
+    await shown.locator('li[data-status="backfilling"] progress').waitFor({ timeout: waitMs });
+    await expect(shown.locator('[data-testid="operation-progress"]').getAttribute('max')).resolves.toBe('3');
+    await page.screenshot({ path: join(screenshotDir, 'migration-running.png'), fullPage: true });
+    await page.waitForSelector(`[data-testid="finished-operations"] li[data-operation="${operation.id}"][data-status="succeeded"]`, { timeout: 15000 });
+    await expect(shown.count()).resolves.toBe(0);
+    await page.waitForFunction((table) => document.querySelectorAll(`[data-testid="shard-map"][data-table="${table}"] td[data-server="rethinkdb_3"][data-role="replica"]`).length === 0, TABLE, { timeout: waitMs });
+  });
+
+  test('when the data store stops answering, then a banner shows the 503 and the last shard map stays; it clears when reads work again', async () => {
+    let down = false;
+    const unavailable = () => Promise.reject(new AppError('DATA_STORE_UNAVAILABLE', 'not connected to RethinkDB: connect ECONNREFUSED'));
+    const { page } = await openPage({ wrapSource: (source) => ({ ...source, readSystemTables: (...args) => (down ? unavailable() : source.readSystemTables(...args)) }) });
+    const before = await shownPrimaries(page);
+    down = true;
+    const banner = page.locator('[data-testid="banner"]');
+    await banner.filter({ hasText: 'GET /v1/cluster answered 503 DATA_STORE_UNAVAILABLE: not connected to RethinkDB' }).waitFor({ timeout: waitMs });
+    await page.waitForTimeout(refreshMs * 2); // a few failed refreshes later
+    expect(await shownPrimaries(page)).toEqual(before);
+    down = false;
+    await banner.waitFor({ state: 'hidden', timeout: waitMs });
+  });
+
+  test('when the read endpoints answer 401, then the banner says they are protected', async () => {
+    const { page } = await openPage();
+    await page.route('**/v1/**', (route) => route.fulfill({
+      status: 401, contentType: 'application/json', body: JSON.stringify({ error: 'UNAUTHORIZED', message: 'a bearer token is required' }),
+    }));
+    await page.locator('[data-testid="banner"]').filter({ hasText: 'read endpoints are protected; GET /v1/cluster answered 401' }).waitFor({ timeout: waitMs });
+    expect(await shownPrimaries(page)).toHaveLength(4);
+  });
+});
