@@ -39,9 +39,23 @@ export function createManager({
     store, actions, marks, operations, work, logger, monitor, audit, authenticator, protectReads: config.auth.protectReads,
     observers: [createHookCounter({ metrics })],
     extraRoutes: [...routes, ...extraRoutes],
-    status: async () => ({ perfWarnings: await marks.perfWarnings(), migrations: await marks.migrations(), pendingRestores: hooks.pendingRestores(), reconciliation }),
+    status: async () => ({
+      perfWarnings: await marks.perfWarnings(), migrations: await marks.migrations(), pendingRestores: hooks.pendingRestores(), reconciliation, ...(await podPlacement()),
+    }),
   });
   const log = logger.child({ module: 'manager' });
+
+  // Where each RethinkDB pod runs, for GET /v1/cluster and the status page. Kubernetes being down only costs
+  // this part of the answer (within the adapter's time limit), never the cluster view.
+  async function podPlacement() {
+    if (!kube) return { pods: null };
+    try {
+      const pods = await kube.listRethinkDbPods();
+      return { pods: pods.map((p) => ({ pod: p.name, node: p.nodeName, hostname: p.hostname, phase: p.phase, ready: p.ready })) };
+    } catch (err) {
+      return { pods: null, podsError: err.message };
+    }
+  }
 
   // Start-up: load the state persisted on the pods and reconcile it with the live cluster.
   async function reconcile() {

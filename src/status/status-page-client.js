@@ -152,10 +152,11 @@
     notice.hidden = !(c && c.notice);
   }
 
-  // pod -> node, from the monitor's last poll (the cluster view has no Kubernetes side).
+  // hostname -> node: from the cluster view's pods (read from Kubernetes), else from the monitor's last poll.
   function nodesByPod() {
-    const pods = (last.monitor && last.monitor.pods) || [];
-    return new Map(pods.map((p) => [p.pod, p.node]));
+    const fromMonitor = ((last.monitor && last.monitor.pods) || []).map((p) => [p.pod, p.node]);
+    const fromCluster = ((last.cluster && last.cluster.pods) || []).map((p) => [p.hostname, p.node]);
+    return new Map([...fromMonitor, ...fromCluster]);
   }
 
   function hotPods(cluster) {
@@ -191,7 +192,7 @@
       },
       h('td', { class: 'mono' }, s.name),
       h('td', { class: 'mono' }, pod || '—'),
-      h('td', { class: 'mono', title: node ? null : 'known after the monitor\'s first poll' }, node || '—'),
+      h('td', { class: 'mono', title: node ? null : 'the Kubernetes API did not say' }, node || '—'),
       h('td', {}, flags),
       h('td', { class: 'num', 'data-testid': 'primaries' }, String(s.primaries)),
       h('td', { class: 'num', 'data-testid': 'replicas' }, String(s.replicas)));

@@ -57,9 +57,18 @@ const post = (base, path, body) => fetch(`${base}${path}`, {
 });
 
 describe('status page in headless chromium', () => {
+  // The nodes come from the cluster view's pods (the Kubernetes side), without waiting for a monitor poll.
+  test('when the page loads, then every server shows the node its pod runs on', async () => {
+    const { sandbox, page } = await openPage();
+    const pods = await sandbox.kube.listRethinkDbPods();
+    for (const pod of pods) {
+      await page.waitForSelector(`[data-testid="server-${pod.hostname.replace('-', '_')}"][data-node="${pod.nodeName}"]`, { timeout: waitMs });
+    }
+    expect(pods.length).toBe(4);
+  });
+
   test('when a server holding a primary gets its PRESTOP, then the shard map shows no primary on it and marks it draining', async () => {
     const { sandbox, page, problems } = await openPage();
-    await sandbox.monitor.pollOnce(); // so that the page can show each server's node
     const before = await shownPrimaries(page);
     expect(before).toEqual(await primaryMap(sandbox.store));
     const target = before[1];
