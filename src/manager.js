@@ -30,7 +30,7 @@ export function createManager({
   const reconfigurer = createReconfigurer({ store, locks, marks, clock, logger, waitPollIntervalMs: config.waitPollIntervalMs });
   const actions = createActions({ store, reconfigurer, marks, operations, kube, clock, logger, config, audit });
   const hooks = createHooks({ store, actions, marks, operations, kube, config, clock, logger });
-  const monitor = createMonitor({ kube, hooks, marks, config, clock, logger, metrics });
+  const monitor = createMonitor({ kube, hooks, marks, config, clock, logger, metrics, audit });
   let reconciliation = null;
   const routes = [createHookRoutes({ hooks, work, prestopDeadlineSeconds: config.deadlines.prestopSeconds })];
   routes.push(createMetricsRoutes({ metrics, store, marks, logger }));

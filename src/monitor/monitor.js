@@ -6,7 +6,7 @@
 import { decideMonitorStep, initialMonitorState } from '../policy/policy.js';
 import { evaluateHotspots, utilizationSamples } from './hotspot.js';
 
-export function createMonitor({ kube, hooks, marks, config, clock, logger, metrics = null }) {
+export function createMonitor({ kube, hooks, marks, config, clock, logger, metrics = null, audit = null }) {
   const log = logger.child({ module: 'monitor' });
   const settings = config.monitor;
   let state = initialMonitorState();
@@ -84,17 +84,31 @@ export function createMonitor({ kube, hooks, marks, config, clock, logger, metri
         const result = await hooks.endPerfWarning({ pod: decision.pod, reason: `monitor: hot-spot ended, ${decision.reason}`, actor: 'monitor', onlySource: 'monitor' });
         return { ...decision, result };
       }
-      if (decision.type === 'scale-out') {
-        scale.inFlight = { to: decision.to, since: new Date(clock.now()).toISOString() };
-        scale.lastAt = clock.now();
-        await kube.patchStatefulSetScale(decision.to);
-        return { ...decision, result: { replicas: decision.to } };
-      }
+      if (decision.type === 'scale-out') return { ...decision, result: await scaleOut(decision) };
       return decision;
     } catch (err) {
       log.warn({ decision: decision.type, pod: decision.pod, err: err.message }, 'monitor decision failed');
       return { ...decision, error: err.message };
     }
+  }
+
+  // One more RethinkDB pod. Its own POSTSTART then adds the server (audited on that pod); this record is the
+  // monitor's decision, on no pod, so it has no Kubernetes Event of its own.
+  async function scaleOut(decision) {
+    scale.inFlight = { to: decision.to, since: new Date(clock.now()).toISOString() };
+    scale.lastAt = clock.now();
+    const startedMs = clock.now();
+    const record = (outcome, notDone = []) => audit?.record({
+      actor: 'monitor', action: 'scale-out', target: { replicas: decision.to }, reason: decision.reason, outcome, notDone, durationMs: clock.now() - startedMs,
+    });
+    try {
+      await kube.patchStatefulSetScale(decision.to);
+    } catch (err) {
+      record('failed', [{ reason: err.message }]);
+      throw err;
+    }
+    record('completed');
+    return { replicas: decision.to };
   }
 
   // A scale-out is in flight until the StatefulSet has its pods and no POSTSTART is still bringing one in.

@@ -181,6 +181,9 @@ describe('the monitor', () => {
     expect(view.scaleOut.inFlight).toBeNull();
     expect(view.lastDecisions).toEqual([expect.objectContaining({ type: 'scale-out-suppressed', reason: expect.stringMatching(/cooldown/) })]);
     expect(h.operations.list().find((o) => o.kind === 'poststart').report.decision.kind).toBe('expansion');
+    const scaleOuts = h.audit.list({ limit: 500 }).filter((r) => r.action === 'scale-out');
+    expect(scaleOuts).toEqual([expect.objectContaining({ actor: 'monitor', target: { replicas: 5 }, outcome: 'completed', reason: expect.stringMatching(/./) })]);
+    expect(h.logs.filter((l) => l.audit && l.action === 'scale-out')).toHaveLength(1);
   });
 });
 
