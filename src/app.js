@@ -5,8 +5,7 @@ import { pinoHttp } from 'pino-http';
 import { AppError, toAppError } from './errors.js';
 import { createActionRoutes } from './routes/action-routes.js';
 import { createReadRoutes } from './routes/read-routes.js';
-
-const BODY_LIMIT = '16kb';
+import { bodyLimitBytes } from './routes/validation.js';
 
 export function createApp({
   store, actions, marks, operations, work, logger, monitor = null, audit = null, status = async () => ({}), extraRoutes = [],
@@ -20,7 +19,7 @@ export function createApp({
     customLogLevel: (req, res, err) => (err || res.statusCode >= 500 ? 'error' : 'info'),
   }));
   app.use(requireJsonBodies);
-  app.use(express.json({ limit: BODY_LIMIT, strict: true }));
+  app.use(express.json({ limit: bodyLimitBytes, strict: true }));
   app.use(createReadRoutes({ store, marks, operations, work, monitor, audit, status }));
   app.use(createActionRoutes({ actions, work }));
   for (const router of extraRoutes) app.use(router);
@@ -53,7 +52,7 @@ export function createErrorHandler(log) {
 
 function fromExpressError(err) {
   if (err instanceof AppError) return err;
-  if (err?.type === 'entity.too.large') return new AppError('PAYLOAD_TOO_LARGE', `request body exceeds ${BODY_LIMIT}`);
+  if (err?.type === 'entity.too.large') return new AppError('PAYLOAD_TOO_LARGE', `request body exceeds ${bodyLimitBytes} bytes (${bodyLimitBytes / 1024} KiB)`);
   if (err?.type === 'entity.parse.failed') return new AppError('BAD_REQUEST', `request body is not valid JSON: ${err.message}`);
   if (err?.type === 'charset.unsupported' || err?.type === 'encoding.unsupported') return new AppError('UNSUPPORTED_MEDIA_TYPE', err.message);
   if (err?.status >= 400 && err?.status < 500) return new AppError('BAD_REQUEST', err.message);
