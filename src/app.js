@@ -4,6 +4,7 @@ import express from 'express';
 import { pinoHttp } from 'pino-http';
 import { AppError, toAppError } from './errors.js';
 import { createActionRoutes } from './routes/action-routes.js';
+import { createOpenApiRoutes } from './routes/openapi.js';
 import { createReadRoutes } from './routes/read-routes.js';
 import { bodyLimitBytes } from './routes/validation.js';
 
@@ -22,6 +23,7 @@ export function createApp({
   app.use(express.json({ limit: bodyLimitBytes, strict: true }));
   app.use(createReadRoutes({ store, marks, operations, work, monitor, audit, status }));
   app.use(createActionRoutes({ actions, work }));
+  app.use(createOpenApiRoutes());
   for (const router of extraRoutes) app.use(router);
   app.use((req, res, next) => next(new AppError('NOT_FOUND', `no route for ${req.method} ${req.path}; see the README's API reference`)));
   app.use(createErrorHandler(logger.child({ module: 'errors' })));
