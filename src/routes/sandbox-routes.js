@@ -23,7 +23,7 @@ export const SANDBOX_ROUTES = {
   }),
   crashNode: sandbox({
     method: 'post', path: '/v1/sandbox/nodes/:node/crash', operationId: 'sandboxCrashNode', summary: 'Crash a node: its pods and servers vanish unannounced',
-    params: objectSchema({ node: fields.node }, ['node']), errors: ['NOT_FOUND', 'NODE_NOT_FOUND'],
+    params: objectSchema({ node: fields.node }, ['node']), errors: ['NODE_NOT_FOUND'],
   }),
   startPod: sandbox({
     method: 'post', path: '/v1/sandbox/pods', operationId: 'sandboxStartPod', summary: 'Start a replacement pod on a fresh node; it calls POSTSTART',
@@ -76,6 +76,7 @@ export function createSandboxRoutes({ model, kube, store }) {
     res.json({ restored: params.name, ...(await snapshot()) });
   });
   mountRoute(router, SANDBOX_ROUTES.crashNode, async ({ params }, res) => {
+    if (!(await kube.nodeExists(params.node))) throw new AppError('NODE_NOT_FOUND', `sandbox node "${params.node}" does not exist`);
     guard(() => kube.crashNode(params.node));
     res.json({ crashed: params.node, ...(await snapshot()) });
   });

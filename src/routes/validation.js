@@ -98,7 +98,8 @@ export function mountRoute(router, route, handler) {
   router[route.method](route.path, (req, res) => handler(validateRequest(req), res));
 }
 
-const dnsName = { type: 'string', minLength: 1, maxLength: 253, pattern: '^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$' };
+// Kubernetes names of nodes and pods: RFC 1123 subdomains (dot-separated labels of a-z, 0-9 and inner '-').
+const dnsName = { type: 'string', minLength: 1, maxLength: 253, pattern: '^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$' };
 
 export const fields = {
   server: { type: 'string', minLength: 1, maxLength: 128, pattern: '^[A-Za-z0-9_]+$' },

@@ -49,6 +49,14 @@ describe('request validation on every route', () => {
     expect(res.status).toBe(200);
   });
 
+  test('when a sandbox node does not exist, then 404 NODE_NOT_FOUND and nothing is crashed', async () => {
+    const h = createSandboxHarness();
+    const res = await request(h.app).post('/v1/sandbox/nodes/constructor/crash');
+    expect(res.status).toBe(404);
+    expect(res.body).toEqual({ error: 'NODE_NOT_FOUND', message: 'sandbox node "constructor" does not exist' });
+    expect((await h.kube.listRethinkDbPods()).map((p) => p.name)).toEqual(['rethinkdb-0', 'rethinkdb-1', 'rethinkdb-2', 'rethinkdb-3']);
+  });
+
   test('when ?limit=N, then at most N audit records, newest first', async () => {
     const h = createSandboxHarness();
     await request(h.app).post('/v1/actions/rebalance-primaries');
