@@ -189,6 +189,12 @@ const DEFECTS = {
       'application/json-patch+json', 'application/vnd.api+json', 'application/javascript', 'application/json; charset=latin1', 'image/png',
     )).map(([req, contentType]) => ({ ...req, bodyText: JSON.stringify(req.body ?? { a: 1 }), contentType, expect: { status: 415 } })),
   },
+  wrongContentEncoding: {
+    // A body that says it is compressed but is not (400), or compressed in a way nobody reads (415).
+    applies: () => true,
+    arbitrary: (input) => fc.tuple(validRequest(input), fc.constantFrom(['gzip', 400], ['deflate', 400], ['br', 400], ['compress', 415], ['x-custom', 415]))
+      .map(([req, [encoding, status]]) => ({ ...req, bodyText: JSON.stringify(req.body ?? { a: 1 }), headers: { 'content-encoding': encoding }, expect: { status } })),
+  },
 };
 
 function unknownNames(input) {
@@ -229,7 +235,7 @@ export function toHttpRequest(method, template, parts, headers = {}) {
   return {
     method: method.toUpperCase(),
     path: `${path}${query ? `?${query}` : ''}`,
-    headers: { ...headers, ...(bodyText !== undefined && contentType !== null ? { 'content-type': contentType } : {}) },
+    headers: { ...headers, ...parts.headers, ...(bodyText !== undefined && contentType !== null ? { 'content-type': contentType } : {}) },
     body: bodyText,
   };
 }

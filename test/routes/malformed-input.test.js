@@ -1,6 +1,6 @@
 // A corpus of malformed requests fired at every operation in /openapi.json (property-based, fast-check):
 // wrong types, unknown fields and query parameters, missing fields, bad path parameters, oversized bodies,
-// bodies that are not JSON or not application/json, deep nesting, huge strings and prototype keys.
+// bodies that are not JSON, not application/json or falsely compressed, deep nesting, huge strings, prototype keys.
 // Every answer must be the documented 4xx with the error body, the server must stay up, and nothing may change:
 // no write reaches RethinkDB, no Kubernetes call changes anything, no operation or audit record appears.
 
