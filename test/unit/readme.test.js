@@ -31,7 +31,7 @@ describe('README', () => {
     expect(readme).toMatch(new RegExp(`curl [^\\n]*${path}`));
   });
 
-  test.each(['/v1/cluster', '/v1/operations', '/livez', '/readyz'])('when documenting reads, then there is a curl example for %s', (path) => {
+  test.each(['/v1/cluster', '/v1/operations', '/livez', '/readyz', '/openapi.json'])('when documenting reads, then there is a curl example for %s', (path) => {
     expect(readme).toMatch(new RegExp(`curl [^\\n]*${path}`));
   });
 });
