@@ -16,24 +16,35 @@ export const OPENAPI_ROUTE = {
 };
 
 // Served by the metrics and status-page modules, not by a router here; listed so that the document is whole.
-export const OTHER_ROUTES = [
-  {
-    method: 'get', path: '/metrics', operationId: 'getMetrics', tag: 'meta', summary: 'Prometheus metrics',
-    ok: [{ status: 200, description: 'Prometheus text exposition format', contentType: 'text/plain', schema: { type: 'string' } }], errors: [],
-  },
-  {
-    method: 'get', path: '/', operationId: 'getStatusPage', tag: 'meta', summary: 'A status page for people',
-    ok: [{ status: 200, description: 'an HTML page', contentType: 'text/html', schema: { type: 'string' } }], errors: [],
-  },
-];
+// Those modules can mount their handlers with mountRoute(router, METRICS_ROUTE, ...) to get the same checks.
+export const METRICS_ROUTE = {
+  method: 'get', path: '/metrics', operationId: 'getMetrics', tag: 'meta', summary: 'Prometheus metrics',
+  ok: [{ status: 200, description: 'Prometheus text exposition format', contentType: 'text/plain', schema: { type: 'string' } }], errors: [],
+};
+export const STATUS_PAGE_ROUTE = {
+  method: 'get', path: '/', operationId: 'getStatusPage', tag: 'meta', summary: 'A status page for people',
+  ok: [{ status: 200, description: 'an HTML page', contentType: 'text/html', schema: { type: 'string' } }], errors: [],
+};
 
 export const DOCUMENTED_ROUTES = [
-  ...Object.values(READ_ROUTES), ...ACTION_ROUTE_SPECS, ...Object.values(HOOK_ROUTES), ...Object.values(SANDBOX_ROUTES), OPENAPI_ROUTE, ...OTHER_ROUTES,
+  ...Object.values(READ_ROUTES), ...ACTION_ROUTE_SPECS, ...Object.values(HOOK_ROUTES), ...Object.values(SANDBOX_ROUTES), OPENAPI_ROUTE, METRICS_ROUTE, STATUS_PAGE_ROUTE,
 ];
 
 // Any request can be malformed, too large, of the wrong content type, or meet a bug.
 const COMMON_ERRORS = ['BAD_REQUEST', 'PAYLOAD_TOO_LARGE', 'UNSUPPORTED_MEDIA_TYPE', 'INTERNAL'];
 const SANDBOX_ONLY = 'Present only on the sandbox backend (no RETHINKDB_HOST configured); 404 NOT_FOUND otherwise.';
+
+// The body of every error answer (src/app.js's error handler).
+const ERROR_BODY = {
+  type: 'object',
+  required: ['error', 'message'],
+  additionalProperties: false,
+  properties: {
+    error: { type: 'string', enum: Object.keys(ERROR_CODES) },
+    message: { type: 'string', description: 'what was wrong and what is accepted' },
+    details: { type: 'object', description: 'for a malformed request: problems (one per field) and accepted (the schema in one line)' },
+  },
+};
 
 const TAGS = [
   { name: 'probes', description: 'Liveness and readiness for the kubelet' },
@@ -81,7 +92,7 @@ export function buildOpenApiDocument({ routes = DOCUMENTED_ROUTES, version = pac
     components: {
       securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', description: 'a token for the hooks and actions' } },
       schemas: {
-        Error: errorSchema(Object.keys(ERROR_CODES)),
+        Error: ERROR_BODY,
         OperationStarted: {
           type: 'object', required: ['operation'],
           properties: {
@@ -158,19 +169,6 @@ function errorResponses(route) {
 
 function codesWithStatus(status) {
   return Object.entries(ERROR_CODES).filter(([, v]) => v.statusCode === status).map(([code]) => code);
-}
-
-function errorSchema(codes) {
-  return {
-    type: 'object',
-    required: ['error', 'message'],
-    additionalProperties: false,
-    properties: {
-      error: { type: 'string', enum: codes },
-      message: { type: 'string', description: 'what was wrong and what is accepted' },
-      details: { type: 'object', description: 'for a malformed request: problems (one per field) and accepted (the schema in one line)' },
-    },
-  };
 }
 
 function packageVersion() {
