@@ -5,10 +5,10 @@ import { pinoHttp } from 'pino-http';
 import { AppError, toAppError } from './errors.js';
 import { createActionRoutes } from './routes/action-routes.js';
 import { createAuthMiddleware } from './routes/auth-middleware.js';
+import { createOpenApiRoutes } from './routes/openapi.js';
 import { createReadRoutes } from './routes/read-routes.js';
 import { createStatusPageRoutes } from './routes/status-page.js';
-
-const BODY_LIMIT = '16kb';
+import { bodyLimitBytes } from './routes/validation.js';
 
 export function createApp({
   store, actions, marks, operations, work, logger, authenticator, protectReads = false, monitor = null, audit = null, status = async () => ({}),
@@ -25,12 +25,13 @@ export function createApp({
   // Middleware that must see every request and its answer, refused ones included (the metrics' hook counter).
   for (const observer of observers) app.use(observer);
   app.use(requireJsonBodies);
-  app.use(express.json({ limit: BODY_LIMIT, strict: true }));
+  app.use(express.json({ limit: bodyLimitBytes, strict: true }));
   // Before every route: a refused caller never reaches an action.
   app.use(createAuthMiddleware({ authenticator, protectReads }));
   app.use(createReadRoutes({ store, marks, operations, work, monitor, audit, status }));
   app.use(createStatusPageRoutes());
   app.use(createActionRoutes({ actions, work }));
+  app.use(createOpenApiRoutes());
   for (const router of extraRoutes) app.use(router);
   app.use((req, res, next) => next(new AppError('NOT_FOUND', `no route for ${req.method} ${req.path}; see the README's API reference`)));
   app.use(createErrorHandler(logger.child({ module: 'errors' })));
@@ -61,7 +62,7 @@ export function createErrorHandler(log) {
 
 function fromExpressError(err) {
   if (err instanceof AppError) return err;
-  if (err?.type === 'entity.too.large') return new AppError('PAYLOAD_TOO_LARGE', `request body exceeds ${BODY_LIMIT}`);
+  if (err?.type === 'entity.too.large') return new AppError('PAYLOAD_TOO_LARGE', `request body exceeds ${bodyLimitBytes} bytes (${bodyLimitBytes / 1024} KiB)`);
   if (err?.type === 'entity.parse.failed') return new AppError('BAD_REQUEST', `request body is not valid JSON: ${err.message}`);
   if (err?.type === 'charset.unsupported' || err?.type === 'encoding.unsupported') return new AppError('UNSUPPORTED_MEDIA_TYPE', err.message);
   if (err?.status >= 400 && err?.status < 500) return new AppError('BAD_REQUEST', err.message);

@@ -3,34 +3,68 @@
 
 import { Router } from 'express';
 import { actorName } from '../auth/access-policy.js';
-import { compileValidator, dryRunQuery, fields, objectSchema } from './validation.js';
+import { dryRunQuery, fields, mountRoute, objectSchema } from './validation.js';
 
 const common = { deadlineSeconds: fields.deadlineSeconds, reason: fields.reason };
 
-// The route table is also what the README's API reference and later the OpenAPI document describe.
+// The route table is also what the README's API reference and the OpenAPI document describe.
 export const ACTION_ROUTES = [
-  { path: 'move-primaries-from-server', action: 'movePrimariesFromServer', schema: objectSchema({ server: fields.server, ...common }, ['server']) },
-  { path: 'move-primaries-from-node', action: 'movePrimariesFromNode', schema: objectSchema({ node: fields.node, ...common }, ['node']) },
-  { path: 'rebalance-primaries', action: 'rebalancePrimaries', schema: objectSchema({ ...common }) },
-  { path: 'release-server', action: 'releaseServer', schema: objectSchema({ server: fields.server, rebalance: fields.flag, ...common }, ['server']) },
+  {
+    path: 'move-primaries-from-server', action: 'movePrimariesFromServer', schema: objectSchema({ server: fields.server, ...common }, ['server']),
+    summary: 'Demote every primary on a server and mark it draining',
+  },
+  {
+    path: 'move-primaries-from-node', action: 'movePrimariesFromNode', schema: objectSchema({ node: fields.node, ...common }, ['node']),
+    summary: 'Demote every primary of the RethinkDB pods on a Kubernetes node, in one plan',
+  },
+  {
+    path: 'rebalance-primaries', action: 'rebalancePrimaries', schema: objectSchema({ ...common }),
+    summary: 'Even out primaries over healthy, non-draining servers',
+  },
+  {
+    path: 'release-server', action: 'releaseServer', schema: objectSchema({ server: fields.server, rebalance: fields.flag, ...common }, ['server']),
+    summary: "Clear a server's draining mark and (unless rebalance is false) rebalance",
+  },
   {
     path: 'add-server', action: 'addServer', movesData: true,
     schema: objectSchema({ server: fields.server, tables: { type: 'array', items: fields.table, minItems: 1, maxItems: 1000, uniqueItems: true }, grow: fields.flag, ...common }, ['server']),
+    summary: 'Give a server a fair share of replicas, then of primaries',
   },
-  { path: 'create-replica', action: 'createReplica', movesData: true, schema: objectSchema({ table: fields.table, shard: fields.shard, server: fields.server, ...common }, ['table', 'shard', 'server']) },
-  { path: 'migrate-replicas-off', action: 'migrateReplicasOff', movesData: true, schema: objectSchema({ server: fields.server, ...common }, ['server']) },
+  {
+    path: 'create-replica', action: 'createReplica', movesData: true,
+    schema: objectSchema({ table: fields.table, shard: fields.shard, server: fields.server, ...common }, ['table', 'shard', 'server']),
+    summary: 'Add one replica of one shard on a given server',
+  },
+  {
+    path: 'migrate-replicas-off', action: 'migrateReplicasOff', movesData: true, schema: objectSchema({ server: fields.server, ...common }, ['server']),
+    summary: 'Move every replica off a server, one shard at a time',
+  },
 ];
+
+// What the OpenAPI document and the router both read: method, path and the three input schemas.
+export const ACTION_ROUTE_SPECS = ACTION_ROUTES.map((route) => ({
+  method: 'post',
+  path: `/v1/actions/${route.path}`,
+  operationId: route.action,
+  tag: 'actions',
+  summary: route.summary,
+  description: route.movesData
+    ? 'Answers 202 with an operation to follow (also in Location); with ?dryRun=true, 200 with the plan and nothing changes.'
+    : 'Answers 200 with the report once the new primaries act, or at the deadline; with ?dryRun=true, the plan and nothing changes.',
+  query: dryRunQuery,
+  body: route.schema,
+  ok: route.movesData
+    ? [{ status: 202, description: 'the operation started; follow operation.href', schema: 'OperationStarted', location: true }, { status: 200, description: 'dry run: the plan' }]
+    : [{ status: 200, description: 'the report: changes, skipped, notDone, outcome (planned for a dry run)' }],
+  errors: ['SERVER_NOT_FOUND', 'TABLE_NOT_FOUND', 'SHARD_NOT_FOUND', 'NODE_NOT_FOUND', 'RECONFIGURATION_REJECTED', 'SHUTTING_DOWN', 'DATA_STORE_UNAVAILABLE', 'KUBERNETES_UNAVAILABLE', 'DEADLINE_EXCEEDED'],
+  run: route.action,
+}));
 
 export function createActionRoutes({ actions, work }) {
   const router = Router();
-  const validateQuery = compileValidator(dryRunQuery, 'query');
-  for (const route of ACTION_ROUTES) {
-    const validateBody = compileValidator(route.schema, 'body');
-    router.post(`/v1/actions/${route.path}`, async (req, res) => {
-      const query = validateQuery({ ...req.query });
-      const body = validateBody(req.body ?? {});
-      const dryRun = query.dryRun === 'true';
-      const result = await work.track(() => actions[route.action]({ ...body, dryRun, actor: actorName(req.identity) }));
+  for (const spec of ACTION_ROUTE_SPECS) {
+    mountRoute(router, spec, async ({ query, body, identity }, res) => {
+      const result = await work.track(() => actions[spec.run]({ ...body, dryRun: query.dryRun === true, actor: actorName(identity) }));
       if (result.operation) {
         const href = `/v1/operations/${result.operation.id}`;
         res.status(202).location(href).json({ ...result, operation: { id: result.operation.id, status: result.operation.status, href } });

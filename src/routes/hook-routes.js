@@ -7,31 +7,65 @@ import { Router } from 'express';
 import { actorName } from '../auth/access-policy.js';
 import { AppError } from '../errors.js';
 import { withinMs } from '../lib/clock.js';
-import { compileValidator, fields, objectSchema } from './validation.js';
-
-const podName = { type: 'string', minLength: 1, maxLength: 253, pattern: '^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$' };
+import { fields, mountRoute, objectSchema } from './validation.js';
 
 export const HOOK_SCHEMAS = {
-  prestopQuery: objectSchema({ pod: podName, dryRun: { enum: ['true', 'false'] } }, ['pod']),
-  poststartQuery: objectSchema({ pod: podName }, ['pod']),
+  prestopQuery: objectSchema({ pod: fields.pod, dryRun: fields.flag }, ['pod']),
+  poststartQuery: objectSchema({ pod: fields.pod }, ['pod']),
   perfwarningBody: {
-    ...objectSchema({ pod: podName, node: fields.node, durationSeconds: { type: 'integer', minimum: 1, maximum: 604800 }, reason: fields.reason }),
+    ...objectSchema({ pod: fields.pod, node: fields.node, durationSeconds: { type: 'integer', minimum: 1, maximum: 604800 }, reason: fields.reason }),
     oneOf: [{ required: ['pod'] }, { required: ['node'] }],
   },
-  perfwarningEndQuery: objectSchema({ pod: podName }, ['pod']),
+  perfwarningEndQuery: objectSchema({ pod: fields.pod }, ['pod']),
+};
+
+const storeErrors = ['SHUTTING_DOWN', 'DATA_STORE_UNAVAILABLE', 'KUBERNETES_UNAVAILABLE', 'RECONFIGURATION_REJECTED'];
+
+// Method, path and input schemas of each hook route: what the router enforces and /openapi.json describes.
+export const HOOK_ROUTES = {
+  prestop: {
+    method: 'post', path: '/v1/hooks/prestop', operationId: 'prestop', tag: 'hooks',
+    summary: "PRESTOP: move the pod's primaries away before it stops",
+    description: 'Answers once the new primaries act, or at PRESTOP_DEADLINE_SECONDS (504). The input is the query; the route takes no body.',
+    query: HOOK_SCHEMAS.prestopQuery,
+    ok: [{ status: 200, description: 'primariesOff true/false and the report' }],
+    errors: ['POD_NOT_FOUND', 'DEADLINE_EXCEEDED', ...storeErrors],
+  },
+  poststart: {
+    method: 'post', path: '/v1/hooks/poststart', operationId: 'poststart', tag: 'hooks',
+    summary: 'POSTSTART: a pod (re)started; answered at once, the work runs as an operation',
+    description: 'The input is the query; the route takes no body.',
+    query: HOOK_SCHEMAS.poststartQuery,
+    ok: [{ status: 202, description: 'the operation started; follow operation.href', schema: 'OperationStarted', location: true }],
+    errors: ['POD_NOT_FOUND', ...storeErrors],
+  },
+  perfwarning: {
+    method: 'post', path: '/v1/hooks/perfwarning', operationId: 'raisePerfWarning', tag: 'hooks',
+    summary: 'PERFWARNING: a pod (or every RethinkDB pod on a node) is about to suffer interference',
+    description: 'Exactly one of pod and node. A long warning (durationSeconds >= PERFWARNING_LONG_SECONDS) also migrates replicas off.',
+    body: HOOK_SCHEMAS.perfwarningBody,
+    ok: [{ status: 200, description: 'the decision and its report' }],
+    errors: ['POD_NOT_FOUND', 'NODE_NOT_FOUND', 'DEADLINE_EXCEEDED', ...storeErrors],
+  },
+  endPerfWarning: {
+    method: 'delete', path: '/v1/hooks/perfwarning', operationId: 'endPerfWarning', tag: 'hooks',
+    summary: "End a pod's perf warning now",
+    description: '404 if the pod has no active warning. The input is the query; the route takes no body.',
+    query: HOOK_SCHEMAS.perfwarningEndQuery,
+    ok: [{ status: 200, description: 'the warning ended; what is restored' }],
+    errors: ['NOT_FOUND', 'POD_NOT_FOUND', ...storeErrors],
+  },
 };
 
 export function createHookRoutes({ hooks, work, prestopDeadlineSeconds }) {
   const router = Router();
-  const validate = Object.fromEntries(Object.entries(HOOK_SCHEMAS).map(([name, schema]) => [name, compileValidator(schema, name.endsWith('Body') ? 'body' : 'query')]));
 
-  router.post('/v1/hooks/prestop', async (req, res) => {
-    const query = validate.prestopQuery({ ...req.query });
+  mountRoute(router, HOOK_ROUTES.prestop, async ({ query, identity }, res) => {
     const deadlineMs = prestopDeadlineSeconds * 1000;
     // The action has its own deadline for waiting; this outer limit also covers a data store that hangs.
     const result = await withinMs(
       work.track(() => hooks.prestop({
-        pod: query.pod, dryRun: query.dryRun === 'true', deadlineSeconds: Math.max(1, prestopDeadlineSeconds - 1), actor: `hook:prestop:${query.pod} (${actorName(req.identity)})`,
+        pod: query.pod, dryRun: query.dryRun === true, deadlineSeconds: Math.max(1, prestopDeadlineSeconds - 1), actor: `hook:prestop:${query.pod} (${actorName(identity)})`,
       })),
       deadlineMs,
       () => new AppError('DEADLINE_EXCEEDED', `preStop for ${query.pod} did not finish within ${prestopDeadlineSeconds} s; the pod may stop with primaries still on it`),
@@ -39,22 +73,19 @@ export function createHookRoutes({ hooks, work, prestopDeadlineSeconds }) {
     res.status(200).json(result);
   });
 
-  router.post('/v1/hooks/poststart', async (req, res) => {
-    const query = validate.poststartQuery({ ...req.query });
-    const result = await work.track(() => hooks.poststart({ pod: query.pod, actor: `hook:poststart:${query.pod} (${actorName(req.identity)})` }));
+  mountRoute(router, HOOK_ROUTES.poststart, async ({ query, identity }, res) => {
+    const result = await work.track(() => hooks.poststart({ pod: query.pod, actor: `hook:poststart:${query.pod} (${actorName(identity)})` }));
     const href = `/v1/operations/${result.operation.id}`;
     res.status(202).location(href).json({ ...result, operation: { id: result.operation.id, status: result.operation.status, href } });
   });
 
-  router.post('/v1/hooks/perfwarning', async (req, res) => {
-    const body = validate.perfwarningBody(req.body ?? {});
-    const result = await work.track(() => hooks.perfwarning({ ...body, source: 'operator', actor: actorName(req.identity) }));
+  mountRoute(router, HOOK_ROUTES.perfwarning, async ({ body, identity }, res) => {
+    const result = await work.track(() => hooks.perfwarning({ ...body, source: 'operator', actor: actorName(identity) }));
     res.status(200).json(result);
   });
 
-  router.delete('/v1/hooks/perfwarning', async (req, res) => {
-    const query = validate.perfwarningEndQuery({ ...req.query });
-    const result = await work.track(() => hooks.endPerfWarning({ pod: query.pod, reason: 'perf warning withdrawn (DELETE)', actor: actorName(req.identity) }));
+  mountRoute(router, HOOK_ROUTES.endPerfWarning, async ({ query, identity }, res) => {
+    const result = await work.track(() => hooks.endPerfWarning({ pod: query.pod, reason: 'perf warning withdrawn (DELETE)', actor: actorName(identity) }));
     if (!result.ended) throw new AppError('NOT_FOUND', result.reason);
     res.status(200).json(result);
   });

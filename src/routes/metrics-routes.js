@@ -6,6 +6,8 @@ import { Router } from 'express';
 import { AppError } from '../errors.js';
 import { withinMs } from '../lib/clock.js';
 import { hookOutcome } from '../metrics/metrics.js';
+import { METRICS_ROUTE } from './openapi.js';
+import { mountRoute } from './validation.js';
 
 const HOOKS = {
   'POST /v1/hooks/prestop': 'prestop',
@@ -39,7 +41,7 @@ export function createMetricsRoutes({ metrics, store, marks, logger, clusterRead
   const router = Router();
   const log = logger.child({ module: 'metrics' });
 
-  router.get('/metrics', async (req, res) => {
+  mountRoute(router, METRICS_ROUTE, async (input, res) => {
     await refreshClusterState();
     res.set('content-type', metrics.contentType).send(await metrics.render());
   });

@@ -1,46 +1,90 @@
 // Read-only endpoints: liveness, readiness, the cluster at a glance, and operations.
+// None takes a body or a query parameter it does not list; a probe or a read with stray input gets a 400.
 
 import { Router } from 'express';
 import { AppError } from '../errors.js';
 import { withinMs } from '../lib/clock.js';
 import { describeCluster } from '../cluster/cluster-view.js';
+import { mountRoute, objectSchema } from './validation.js';
+
+// Operation ids are UUIDs; the schema only bounds them, so that an unknown id is a 404 that names it.
+const operationId = { type: 'string', minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$' };
+
+// Method, path and input schemas of each read route: what the router enforces and /openapi.json describes.
+export const READ_ROUTES = {
+  livez: {
+    method: 'get', path: '/livez', operationId: 'livez', tag: 'probes',
+    summary: 'Liveness: 200 while the process runs', ok: [{ status: 200, description: 'alive', schema: 'Liveness' }], errors: [],
+  },
+  readyz: {
+    method: 'get', path: '/readyz', operationId: 'readyz', tag: 'probes',
+    summary: 'Readiness: 200 while the data store answers; 503 otherwise or while shutting down',
+    ok: [{ status: 200, description: 'ready', schema: 'Readiness' }], errors: ['SHUTTING_DOWN', 'DATA_STORE_UNAVAILABLE'],
+  },
+  cluster: {
+    method: 'get', path: '/v1/cluster', operationId: 'getCluster', tag: 'reads',
+    summary: 'Servers, shard maps with acting primaries, draining marks, perf warnings, migrations, the monitor',
+    ok: [{ status: 200, description: 'the cluster at a glance' }], errors: ['DATA_STORE_UNAVAILABLE', 'KUBERNETES_UNAVAILABLE'],
+  },
+  monitor: {
+    method: 'get', path: '/v1/monitor', operationId: 'getMonitor', tag: 'reads',
+    summary: "The monitor's view: per-pod utilization, hot signals, decisions, scale-out state",
+    ok: [{ status: 200, description: "the monitor's view" }], errors: ['NOT_FOUND'],
+  },
+  events: {
+    method: 'get', path: '/v1/events', operationId: 'listEvents', tag: 'reads',
+    summary: 'Audit records, newest first: who, what, why, plan, outcome, duration',
+    query: objectSchema({ limit: { type: 'integer', minimum: 1, maximum: 500, description: 'at most this many records (default 100)' } }),
+    ok: [{ status: 200, description: 'the newest audit records' }], errors: [],
+  },
+  operations: {
+    method: 'get', path: '/v1/operations', operationId: 'listOperations', tag: 'reads',
+    summary: 'Recent operations (kept in memory)', ok: [{ status: 200, description: 'operation summaries' }], errors: [],
+  },
+  operation: {
+    method: 'get', path: '/v1/operations/:id', operationId: 'getOperation', tag: 'reads',
+    summary: 'One operation: status and per-shard steps',
+    params: objectSchema({ id: operationId }, ['id']),
+    ok: [{ status: 200, description: 'the operation' }], errors: ['OPERATION_NOT_FOUND', 'NOT_FOUND'],
+  },
+};
 
 export function createReadRoutes({ store, marks, operations, work, monitor, audit, status, readyTimeoutMs = 2000 }) {
   const router = Router();
 
-  router.get('/livez', (req, res) => {
+  mountRoute(router, READ_ROUTES.livez, (input, res) => {
     res.json({ status: 'ok' });
   });
 
-  router.get('/readyz', async (req, res) => {
+  mountRoute(router, READ_ROUTES.readyz, async (input, res) => {
     if (work.shuttingDown()) throw new AppError('SHUTTING_DOWN', 'the manager is shutting down');
     await withinMs(store.ping(), readyTimeoutMs, () => new AppError('DATA_STORE_UNAVAILABLE', `RethinkDB did not answer within ${readyTimeoutMs} ms`));
     res.json({ status: 'ready', backend: store.kind });
   });
 
-  router.get('/v1/cluster', async (req, res) => {
+  mountRoute(router, READ_ROUTES.cluster, async (input, res) => {
     const cluster = await store.readCluster();
     const view = describeCluster(cluster, { backend: store.kind, draining: await marks.list(), operations: operations.list() });
     const extra = await status();
     res.json({ ...view, ...extra, monitor: monitor ? monitorSummary(monitor.view()) : null });
   });
 
-  router.get('/v1/monitor', (req, res) => {
+  mountRoute(router, READ_ROUTES.monitor, (input, res) => {
     if (!monitor) throw new AppError('NOT_FOUND', 'this manager has no monitor');
     res.json(monitor.view());
   });
 
-  router.get('/v1/events', (req, res) => {
-    res.json({ events: audit ? audit.list() : [] });
+  mountRoute(router, READ_ROUTES.events, ({ query }, res) => {
+    res.json({ events: audit ? audit.list({ limit: query.limit }) : [] });
   });
 
-  router.get('/v1/operations', (req, res) => {
+  mountRoute(router, READ_ROUTES.operations, (input, res) => {
     res.json({ operations: operations.list().map(summary) });
   });
 
-  router.get('/v1/operations/:id', (req, res) => {
-    const op = operations.get(req.params.id);
-    if (!op) throw new AppError('OPERATION_NOT_FOUND', `operation "${req.params.id}" does not exist (operations are kept in memory; a restart forgets them)`);
+  mountRoute(router, READ_ROUTES.operation, ({ params }, res) => {
+    const op = operations.get(params.id);
+    if (!op) throw new AppError('OPERATION_NOT_FOUND', `operation "${params.id}" does not exist (operations are kept in memory; a restart forgets them)`);
     res.json(op);
   });
 

@@ -4,19 +4,55 @@
 
 import { Router } from 'express';
 import { AppError } from '../errors.js';
-import { compileValidator, objectSchema } from './validation.js';
+import { fields, mountRoute, objectSchema } from './validation.js';
 
 const cores = { type: 'number', minimum: 0, maximum: 64 };
-const schemas = {
-  crash: objectSchema({ mode: { enum: ['kill', 'term', 'cut'] } }),
-  cpu: objectSchema({ cores }, ['cores']),
-  scale: objectSchema({ replicas: { type: 'integer', minimum: 1, maximum: 64 } }, ['replicas']),
-  empty: objectSchema({}),
+const serverParams = objectSchema({ name: fields.server }, ['name']);
+const podParams = objectSchema({ pod: fields.pod }, ['pod']);
+const sandbox = (route) => ({ tag: 'sandbox', sandboxOnly: true, ok: [{ status: 200, description: 'what changed, and the pods and servers after it' }], ...route });
+
+// Method, path and input schemas of each sandbox route: what the router enforces and /openapi.json describes.
+export const SANDBOX_ROUTES = {
+  crashServer: sandbox({
+    method: 'post', path: '/v1/sandbox/servers/:name/crash', operationId: 'sandboxCrashServer', summary: 'Crash a server (kill, term or cut off the network; default cut)',
+    params: serverParams, body: objectSchema({ mode: { type: 'string', enum: ['kill', 'term', 'cut'] } }), errors: ['SERVER_NOT_FOUND'],
+  }),
+  restoreServer: sandbox({
+    method: 'post', path: '/v1/sandbox/servers/:name/restore', operationId: 'sandboxRestoreServer', summary: 'Bring a crashed server back',
+    params: serverParams, errors: ['SERVER_NOT_FOUND'],
+  }),
+  crashNode: sandbox({
+    method: 'post', path: '/v1/sandbox/nodes/:node/crash', operationId: 'sandboxCrashNode', summary: 'Crash a node: its pods and servers vanish unannounced',
+    params: objectSchema({ node: fields.node }, ['node']), errors: ['NODE_NOT_FOUND'],
+  }),
+  startPod: sandbox({
+    method: 'post', path: '/v1/sandbox/pods', operationId: 'sandboxStartPod', summary: 'Start a replacement pod on a fresh node; it calls POSTSTART',
+    body: objectSchema({}), ok: [{ status: 201, description: 'the pod started' }], errors: [],
+  }),
+  podCpu: sandbox({
+    method: 'post', path: '/v1/sandbox/pods/:pod/cpu', operationId: 'sandboxSetPodCpu', summary: "Set a pod's CPU demand in cores",
+    params: podParams, body: objectSchema({ cores }, ['cores']), errors: ['POD_NOT_FOUND'],
+  }),
+  startInterference: sandbox({
+    method: 'post', path: '/v1/sandbox/pods/:pod/interference', operationId: 'sandboxStartInterference', summary: "Load the pod's node with a co-located process",
+    params: podParams, body: objectSchema({ cores }, ['cores']), errors: ['POD_NOT_FOUND', 'NOT_FOUND'],
+  }),
+  endInterference: sandbox({
+    method: 'delete', path: '/v1/sandbox/pods/:pod/interference', operationId: 'sandboxEndInterference', summary: "Remove the load on the pod's node",
+    params: podParams, errors: ['POD_NOT_FOUND', 'NOT_FOUND'],
+  }),
+  scale: sandbox({
+    method: 'post', path: '/v1/sandbox/scale', operationId: 'sandboxScale', summary: 'Scale the StatefulSet (PRESTOP runs before a pod stops)',
+    body: objectSchema({ replicas: { type: 'integer', minimum: 1, maximum: 64 } }, ['replicas']), errors: ['DEADLINE_EXCEEDED'],
+  }),
+  events: sandbox({
+    method: 'get', path: '/v1/sandbox/events', operationId: 'sandboxEvents', summary: 'The Kubernetes Events the manager created',
+    ok: [{ status: 200, description: 'the events' }], errors: [],
+  }),
 };
 
 export function createSandboxRoutes({ model, kube, store }) {
   const router = Router();
-  const validate = Object.fromEntries(Object.entries(schemas).map(([k, v]) => [k, compileValidator(v, 'body')]));
   const server = (name) => {
     if (!model.serverNames().includes(name)) throw new AppError('SERVER_NOT_FOUND', `sandbox server "${name}" does not exist (known: ${model.serverNames().join(', ')})`);
     return name;
@@ -30,46 +66,43 @@ export function createSandboxRoutes({ model, kube, store }) {
   };
   const snapshot = async () => ({ pods: await kube.listRethinkDbPods(), cluster: await store.readCluster().then((c) => c.servers.map((s) => ({ name: s.name, connected: s.connected }))) });
 
-  router.post('/v1/sandbox/servers/:name/crash', async (req, res) => {
-    const { mode = 'cut' } = validate.crash(req.body ?? {});
-    guard(() => model.crashServer(server(req.params.name), { mode }));
-    res.json({ crashed: req.params.name, mode, ...(await snapshot()) });
+  mountRoute(router, SANDBOX_ROUTES.crashServer, async ({ params, body }, res) => {
+    const { mode = 'cut' } = body;
+    guard(() => model.crashServer(server(params.name), { mode }));
+    res.json({ crashed: params.name, mode, ...(await snapshot()) });
   });
-  router.post('/v1/sandbox/servers/:name/restore', async (req, res) => {
-    guard(() => model.restoreServer(server(req.params.name)));
-    res.json({ restored: req.params.name, ...(await snapshot()) });
+  mountRoute(router, SANDBOX_ROUTES.restoreServer, async ({ params }, res) => {
+    guard(() => model.restoreServer(server(params.name)));
+    res.json({ restored: params.name, ...(await snapshot()) });
   });
-  router.post('/v1/sandbox/nodes/:node/crash', async (req, res) => {
-    guard(() => kube.crashNode(req.params.node));
-    res.json({ crashed: req.params.node, ...(await snapshot()) });
+  mountRoute(router, SANDBOX_ROUTES.crashNode, async ({ params }, res) => {
+    if (!(await kube.nodeExists(params.node))) throw new AppError('NODE_NOT_FOUND', `sandbox node "${params.node}" does not exist`);
+    guard(() => kube.crashNode(params.node));
+    res.json({ crashed: params.node, ...(await snapshot()) });
   });
-  router.post('/v1/sandbox/pods', async (req, res) => {
-    validate.empty(req.body ?? {});
+  mountRoute(router, SANDBOX_ROUTES.startPod, async (input, res) => {
     const pod = kube.startReplacementPod();
     res.status(201).json({ started: pod.name, node: pod.nodeName, note: 'the pod joins and calls POSTSTART; follow it on GET /v1/operations' });
   });
-  router.post('/v1/sandbox/pods/:pod/cpu', async (req, res) => {
-    const body = validate.cpu(req.body ?? {});
-    await podOf(req.params.pod);
-    kube.setPodCpu(req.params.pod, body.cores);
-    res.json({ pod: req.params.pod, cpuDemandCores: body.cores });
+  mountRoute(router, SANDBOX_ROUTES.podCpu, async ({ params, body }, res) => {
+    await podOf(params.pod);
+    kube.setPodCpu(params.pod, body.cores);
+    res.json({ pod: params.pod, cpuDemandCores: body.cores });
   });
-  router.post('/v1/sandbox/pods/:pod/interference', async (req, res) => {
-    const body = validate.cpu(req.body ?? {});
-    const pod = await podOf(req.params.pod);
+  mountRoute(router, SANDBOX_ROUTES.startInterference, async ({ params, body }, res) => {
+    const pod = await podOf(params.pod);
     kube.setInterference(pod.nodeName, body.cores);
     res.json({ pod: pod.name, node: pod.nodeName, interferenceCores: body.cores });
   });
-  router.delete('/v1/sandbox/pods/:pod/interference', async (req, res) => {
-    const pod = await podOf(req.params.pod);
+  mountRoute(router, SANDBOX_ROUTES.endInterference, async ({ params }, res) => {
+    const pod = await podOf(params.pod);
     kube.setInterference(pod.nodeName, 0);
     res.json({ pod: pod.name, node: pod.nodeName, interferenceCores: 0 });
   });
-  router.post('/v1/sandbox/scale', async (req, res) => {
-    const body = validate.scale(req.body ?? {});
+  mountRoute(router, SANDBOX_ROUTES.scale, async ({ body }, res) => {
     res.json(await kube.patchStatefulSetScale(body.replicas));
   });
-  router.get('/v1/sandbox/events', (req, res) => {
+  mountRoute(router, SANDBOX_ROUTES.events, (input, res) => {
     res.json({ events: kube.events() });
   });
   return router;

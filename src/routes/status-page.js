@@ -4,6 +4,8 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { Router } from 'express';
+import { STATUS_PAGE_ROUTE } from './openapi.js';
+import { mountRoute } from './validation.js';
 
 const pageUrl = new URL('../status/status-page.html', import.meta.url);
 const scriptUrl = new URL('../status/status-page-client.js', import.meta.url);
@@ -12,7 +14,7 @@ export function createStatusPageRoutes({ newNonce = () => randomBytes(16).toStri
   const parts = loadPage().split('{{nonce}}');
   const router = Router();
 
-  router.get('/', (req, res) => {
+  mountRoute(router, STATUS_PAGE_ROUTE, (input, res) => {
     const nonce = newNonce();
     res.set({
       'Content-Security-Policy': contentSecurityPolicy(nonce),

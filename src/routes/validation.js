@@ -1,7 +1,12 @@
 // Request validation with JSON schemas: errors name the field, say what was wrong and what is accepted.
+// Each route declares the schemas of its path parameters, query and body (or that it takes no body); the same
+// declarations are what the OpenAPI document at /openapi.json describes.
 
 import Ajv from 'ajv';
 import { AppError } from '../errors.js';
+
+// The largest request body accepted, in bytes (larger is a 413 before any route runs).
+export const bodyLimitBytes = 16 * 1024;
 
 const ajv = new Ajv({
   allErrors: true, strict: true, strictRequired: false, coerceTypes: false, verbose: true,
@@ -46,9 +51,61 @@ function describeType(prop) {
   return prop.type;
 }
 
+// Query and path values arrive as strings. A value that spells an integer, a number or a boolean exactly
+// becomes one when its schema asks for that type (as OpenAPI parameters are read); anything else is left as
+// it came, so that the schema rejects it with the value the client sent.
+const exactly = { integer: /^-?(0|[1-9][0-9]{0,15})$/, number: /^-?(0|[1-9][0-9]{0,15})(\.[0-9]{1,15})?$/ };
+
+function parseParameterValues(schema, values) {
+  const parsed = { ...values };
+  for (const [name, value] of Object.entries(parsed)) {
+    const type = Object.hasOwn(schema.properties ?? {}, name) ? schema.properties[name].type : undefined;
+    if (typeof value !== 'string') continue;
+    if (exactly[type]?.test(value)) parsed[name] = Number(value);
+    else if (type === 'boolean' && (value === 'true' || value === 'false')) parsed[name] = value === 'true';
+  }
+  return parsed;
+}
+
+// A route's input contract: schemas for its path parameters, query and body. body: null means the route
+// takes no body; an absent body or an empty object is then all it accepts.
+export function compileRequestValidator({ params = noParams, query = noQuery, body = null }) {
+  const validateParams = compileValidator(params, 'path');
+  const validateQuery = compileValidator(query, 'query');
+  const validateBody = body ? compileValidator(body, 'body') : null;
+  const bodyless = `this route takes no body${Object.keys(query.properties ?? {}).length ? `; its input is the query ${describeSchema(query)}` : ''}`;
+  return function validateRequest(req) {
+    const result = {
+      params: validateParams(parseParameterValues(params, req.params ?? {})),
+      query: validateQuery(parseParameterValues(query, req.query ?? {})),
+    };
+    if (validateBody) return { ...result, body: validateBody(req.body ?? {}) };
+    if (!isEmptyBody(req.body)) {
+      throw new AppError('BAD_REQUEST', `invalid body: ${bodyless}. Accepted body: none (or {})`, { details: { problems: [`body: ${bodyless}`], accepted: 'none' } });
+    }
+    return { ...result, body: {} };
+  };
+}
+
+function isEmptyBody(body) {
+  return body === undefined || (typeof body === 'object' && body !== null && !Array.isArray(body) && Object.keys(body).length === 0);
+}
+
+// Mounts a documented route on a router: the request is validated against the route's schemas before the
+// handler sees it, so what is documented is what is enforced. handler(input, res) gets { params, query, body }.
+export function mountRoute(router, route, handler) {
+  const validateRequest = compileRequestValidator(route);
+  // The handler gets the validated input and who is asking (set by the auth middleware).
+  router[route.method](route.path, (req, res) => handler({ ...validateRequest(req), identity: req.identity ?? null }, res));
+}
+
+// Kubernetes names of nodes and pods: RFC 1123 subdomains (dot-separated labels of a-z, 0-9 and inner '-').
+const dnsName = { type: 'string', minLength: 1, maxLength: 253, pattern: '^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$' };
+
 export const fields = {
-  server: { type: 'string', minLength: 1, maxLength: 128 },
-  node: { type: 'string', minLength: 1, maxLength: 253 },
+  server: { type: 'string', minLength: 1, maxLength: 128, pattern: '^[A-Za-z0-9_]+$' },
+  node: dnsName,
+  pod: dnsName,
   table: { type: 'string', minLength: 3, maxLength: 200, pattern: '^[A-Za-z0-9_]+\\.[A-Za-z0-9_]+$' },
   shard: { type: 'integer', minimum: 0, maximum: 1023 },
   deadlineSeconds: { type: 'integer', minimum: 1, maximum: 86400 },
@@ -60,4 +117,6 @@ export function objectSchema(properties, required = []) {
   return { type: 'object', properties, required, additionalProperties: false };
 }
 
-export const dryRunQuery = objectSchema({ dryRun: { enum: ['true', 'false'] } });
+export const noParams = objectSchema({});
+export const noQuery = objectSchema({});
+export const dryRunQuery = objectSchema({ dryRun: fields.flag });

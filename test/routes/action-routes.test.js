@@ -57,7 +57,7 @@ describe('POST /v1/actions/move-primaries-from-server', () => {
 
   test.each([
     ['an unknown server', { server: 'rethinkdb_9' }, 404, 'SERVER_NOT_FOUND', /server "rethinkdb_9" is not in the cluster \(known: rethinkdb_0, /],
-    ['no server', {}, 400, 'BAD_REQUEST', /body.server is required.*Accepted body: \{"server": string \(required\)/],
+    ['no server', {}, 400, 'BAD_REQUEST', /body.server is required.*Accepted body: \{"server": string matching \^\[A-Za-z0-9_\]\+\$ \(required\)/],
     ['a number for server', { server: 7 }, 400, 'BAD_REQUEST', /body.server must be string/],
     ['an unknown field', { server: 'rethinkdb_1', force: true }, 400, 'BAD_REQUEST', /body.force is not an accepted field/],
   ])('when the body has %s (%j), then %i %s and nothing changes', async (_, body, status, code, message) => {

@@ -36,7 +36,7 @@ describe('README', () => {
     expect(readme).toMatch(/curl [^\n]*localhost:8080\/\s/);
   });
 
-  test.each(['/v1/cluster', '/v1/operations', '/livez', '/readyz', '/metrics'])('when documenting reads, then there is a curl example for %s', (path) => {
+  test.each(['/v1/cluster', '/v1/operations', '/livez', '/readyz', '/metrics', '/openapi.json'])('when documenting reads, then there is a curl example for %s', (path) => {
     expect(readme).toMatch(new RegExp(`curl [^\\n]*${path}`));
   });
 
