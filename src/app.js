@@ -24,10 +24,13 @@ export function createApp({
   }));
   // Middleware that must see every request and its answer, refused ones included (the metrics' hook counter).
   for (const observer of observers) app.use(observer);
+  // Before every route: a refused caller never reaches an action. Who it is, before its body is read; what it
+  // may do, once the body says which pod or node it names.
+  const auth = createAuthMiddleware({ authenticator, protectReads });
+  app.use(auth.authenticateRequest);
   app.use(requireJsonBodies);
   app.use(express.json({ limit: bodyLimitBytes, strict: true }));
-  // Before every route: a refused caller never reaches an action.
-  app.use(createAuthMiddleware({ authenticator, protectReads }));
+  app.use(auth.authorizeRequest);
   app.use(createReadRoutes({ store, marks, operations, work, monitor, audit, status }));
   app.use(createStatusPageRoutes());
   app.use(createActionRoutes({ actions, work }));

@@ -101,6 +101,7 @@ function resolveAuth(config) {
     else if (kubernetes.mode !== 'off') auth.mode = 'tokenreview';
     else problems.push('AUTH_MODE must be set when the manager has no Kubernetes API: static (with AUTH_STATIC_TOKEN_FILE) or none');
   }
+  auth.namespace = kubernetes.namespace;
   auth.hookSubjects ??= [`system:serviceaccount:${kubernetes.namespace}:rethinkdb`];
   auth.operatorSubjects ??= [`system:serviceaccount:${kubernetes.namespace}:rethinkdb-manager-operator`];
   if (auth.mode === 'static' && !auth.staticTokenFile) problems.push('AUTH_MODE=static needs AUTH_STATIC_TOKEN_FILE (a file holding the bearer token)');

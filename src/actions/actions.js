@@ -99,7 +99,7 @@ export function createActions({
   async function drainServers({ action, target, servers, dryRun, deadlineSeconds, reason, actor, mark }) {
     const ids = servers.map((s) => s.id);
     if (!dryRun && mark) {
-      for (const s of servers) await marks.markDraining(s.id, { reason: reason ?? action, serverName: s.name, pod: podNameOf(s) });
+      for (const s of servers) await marks.markDraining(s.id, { reason: reason ?? action, serverName: s.name, pod: podNameOf(s), by: actor ?? null });
     }
     const planFn = (c, draining) => planMovePrimariesFromServers(c, ids, { draining });
     const pod = servers.length === 1 ? podNameOf(servers[0]) : null;

@@ -41,14 +41,15 @@ export function createHooks({ store, actions, marks, operations, kube, config, c
   }
 
   // Answers at once with an operation; the work (join, decide, act) runs in the background.
-  function poststart({ pod, actor = `hook:poststart:${pod}` }) {
+  // byPod: the pod itself called (not an operator); it may then release only a drain its own PRESTOP set.
+  function poststart({ pod, actor = `hook:poststart:${pod}`, byPod = false }) {
     const running = operations.list().find((op) => op.kind === 'poststart' && op.params.pod === pod && op.status === 'running');
     if (running) return { event: 'POSTSTART', pod, operation: running, repeated: true };
-    const op = operations.start('poststart', { pod }, (operation) => runPoststart(operation, { pod, actor }));
+    const op = operations.start('poststart', { pod }, (operation) => runPoststart(operation, { pod, actor, byPod }));
     return { event: 'POSTSTART', pod, operation: op, repeated: false };
   }
 
-  async function runPoststart(op, { pod, actor }) {
+  async function runPoststart(op, { pod, actor, byPod }) {
     const startedAt = clock.now();
     const step = (name) => { const s = { step: name, status: 'running', detail: null }; op.steps.push(s); return s; };
     const join = step('wait-for-join');
@@ -56,7 +57,9 @@ export function createHooks({ store, actions, marks, operations, kube, config, c
     join.status = 'done';
     join.detail = `${server.name} joined`;
     const cluster = await store.readCluster();
-    const draining = await marks.getDraining(server.id);
+    const mark = await marks.getDraining(server.id);
+    // An operator's drain (release-server undoes it) outlives the pod's restarts; a PRESTOP's does not.
+    const draining = mark && (!byPod || String(mark.by ?? '').startsWith('hook:prestop:')) ? mark : null;
     const decision = decidePoststart(cluster, { serverId: server.id, wasDraining: Boolean(draining) });
     op.steps.push({ step: 'decide', status: 'done', detail: decision.reason, kind: decision.kind });
     log.info({ pod, server: server.name, kind: decision.kind, reason: decision.reason }, 'postStart decision');

@@ -19,13 +19,15 @@ export function rolesOf({ username, groups = [] }, { hookSubjects, operatorSubje
 }
 
 // The identity a TokenReview status describes, or why it does not describe one we accept.
-export function identityFromReview(review, { audience }) {
+export function identityFromReview(review, { audience, namespace }) {
   if (!review.authenticated) return { error: `the token was not accepted: ${review.error ?? 'not authenticated'}` };
   if (!(review.audiences ?? []).includes(audience)) {
     return { error: `the token is not for audience ${audience} (it is for ${(review.audiences ?? []).join(', ') || 'no stated audience'})` };
   }
+  // A pod name says nothing of its namespace: it binds only a service account of the manager's namespace.
   const pods = review.extra?.[POD_NAME_EXTRA] ?? [];
-  return { username: review.username, groups: review.groups ?? [], pod: pods.length === 1 ? pods[0] : null };
+  const ours = String(review.username ?? '').startsWith(`system:serviceaccount:${namespace}:`);
+  return { username: review.username, groups: review.groups ?? [], pod: pods.length === 1 && ours ? pods[0] : null };
 }
 
 // The verdict for one request: { allow: true } or { allow: false, code, message }. target = { pod, node }.
@@ -54,6 +56,11 @@ function authorizeHook(identity, { pod, node }) {
 
 function deny(code, message) {
   return { allow: false, code, message };
+}
+
+// A pod acting for itself, as opposed to an operator (who may also hold a pod-bound token).
+export function actsAsPod(identity) {
+  return Boolean(identity?.pod) && !identity.roles?.operator;
 }
 
 // How an identity appears in the audit trail and the logs.

@@ -1,15 +1,18 @@
-// Authenticates and authorizes every request before any route runs, so a refused call changes nothing.
-// The rules are in auth/access-policy.js; this only reads the request and turns verdicts into 401/403.
+// Authentication and authorization before any route runs, so a refused call changes nothing. Authentication
+// comes before the body is even read (no token: 401, whatever the body); authorization needs the parsed body
+// (the pod or node a request names), so it runs after parsing. The rules are in auth/access-policy.js.
 
 import { AppError } from '../errors.js';
 import { authorize, classifyRequest } from '../auth/access-policy.js';
 
-const BEARER = /^Bearer ([A-Za-z0-9._~+/=-]{1,8192})$/;
+// RFC 7235: the scheme is case-insensitive. The token: RFC 6750's b64token, bounded.
+export const BEARER = /^bearer ([A-Za-z0-9._~+/=-]{1,8192})$/i;
 
 export function createAuthMiddleware({ authenticator, protectReads = false, realm = 'rethinkdb-manager' }) {
-  return async function authenticateRequest(req, res, next) {
-    const kind = classifyRequest(req.method, req.path);
-    if (authorize({ kind, identity: null, protectReads }).allow) {
+  const needsIdentity = (req) => !authorize({ kind: classifyRequest(req.method, req.path), identity: null, protectReads }).allow;
+
+  async function authenticateRequest(req, res, next) {
+    if (!needsIdentity(req)) {
       next();
       return;
     }
@@ -23,12 +26,21 @@ export function createAuthMiddleware({ authenticator, protectReads = false, real
       res.set('WWW-Authenticate', `Bearer realm="${realm}", error="invalid_token"`);
       throw new AppError('UNAUTHENTICATED', verdict.error);
     }
-    const target = targetOf(req);
-    const decision = authorize({ kind, identity: verdict.identity, target, protectReads });
-    if (!decision.allow) throw new AppError(decision.code, decision.message);
     req.identity = verdict.identity;
     next();
-  };
+  }
+
+  function authorizeRequest(req, res, next) {
+    if (!needsIdentity(req)) {
+      next();
+      return;
+    }
+    const decision = authorize({ kind: classifyRequest(req.method, req.path), identity: req.identity, target: targetOf(req), protectReads });
+    if (!decision.allow) throw new AppError(decision.code, decision.message);
+    next();
+  }
+
+  return { authenticateRequest, authorizeRequest };
 }
 
 // Every pod and node the request names, wherever it names them: a pod's token passes only if all name itself.

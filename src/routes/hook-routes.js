@@ -4,7 +4,7 @@
 // postStart must never hold up (or kill) the container, so it answers 202 at once and works in the background.
 
 import { Router } from 'express';
-import { actorName } from '../auth/access-policy.js';
+import { actorName, actsAsPod } from '../auth/access-policy.js';
 import { AppError } from '../errors.js';
 import { withinMs } from '../lib/clock.js';
 import { fields, mountRoute, objectSchema } from './validation.js';
@@ -74,18 +74,20 @@ export function createHookRoutes({ hooks, work, prestopDeadlineSeconds }) {
   });
 
   mountRoute(router, HOOK_ROUTES.poststart, async ({ query, identity }, res) => {
-    const result = await work.track(() => hooks.poststart({ pod: query.pod, actor: `hook:poststart:${query.pod} (${actorName(identity)})` }));
+    const result = await work.track(() => hooks.poststart({ pod: query.pod, actor: `hook:poststart:${query.pod} (${actorName(identity)})`, byPod: actsAsPod(identity) }));
     const href = `/v1/operations/${result.operation.id}`;
     res.status(202).location(href).json({ ...result, operation: { id: result.operation.id, status: result.operation.status, href } });
   });
 
   mountRoute(router, HOOK_ROUTES.perfwarning, async ({ body, identity }, res) => {
-    const result = await work.track(() => hooks.perfwarning({ ...body, source: 'operator', actor: actorName(identity) }));
+    const result = await work.track(() => hooks.perfwarning({ ...body, source: actsAsPod(identity) ? 'hook' : 'operator', actor: actorName(identity) }));
     res.status(200).json(result);
   });
 
   mountRoute(router, HOOK_ROUTES.endPerfWarning, async ({ query, identity }, res) => {
-    const result = await work.track(() => hooks.endPerfWarning({ pod: query.pod, reason: 'perf warning withdrawn (DELETE)', actor: actorName(identity) }));
+    const result = await work.track(() => hooks.endPerfWarning({
+      pod: query.pod, reason: 'perf warning withdrawn (DELETE)', actor: actorName(identity), onlySource: actsAsPod(identity) ? 'hook' : null,
+    }));
     if (!result.ended) throw new AppError('NOT_FOUND', result.reason);
     res.status(200).json(result);
   });

@@ -78,9 +78,10 @@ export function createStateStore({ kube = null, clock, logger }) {
   }
 
   return {
-    async markDraining(serverId, { reason, serverName, pod }) {
+    // by: who drained it (a pod's PRESTOP may be undone by that pod's POSTSTART; an operator's drain may not).
+    async markDraining(serverId, { reason, serverName, pod, by = null }) {
       const entry = entryFor(serverId, { serverName, pod });
-      if (!entry.draining) set('draining', serverId, { reason, since: new Date(clock.now()).toISOString() });
+      if (!entry.draining) set('draining', serverId, { reason, since: new Date(clock.now()).toISOString(), by });
       return entry.draining;
     },
     async release(serverId) {

@@ -76,7 +76,7 @@ describe('static bearer token', () => {
 
   test.each([
     ['Basic dXNlcjpwYXNz'],
-    [`bearer ${STATIC_TOKEN}`],
+    [`Token ${STATIC_TOKEN}`],
     [`Bearer ${STATIC_TOKEN} extra`],
     ['Bearer '],
   ])('when the Authorization header is %j, then 401 saying the form it must take', async (header) => {
@@ -85,6 +85,28 @@ describe('static bearer token', () => {
     expect(res.status).toBe(401);
     expect(res.body.message).toBe('the Authorization header must be "Bearer <token>"');
     await expectNothingChanged(h);
+  });
+
+  test('when the scheme is written in lower case (RFC 7235: case-insensitive), then the token is accepted', async () => {
+    const h = staticHarness();
+    const res = await send(h.app, ['POST', '/v1/hooks/prestop?pod=rethinkdb-1&dryRun=true', undefined], { authorization: `bearer ${STATIC_TOKEN}` });
+    expect(res.status).toBe(200);
+  });
+
+  test.each([
+    ['not JSON', 'text/plain', 'drain it'],
+    ['invalid JSON', 'application/json', '{"server":'],
+    ['too large', 'application/json', JSON.stringify({ reason: 'x'.repeat(20000) })],
+  ])('when a body is %s and there is no token, then the answer is still 401: who asks comes first', async (name, type, body) => {
+    const h = staticHarness();
+    const res = await request(h.app).post('/v1/actions/rebalance-primaries').set('content-type', type).send(body);
+    expect(res.status).toBe(401);
+    await expectNothingChanged(h);
+  });
+
+  test('when the static token has characters a bearer token cannot carry, then the manager refuses to start', () => {
+    expect(() => createSandboxHarness({ env: { AUTH_MODE: 'static', AUTH_STATIC_TOKEN_FILE: '/t' }, staticToken: `${'x'.repeat(40)}!` }))
+      .toThrow(/letters, digits and/);
   });
 
   test('when the token is right, then the action runs and the audit names the static token as the actor', async () => {
@@ -185,15 +207,54 @@ describe('Kubernetes service-account tokens (TokenReview)', () => {
     expect(m.audit.list()[0].actor).toBe('system:serviceaccount:rethinkdb:default (pod rethinkdb-2)');
   });
 
-  test.each([
-    ['garbage', 'not-a-token', /the token was not accepted: invalid bearer token/],
-  ])('when the token is %s, then 401 and nothing changes', async (name, token, message) => {
+  test('when the token is not even a JWT, then 401 at once, without asking the API server', async () => {
     const m = await tokenReviewManager();
-    const res = await request(m.app).post('/v1/hooks/prestop?pod=rethinkdb-2').set(bearer(token));
+    const res = await request(m.app).post('/v1/hooks/prestop?pod=rethinkdb-2').set(bearer('not-a-token'));
     expect(res.status).toBe(401);
-    expect(res.body.message).toMatch(message);
+    expect(res.body.message).toMatch(/not a service-account token/);
+    expect(reviews()).toEqual([]);
+  });
+
+  test('when the token is a JWT the API server does not accept, then 401 with its reason, and nothing changes', async () => {
+    const m = await tokenReviewManager();
+    const res = await request(m.app).post('/v1/hooks/prestop?pod=rethinkdb-2').set(bearer('eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl'));
+    expect(res.status).toBe(401);
+    expect(res.body.message).toMatch(/the token was not accepted: invalid bearer token/);
     expect(await primaryMap(m.store)).toEqual(INITIAL_PRIMARIES);
     expect(writesToApi()).toEqual([]);
+  });
+
+  test('when the same new token arrives several times at once, then it is reviewed once', async () => {
+    const m = await tokenReviewManager({ AUTH_PROTECT_READS: 'true' });
+    const answers = await Promise.all(Array.from({ length: 5 }, () => request(m.app).get('/v1/cluster').set(bearer())));
+    expect(answers.map((r) => r.status)).toEqual([200, 200, 200, 200, 200]);
+    expect(reviews()).toHaveLength(1);
+  });
+
+  test('when an operator drained the pod\'s server, then the pod\'s own POSTSTART does not undo it (release-server does)', async () => {
+    const m = await tokenReviewManager();
+    await m.actions.movePrimariesFromServer({ server: 'rethinkdb_2', actor: 'alice', reason: 'disk replacement' });
+    const res = await request(m.app).post('/v1/hooks/poststart?pod=rethinkdb-2').set(bearer());
+    expect(res.status).toBe(202);
+    for (let i = 0; i < 100 && m.operations.list().some((op) => op.status === 'running'); i += 1) await new Promise((resolve) => { setTimeout(resolve, 10); });
+    expect(m.operations.get(res.body.operation.id)).toMatchObject({ status: 'succeeded' });
+    expect((await m.marks.list()).map((d) => d.serverName)).toEqual(['rethinkdb_2']);
+    expect(await primaryMap(m.store)).not.toContain('rethinkdb_2');
+  });
+
+  test('when an operator raised a perf warning on the pod, then the pod cannot withdraw it; one it raised itself it can', async () => {
+    const m = await tokenReviewManager();
+    await m.hooks.perfwarning({ pod: 'rethinkdb-2', durationSeconds: 3600, source: 'operator', actor: 'alice' });
+    const refused = await request(m.app).delete('/v1/hooks/perfwarning?pod=rethinkdb-2').set(bearer());
+    expect(refused.status).toBe(404);
+    expect(refused.body.message).toMatch(/no active perf warning from hook/);
+    expect((await m.marks.perfWarnings()).map((w) => w.source)).toEqual(['operator']);
+    await m.hooks.endPerfWarning({ pod: 'rethinkdb-2', actor: 'alice' });
+    const raised = await request(m.app).post('/v1/hooks/perfwarning').set(bearer()).send({ pod: 'rethinkdb-2', durationSeconds: 60 });
+    expect(raised.status).toBe(200);
+    expect(raised.body.source).toBe('hook');
+    const withdrawn = await request(m.app).delete('/v1/hooks/perfwarning?pod=rethinkdb-2').set(bearer());
+    expect(withdrawn.status).toBe(200);
   });
 
   test('when the manager expects another audience, then the valid token is refused with 401 naming it', async () => {

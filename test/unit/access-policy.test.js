@@ -77,12 +77,19 @@ describe('rolesOf', () => {
 });
 
 describe('identityFromReview', () => {
-  const auth = { audience: 'rethinkdb-manager' };
+  const auth = { audience: 'rethinkdb-manager', namespace: 'rethinkdb' };
   test('when the review is authenticated for our audience, then the pod comes from user.extra', () => {
     const identity = identityFromReview({
-      authenticated: true, username: 'u', groups: ['g'], audiences: ['rethinkdb-manager'], extra: { 'authentication.kubernetes.io/pod-name': ['rethinkdb-2'] },
+      authenticated: true, username: 'system:serviceaccount:rethinkdb:rethinkdb', groups: ['g'], audiences: ['rethinkdb-manager'], extra: { 'authentication.kubernetes.io/pod-name': ['rethinkdb-2'] },
     }, auth);
-    expect(identity).toEqual({ username: 'u', groups: ['g'], pod: 'rethinkdb-2' });
+    expect(identity).toEqual({ username: 'system:serviceaccount:rethinkdb:rethinkdb', groups: ['g'], pod: 'rethinkdb-2' });
+  });
+
+  test('when the token is bound to a pod of the same name in another namespace, then it binds no pod of ours', () => {
+    const identity = identityFromReview({
+      authenticated: true, username: 'system:serviceaccount:other:rethinkdb', audiences: ['rethinkdb-manager'], extra: { 'authentication.kubernetes.io/pod-name': ['rethinkdb-2'] },
+    }, auth);
+    expect(identity.pod).toBeNull();
   });
 
   test.each([
