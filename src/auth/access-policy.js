@@ -3,9 +3,12 @@
 
 export const POD_NAME_EXTRA = 'authentication.kubernetes.io/pod-name';
 
-// Which kind of access a request needs: open (probes), read, hook (acts on one pod) or operator.
+// Which kind of access a request needs: open (probes, the status page's shell), read, hook (acts on one pod) or
+// operator.
 export function classifyRequest(method, path) {
   if (path === '/livez' || path === '/readyz') return 'open';
+  // The status page's shell holds no data (it reads the endpoints, which are checked), so it always loads.
+  if (path === '/' && (method === 'GET' || method === 'HEAD')) return 'open';
   if (path.startsWith('/v1/hooks/')) return 'hook';
   if (path.startsWith('/v1/actions/')) return 'operator';
   if (method === 'GET' || method === 'HEAD') return 'read';

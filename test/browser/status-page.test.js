@@ -127,6 +127,18 @@ describe('status page in headless chromium', () => {
     await banner.waitFor({ state: 'hidden', timeout: waitMs });
   });
 
+  test('when the manager protects its reads (AUTH_PROTECT_READS), then the page still loads and its banner says the reads are protected', async () => {
+    const sandbox = await startSandboxServer({
+      env: { AUTH_MODE: 'static', AUTH_STATIC_TOKEN_FILE: '/unused', AUTH_PROTECT_READS: 'true' }, staticToken: 'status-page-test-token-0123456789abcdef',
+    });
+    const context = await browser.newContext();
+    running.push(async () => { await context.close(); await sandbox.close(); });
+    const page = await context.newPage();
+    const response = await page.goto(`${sandbox.base}/?refreshMs=${refreshMs}`);
+    expect(response.status()).toBe(200);
+    await page.locator('[data-testid="banner"]').filter({ hasText: 'read endpoints are protected; GET /v1/cluster answered 401' }).waitFor({ timeout: waitMs });
+  });
+
   test('when the read endpoints answer 401, then the banner says they are protected', async () => {
     const { page } = await openPage();
     await page.route('**/v1/**', (route) => route.fulfill({

@@ -82,7 +82,7 @@ describe('GET /openapi.json', () => {
 
   // Written out here rather than derived from src/auth/access-policy.js, so that the two can be compared.
   function expectedSecurity(method, path) {
-    if (path === '/livez' || path === '/readyz') return null;
+    if (path === '/livez' || path === '/readyz' || path === '/') return null;
     if (/^\/v1\/(hooks|actions)\//.test(path) || (path.startsWith('/v1/sandbox/') && method !== 'get')) return [{ bearerAuth: [] }];
     return [{}, { bearerAuth: [] }];
   }

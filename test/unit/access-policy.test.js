@@ -18,7 +18,7 @@ describe('classifyRequest', () => {
     ['GET', '/v1/actions/rebalance-primaries', 'operator'],
     ['GET', '/v1/cluster', 'read'],
     ['GET', '/metrics', 'read'],
-    ['GET', '/', 'read'],
+    ['GET', '/', 'open'],
     ['HEAD', '/v1/events', 'read'],
     ['POST', '/v1/sandbox/scale', 'operator'],
     ['GET', '/v1/sandbox/events', 'read'],
