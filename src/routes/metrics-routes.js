@@ -6,7 +6,6 @@ import { Router } from 'express';
 import { AppError } from '../errors.js';
 import { withinMs } from '../lib/clock.js';
 import { hookOutcome } from '../metrics/metrics.js';
-import { METRICS_ROUTE } from './openapi.js';
 import { mountRoute } from './validation.js';
 
 const HOOKS = {
@@ -36,6 +35,12 @@ export function createHookCounter({ metrics }) {
     next();
   };
 }
+
+// What the router enforces and /openapi.json describes.
+export const METRICS_ROUTE = {
+  method: 'get', path: '/metrics', operationId: 'getMetrics', tag: 'meta', summary: 'Prometheus metrics',
+  ok: [{ status: 200, description: 'Prometheus text exposition format', contentType: 'text/plain', schema: { type: 'string' } }], errors: [],
+};
 
 export function createMetricsRoutes({ metrics, store, marks, logger, clusterReadTimeoutMs = 2000 }) {
   const router = Router();

@@ -7,25 +7,15 @@ import { classifyRequest } from '../auth/access-policy.js';
 import { ERROR_CODES } from '../errors.js';
 import { ACTION_ROUTE_SPECS } from './action-routes.js';
 import { HOOK_ROUTES } from './hook-routes.js';
+import { METRICS_ROUTE } from './metrics-routes.js';
 import { READ_ROUTES } from './read-routes.js';
 import { SANDBOX_ROUTES } from './sandbox-routes.js';
-import { bodyLimitBytes, mountRoute, objectSchema } from './validation.js';
+import { STATUS_PAGE_ROUTE } from './status-page.js';
+import { bodyLimitBytes, mountRoute } from './validation.js';
 
 export const OPENAPI_ROUTE = {
   method: 'get', path: '/openapi.json', operationId: 'getOpenApiDocument', tag: 'meta',
   summary: 'This document', ok: [{ status: 200, description: 'the OpenAPI 3.1 document' }], errors: [],
-};
-
-// Served by the metrics and status-page modules, not by a router here; listed so that the document is whole.
-// Those modules can mount their handlers with mountRoute(router, METRICS_ROUTE, ...) to get the same checks.
-export const METRICS_ROUTE = {
-  method: 'get', path: '/metrics', operationId: 'getMetrics', tag: 'meta', summary: 'Prometheus metrics',
-  ok: [{ status: 200, description: 'Prometheus text exposition format', contentType: 'text/plain', schema: { type: 'string' } }], errors: [],
-};
-export const STATUS_PAGE_ROUTE = {
-  method: 'get', path: '/', operationId: 'getStatusPage', tag: 'meta', summary: 'A status page for people',
-  query: objectSchema({ refreshMs: { type: 'integer', minimum: 250, maximum: 60000, description: 'how often the page refreshes itself (default 2000)' } }),
-  ok: [{ status: 200, description: 'an HTML page', contentType: 'text/html', schema: { type: 'string' } }], errors: [],
 };
 
 export const DOCUMENTED_ROUTES = [

@@ -4,11 +4,17 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { Router } from 'express';
-import { STATUS_PAGE_ROUTE } from './openapi.js';
-import { mountRoute } from './validation.js';
+import { mountRoute, objectSchema } from './validation.js';
 
 const pageUrl = new URL('../status/status-page.html', import.meta.url);
 const scriptUrl = new URL('../status/status-page-client.js', import.meta.url);
+
+// What the router enforces and /openapi.json describes.
+export const STATUS_PAGE_ROUTE = {
+  method: 'get', path: '/', operationId: 'getStatusPage', tag: 'meta', summary: 'A status page for people',
+  query: objectSchema({ refreshMs: { type: 'integer', minimum: 250, maximum: 60000, description: 'how often the page refreshes itself (default 2000)' } }),
+  ok: [{ status: 200, description: 'an HTML page', contentType: 'text/html', schema: { type: 'string' } }], errors: [],
+};
 
 export function createStatusPageRoutes({ newNonce = () => randomBytes(16).toString('base64') } = {}) {
   const parts = loadPage().split('{{nonce}}');
