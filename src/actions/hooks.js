@@ -118,7 +118,9 @@ export function createHooks({ store, actions, marks, operations, kube, config, c
     return (await kube.listRethinkDbPodsOnNode(node)).map((p) => p.name);
   }
 
-  async function perfwarning({ pod, node, durationSeconds = null, reason = null, source = 'operator', signal = null, actor = source }) {
+  // byPod: the pod itself raised it (source hook), so that it may withdraw it again, and only it.
+  async function perfwarning({ pod, node, durationSeconds = null, reason = null, source: given = 'operator', signal = null, actor = given, byPod = false }) {
+    const source = byPod ? 'hook' : given;
     const decision = decidePerfWarning({ durationSeconds, longSeconds: config.perfwarning.longSeconds });
     const names = await podsOf({ pod, node });
     const results = [];
@@ -150,7 +152,9 @@ export function createHooks({ store, actions, marks, operations, kube, config, c
   }
 
   // Ends a warning now (DELETE, expiry, or the monitor) and restores primaries once the pod is healthy.
-  async function endPerfWarning({ pod, reason = 'perf warning withdrawn', actor = 'operator', onlySource = null }) {
+  // byPod: the pod itself asks; it may end only a warning it raised.
+  async function endPerfWarning({ pod, reason = 'perf warning withdrawn', actor = 'operator', onlySource: given = null, byPod = false }) {
+    const onlySource = byPod ? 'hook' : given;
     // The pod may be gone (the monitor clears warnings of vanished pods); the warning is found by pod name then.
     const { server, cluster } = await serverForPod(pod).catch(async (err) => {
       if (err.code !== 'POD_NOT_FOUND') throw err;

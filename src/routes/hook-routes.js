@@ -80,14 +80,12 @@ export function createHookRoutes({ hooks, work, prestopDeadlineSeconds }) {
   });
 
   mountRoute(router, HOOK_ROUTES.perfwarning, async ({ body, identity }, res) => {
-    const result = await work.track(() => hooks.perfwarning({ ...body, source: actsAsPod(identity) ? 'hook' : 'operator', actor: actorName(identity) }));
+    const result = await work.track(() => hooks.perfwarning({ ...body, actor: actorName(identity), byPod: actsAsPod(identity) }));
     res.status(200).json(result);
   });
 
   mountRoute(router, HOOK_ROUTES.endPerfWarning, async ({ query, identity }, res) => {
-    const result = await work.track(() => hooks.endPerfWarning({
-      pod: query.pod, reason: 'perf warning withdrawn (DELETE)', actor: actorName(identity), onlySource: actsAsPod(identity) ? 'hook' : null,
-    }));
+    const result = await work.track(() => hooks.endPerfWarning({ pod: query.pod, reason: 'perf warning withdrawn (DELETE)', actor: actorName(identity), byPod: actsAsPod(identity) }));
     if (!result.ended) throw new AppError('NOT_FOUND', result.reason);
     res.status(200).json(result);
   });
