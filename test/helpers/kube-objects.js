@@ -167,3 +167,14 @@ export async function applyObjects(kubeConfig, objects, { fieldManager = 'kube-r
   }
   return applied;
 }
+
+// A token for a ServiceAccount through TokenRequest, as the kubelet gets a projected one: for these audiences
+// (none: the API server's own), optionally bound to a pod (then it names the pod in TokenReview's user.extra).
+export async function mintServiceAccountToken(kubeConfig, serviceAccount, { audiences = [], pod = null, namespace = NAMESPACE } = {}) {
+  const core = kubeConfig.makeApiClient(CoreV1Api);
+  const boundObjectRef = pod ? { kind: 'Pod', apiVersion: 'v1', name: pod.metadata.name, uid: pod.metadata.uid } : undefined;
+  const answer = await core.createNamespacedServiceAccountToken({
+    name: serviceAccount, namespace, body: { spec: { audiences, expirationSeconds: 600, boundObjectRef } },
+  });
+  return answer.status.token;
+}

@@ -14,7 +14,9 @@ import { createSandboxCluster, createSandboxSource } from '../../src/sandbox/san
 import { findResource, renderKustomization } from '../helpers/deploy-files.js';
 import { createLogSink, createVirtualClock, primaryMap } from '../helpers/harness.js';
 import { startKubeApiServer } from '../helpers/kube-apiserver.js';
-import { NAMESPACE, applyObjects, seedRethinkDbCluster } from '../helpers/kube-objects.js';
+import {
+  NAMESPACE, applyObjects, mintServiceAccountToken, seedRethinkDbCluster,
+} from '../helpers/kube-objects.js';
 
 const AUDIENCE = 'rethinkdb-manager';
 // Pods rethinkdb-0..3 hold the sandbox's servers rethinkdb_0..3.
@@ -27,13 +29,7 @@ let core;
 let pods;
 let m;
 
-async function mintToken(serviceAccount, { audiences = [AUDIENCE], pod = null } = {}) {
-  const boundObjectRef = pod ? { kind: 'Pod', apiVersion: 'v1', name: pod.metadata.name, uid: pod.metadata.uid } : undefined;
-  const answer = await core.createNamespacedServiceAccountToken({
-    name: serviceAccount, namespace: NAMESPACE, body: { spec: { audiences, expirationSeconds: 600, boundObjectRef } },
-  });
-  return answer.status.token;
-}
+const mintToken = (serviceAccount, { audiences = [AUDIENCE], pod = null } = {}) => mintServiceAccountToken(api.kubeConfig, serviceAccount, { audiences, pod });
 
 // The same token with new time claims, signed with the API server's own key: what a stolen token looks like
 // once it has expired. Re-signing with unchanged claims must still be accepted (the control in the test).

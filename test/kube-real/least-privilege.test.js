@@ -9,7 +9,7 @@ import { renderKustomization } from '../helpers/deploy-files.js';
 import { createVirtualClock } from '../helpers/harness.js';
 import { startKubeApiServer } from '../helpers/kube-apiserver.js';
 import {
-  NAMESPACE, applyObjects, installMetricsStandIn, putNodeMetrics, putPodMetrics, seedRethinkDbCluster,
+  NAMESPACE, applyObjects, installMetricsStandIn, mintServiceAccountToken, putNodeMetrics, putPodMetrics, seedRethinkDbCluster,
 } from '../helpers/kube-objects.js';
 
 const SA = 'rethinkdb-manager';
@@ -18,10 +18,7 @@ let api;
 let managerKubeConfig;
 let kube;
 
-async function mintToken(core, name, audiences = []) {
-  const request = await core.createNamespacedServiceAccountToken({ name, namespace: NAMESPACE, body: { spec: { audiences, expirationSeconds: 600 } } });
-  return request.status.token;
-}
+const mintToken = (core, name, audiences = []) => mintServiceAccountToken(api.kubeConfig, name, { audiences });
 
 // The manager's ServiceAccount and RBAC exactly as shipped in deploy/k8s (manager-serviceaccount.yaml and
 // manager-rbac.yaml, rendered through the kustomization), server-side applied.
