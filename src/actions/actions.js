@@ -72,10 +72,11 @@ export function createActions({
   }
 
   // mark: false demotes without a draining mark (a perf warning keeps its own mark on the server).
-  async function movePrimariesFromServer({ server, dryRun = false, deadlineSeconds, reason, actor, mark = true }) {
+  // via: what drained it, kept in the mark ('prestop': the pod is stopping; 'action': an operator asked).
+  async function movePrimariesFromServer({ server, dryRun = false, deadlineSeconds, reason, actor, mark = true, via = 'action' }) {
     const cluster = await store.readCluster();
     const s = resolveServer(cluster, server);
-    return drainServers({ action: 'move-primaries-from-server', target: { server: s.name }, servers: [s], dryRun, deadlineSeconds, reason, actor, mark });
+    return drainServers({ action: 'move-primaries-from-server', target: { server: s.name }, servers: [s], dryRun, deadlineSeconds, reason, actor, mark, via });
   }
 
   async function movePrimariesFromNode({ node, dryRun = false, deadlineSeconds, reason, actor }) {
@@ -96,10 +97,10 @@ export function createActions({
     return { ...report, unmappedPods: unmapped };
   }
 
-  async function drainServers({ action, target, servers, dryRun, deadlineSeconds, reason, actor, mark }) {
+  async function drainServers({ action, target, servers, dryRun, deadlineSeconds, reason, actor, mark, via = 'action' }) {
     const ids = servers.map((s) => s.id);
     if (!dryRun && mark) {
-      for (const s of servers) await marks.markDraining(s.id, { reason: reason ?? action, serverName: s.name, pod: podNameOf(s), by: actor ?? null });
+      for (const s of servers) await marks.markDraining(s.id, { reason: reason ?? action, serverName: s.name, pod: podNameOf(s), by: actor ?? null, via });
     }
     const planFn = (c, draining) => planMovePrimariesFromServers(c, ids, { draining });
     const pod = servers.length === 1 ? podNameOf(servers[0]) : null;

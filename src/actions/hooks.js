@@ -33,7 +33,7 @@ export function createHooks({ store, actions, marks, operations, kube, config, c
       log.warn({ pod, reason: decision.reason }, 'preStop: nothing to demote');
       return { event: 'PRESTOP', pod, server: null, decision, outcome: 'nothing_to_do', primariesOff: true, reason: decision.reason };
     }
-    const report = await actions.movePrimariesFromServer({ server: server.name, dryRun, deadlineSeconds, reason: decision.reason, actor });
+    const report = await actions.movePrimariesFromServer({ server: server.name, dryRun, deadlineSeconds, reason: decision.reason, actor, via: 'prestop' });
     if (!dryRun) await marks.noteDemoted(server.id, 'draining', report.changes);
     const primariesOff = report.skipped.length === 0 && report.notDone.length === 0 && report.settled !== false;
     log.info({ pod, server: server.name, outcome: report.outcome, primariesOff, reason: decision.reason }, 'preStop handled');
@@ -59,7 +59,7 @@ export function createHooks({ store, actions, marks, operations, kube, config, c
     const cluster = await store.readCluster();
     const mark = await marks.getDraining(server.id);
     // An operator's drain (release-server undoes it) outlives the pod's restarts; a PRESTOP's does not.
-    const draining = mark && (!byPod || String(mark.by ?? '').startsWith('hook:prestop:')) ? mark : null;
+    const draining = mark && (!byPod || mark.via === 'prestop') ? mark : null;
     const decision = decidePoststart(cluster, { serverId: server.id, wasDraining: Boolean(draining) });
     op.steps.push({ step: 'decide', status: 'done', detail: decision.reason, kind: decision.kind });
     log.info({ pod, server: server.name, kind: decision.kind, reason: decision.reason }, 'postStart decision');

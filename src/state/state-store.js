@@ -78,10 +78,10 @@ export function createStateStore({ kube = null, clock, logger }) {
   }
 
   return {
-    // by: who drained it (a pod's PRESTOP may be undone by that pod's POSTSTART; an operator's drain may not).
-    async markDraining(serverId, { reason, serverName, pod, by = null }) {
+    // by: who asked; via: why ('prestop' may be undone by the pod's own POSTSTART, an operator's 'action' may not).
+    async markDraining(serverId, { reason, serverName, pod, by = null, via = 'action' }) {
       const entry = entryFor(serverId, { serverName, pod });
-      if (!entry.draining) set('draining', serverId, { reason, since: new Date(clock.now()).toISOString(), by });
+      if (!entry.draining) set('draining', serverId, { reason, since: new Date(clock.now()).toISOString(), by, via });
       return entry.draining;
     },
     async release(serverId) {

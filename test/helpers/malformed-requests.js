@@ -4,11 +4,11 @@
 
 import Ajv from 'ajv';
 import fc from 'fast-check';
+import { bodyLimitBytes as BODY_LIMIT_BYTES } from '../../src/routes/validation.js';
 
 const ajv = new Ajv({ strict: false });
 const isValid = (schema, value) => ajv.validate(schema, value);
 
-export const BODY_LIMIT_BYTES = 16 * 1024;
 const PROTOTYPE_KEYS = ['__proto__', 'constructor', 'prototype', 'toString', 'valueOf', 'hasOwnProperty', '__defineGetter__'];
 
 // The path, query and body schemas of an operation, as object schemas.

@@ -9,6 +9,7 @@ import { createLogger } from '../../src/logger.js';
 import { createManager } from '../../src/manager.js';
 import { createDataStore } from '../../src/rethinkdb/data-store.js';
 import { ACTION_ROUTES } from '../../src/routes/action-routes.js';
+import { DOCUMENTED_ROUTES } from '../../src/routes/openapi.js';
 import { createSandboxCluster, createSandboxSource } from '../../src/sandbox/sandbox-cluster.js';
 import { recordedKubeRoutes, recordedValidToken, startFakeKubeApi } from '../helpers/fake-kube-api.js';
 import { createLogSink, createSandboxHarness, createVirtualClock, primaryMap } from '../helpers/harness.js';
@@ -24,10 +25,22 @@ const MUTATIONS = [
   ['DELETE', '/v1/hooks/perfwarning?pod=rethinkdb-1', undefined],
   ...ACTION_ROUTES.map((r) => ['POST', `/v1/actions/${r.path}`, { server: 'rethinkdb_1' }]),
   ['POST', '/v1/sandbox/servers/rethinkdb_1/crash', {}],
+  ['POST', '/v1/sandbox/servers/rethinkdb_1/restore', undefined],
   ['POST', '/v1/sandbox/nodes/node-1/crash', undefined],
   ['POST', '/v1/sandbox/pods', {}],
+  ['POST', '/v1/sandbox/pods/rethinkdb-1/cpu', { cores: 1 }],
+  ['POST', '/v1/sandbox/pods/rethinkdb-1/interference', { cores: 1 }],
+  ['DELETE', '/v1/sandbox/pods/rethinkdb-1/interference', undefined],
   ['POST', '/v1/sandbox/scale', { replicas: 6 }],
 ];
+
+test('when the app documents a route that is not a GET, then it is in the list of mutations checked here', () => {
+  const paths = MUTATIONS.map(([method, path]) => `${method} ${path.split('?')[0]}`);
+  for (const route of DOCUMENTED_ROUTES.filter((r) => r.method !== 'get')) {
+    const pattern = new RegExp(`^${route.method.toUpperCase()} ${route.path.replace(/:[^/]+/g, '[^/]+')}$`);
+    expect([route.path, paths.some((p) => pattern.test(p))]).toEqual([route.path, true]);
+  }
+});
 
 function send(app, [method, path, body], headers = {}) {
   const req = request(app)[method.toLowerCase()](path).set(headers);
