@@ -44,3 +44,15 @@ export async function primaryMap(store, table = 'ycsb.usertable') {
   const name = (id) => cluster.servers.find((s) => s.id === id)?.name ?? id;
   return t.shards.map((s) => name(s.primary));
 }
+
+// JSON POST as a client sends it, and a wait (in real time) until an operation is no longer running.
+export const postJson = (app, path, body) => request(app).post(path).set('content-type', 'application/json').send(JSON.stringify(body));
+
+export async function waitForOperation(app, href, { tries = 500 } = {}) {
+  for (let i = 0; i < tries; i += 1) {
+    const res = await request(app).get(href);
+    if (res.body.status !== 'running') return res.body;
+    await new Promise((resolve) => { setTimeout(resolve, 2); });
+  }
+  throw new Error(`operation ${href} still running`);
+}

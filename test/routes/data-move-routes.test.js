@@ -1,17 +1,9 @@
 import request from 'supertest';
 import { AppError } from '../../src/errors.js';
-import { createSandboxHarness, primaryMap } from '../helpers/harness.js';
+import { createSandboxHarness, postJson, primaryMap, waitForOperation } from '../helpers/harness.js';
 
-const post = (app, path, body) => request(app).post(path).set('content-type', 'application/json').send(JSON.stringify(body));
+const post = postJson;
 
-async function waitForOperation(app, href) {
-  for (let i = 0; i < 200; i += 1) {
-    const res = await request(app).get(href);
-    if (res.body.status !== 'running') return res.body;
-    await new Promise((resolve) => setTimeout(resolve, 2));
-  }
-  throw new Error(`operation ${href} still running`);
-}
 
 async function shardReplicas(store, shard, table = 'ycsb.usertable') {
   const cluster = await store.readCluster();

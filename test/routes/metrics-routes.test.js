@@ -5,21 +5,13 @@ import request from 'supertest';
 import { AppError } from '../../src/errors.js';
 import { actorKind } from '../../src/metrics/metrics.js';
 import { scrape } from '../helpers/exposition.js';
-import { createSandboxHarness } from '../helpers/harness.js';
+import { createSandboxHarness, postJson, waitForOperation } from '../helpers/harness.js';
 
 const m = (name) => `rethinkdb_manager_${name}`;
-const post = (app, path, body) => request(app).post(path).set('content-type', 'application/json').send(JSON.stringify(body));
+const post = postJson;
 const events = async (app) => (await request(app).get('/v1/events')).body.events;
 const clusterServers = async (app) => (await request(app).get('/v1/cluster')).body.servers;
 
-async function waitForOperation(app, href) {
-  for (let i = 0; i < 500; i += 1) {
-    const res = await request(app).get(href);
-    if (res.body.status !== 'running') return res.body;
-    await new Promise((resolve) => { setTimeout(resolve, 2); });
-  }
-  throw new Error(`operation ${href} still running`);
-}
 
 // The cluster gauges of a scrape, per server, in the shape of GET /v1/cluster's servers.
 function serverGauges(s, names) {
