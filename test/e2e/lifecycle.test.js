@@ -77,12 +77,21 @@ describe('POST /v1/hooks/poststart', () => {
     expect(h.operations.list()).toEqual([]);
   });
 
-  test('when no server ever joins for the pod, then the operation fails at the join deadline saying so', async () => {
-    const h = createSandboxHarness({ env: { POSTSTART_JOIN_TIMEOUT_SECONDS: '5' } });
+  test('when the pod does not exist, then 404 POD_NOT_FOUND, as for PRESTOP, and no operation starts', async () => {
+    const h = createSandboxHarness();
     const res = await request(h.app).post('/v1/hooks/poststart?pod=rethinkdb-77');
+    expect(res.status).toBe(404);
+    expect(res.body).toMatchObject({ error: 'POD_NOT_FOUND', message: expect.stringContaining('rethinkdb-77') });
+    expect(h.operations.list()).toEqual([]);
+  });
+
+  test('when the pod exists but no server ever joins for it, then the operation fails at the join deadline saying so', async () => {
+    const h = createSandboxHarness({ env: { POSTSTART_JOIN_TIMEOUT_SECONDS: '5' } });
+    h.model.crashServer('rethinkdb_1', { mode: 'kill' });
+    const res = await request(h.app).post('/v1/hooks/poststart?pod=rethinkdb-1');
     expect(res.status).toBe(202);
     await settle(h);
-    expect(h.operations.get(res.body.operation.id)).toMatchObject({ status: 'failed', error: { error: 'DEADLINE_EXCEEDED', message: 'no RethinkDB server for pod rethinkdb-77 joined within 5 s' } });
+    expect(h.operations.get(res.body.operation.id)).toMatchObject({ status: 'failed', error: { error: 'DEADLINE_EXCEEDED', message: 'no RethinkDB server for pod rethinkdb-1 joined within 5 s' } });
   });
 });
 
