@@ -125,6 +125,17 @@ describe('PERFWARNING', () => {
     expect(again.status).toBe(404);
   });
 
+  test('when primaries are rebalanced while a warning is active, then none goes back onto the warned server until it ends', async () => {
+    const h = createSandboxHarness();
+    await json(request(h.app).post('/v1/hooks/perfwarning'), { pod: 'rethinkdb-1' });
+    expect(await primaryMap(h.store)).not.toContain('rethinkdb_1');
+    const rebalanced = await json(request(h.app).post('/v1/actions/rebalance-primaries'), {});
+    expect(rebalanced.status).toBe(200);
+    expect(await primaryMap(h.store)).not.toContain('rethinkdb_1');
+    await request(h.app).delete('/v1/hooks/perfwarning?pod=rethinkdb-1');
+    expect(await primaryMap(h.store)).toEqual(INITIAL);
+  });
+
   test('when a warning ends while the server is down, then primaries return only once it is healthy again', async () => {
     const h = createSandboxHarness();
     await json(request(h.app).post('/v1/hooks/perfwarning'), { pod: 'rethinkdb-1', durationSeconds: 30 });
