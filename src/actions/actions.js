@@ -39,8 +39,9 @@ export function createActions({
     return table;
   }
 
-  // Plans, and unless dryRun, commits and waits for the new primaries to act.
-  async function runPrimaryPlan({ action, target, planFn, dryRun, deadlineSeconds, reason, extraDraining = [], actor, pod }) {
+  // Plans, and unless dryRun, commits and waits for the new primaries to act (and, for a drain, until none of
+  // the drained servers acts as primary any more, except where the plan could not move it).
+  async function runPrimaryPlan({ action, target, planFn, dryRun, deadlineSeconds, reason, extraDraining = [], leaving = [], actor, pod }) {
     const startedAt = clock.now();
     const deadline = createDeadline(clock, (deadlineSeconds ?? config.deadlines.actionSeconds) * 1000);
     const cluster = await store.readCluster();
@@ -55,7 +56,7 @@ export function createActions({
       ? await reconfigurer.commit(planFn, { tableIds, deadline, extraDraining })
       : { cluster, plan, written: [], notDone: [] };
     const targets = committed.written.map((w) => ({ tableId: w.change.tableId, shards: w.change.moves.map((m) => m.shard) }));
-    const wait = targets.length > 0 ? await reconfigurer.waitForPrimaries(targets, deadline) : { settled: true, pending: [] };
+    const wait = await waitUntilDrained(targets, leaving, committed.plan.skipped, deadline);
     const report = {
       ...base,
       changes: primaryChanges(committed.cluster, committed.written),
@@ -69,6 +70,12 @@ export function createActions({
     log.info({ action, target, reason, outcome: report.outcome, changes: report.changes.length, skipped: report.skipped.length, durationMs: report.durationMs }, 'action finished');
     audit.record({ actor, action, target, pod: pod ?? null, ...report });
     return report;
+  }
+
+  async function waitUntilDrained(targets, leaving, skipped, deadline) {
+    const primaries = targets.length > 0 ? await reconfigurer.waitForPrimaries(targets, deadline) : { settled: true, pending: [] };
+    if (leaving.length === 0 || !primaries.settled) return primaries;
+    return reconfigurer.waitUntilNotActing(leaving, deadline, { except: skipped });
   }
 
   // mark: false demotes without a draining mark (a perf warning keeps its own mark on the server).
@@ -104,7 +111,7 @@ export function createActions({
     }
     const planFn = (c, draining) => planMovePrimariesFromServers(c, ids, { draining });
     const pod = servers.length === 1 ? podNameOf(servers[0]) : null;
-    return runPrimaryPlan({ action, target, planFn, dryRun, deadlineSeconds, reason, extraDraining: ids, actor, pod });
+    return runPrimaryPlan({ action, target, planFn, dryRun, deadlineSeconds, reason, extraDraining: ids, leaving: ids, actor, pod });
   }
 
   async function rebalancePrimaries({ dryRun = false, deadlineSeconds, reason, tableIds = null, actor, pod, prefer = [] } = {}) {

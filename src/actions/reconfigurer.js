@@ -83,6 +83,16 @@ export function createReconfigurer({ store, locks, marks, clock, logger, waitPol
     });
   }
 
+  // Until none of `serverIds` acts as primary of any shard (a drain is done only then, whatever the configs say).
+  // except: shards known to stay (skipped by the plan, reported as such), which are not waited for.
+  async function waitUntilNotActing(serverIds, deadline, { except = [] } = {}) {
+    const leaving = new Set(serverIds);
+    const staying = new Set(except.map((s) => `${s.tableId}:${s.shard}`));
+    return pollUntil(deadline, (cluster) => cluster.tables.flatMap((table) => table.shards
+      .filter((shard) => shard.acting.some((id) => leaving.has(id)) && !staying.has(`${table.id}:${shard.index}`))
+      .map((shard) => ({ tableId: table.id, shard: shard.index, reason: 'still the acting primary' }))));
+  }
+
   // Until `serverId`'s replica of the shard is ready; reports backfill progress from jobs as it goes.
   async function waitForReplicaReady(tableId, shardIndex, serverId, deadline, onProgress) {
     return pollUntil(deadline, (cluster) => {
@@ -112,5 +122,5 @@ export function createReconfigurer({ store, locks, marks, clock, logger, waitPol
     }
   }
 
-  return { commit, waitForPrimaries, waitForReplicaReady };
+  return { commit, waitForPrimaries, waitUntilNotActing, waitForReplicaReady };
 }

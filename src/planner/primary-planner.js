@@ -12,6 +12,8 @@ export function planMovePrimariesFromServer(cluster, serverId, options = {}) {
 }
 
 // The same for several servers at once (all servers of a node): none of them receives another's primaries.
+// A shard whose configured primary cannot serve (lost, draining) but which one of these servers still acts
+// for is handed to another replica too: otherwise it would be left without a primary when they stop.
 export function planMovePrimariesFromServers(cluster, serverIds, { draining = [] } = {}) {
   const leaving = new Set(serverIds);
   const view = createView(cluster, { draining: [...draining, ...serverIds] });
@@ -22,10 +24,12 @@ export function planMovePrimariesFromServers(cluster, serverIds, { draining = []
     const moves = [];
     for (const shard of table.shards) {
       const from = shard.primary;
-      if (!leaving.has(from)) continue;
+      const actsForIneligible = shard.acting.some((id) => leaving.has(id)) && primaryIneligibility(view, shard, from);
+      if (!leaving.has(from) && !actsForIneligible) continue;
       const candidates = votingReplicas(shard).filter((id) => !leaving.has(id) && !primaryIneligibility(view, shard, id));
       if (candidates.length === 0) {
-        skipped.push({ tableId: table.id, shard: shard.index, reason: explainNoCandidate(view, shard, from) });
+        const acting = !leaving.has(from) ? `${view.nameOf(shard.acting[0])} acts for ${view.nameOf(from)}, which is ${primaryIneligibility(view, shard, from)}; ` : '';
+        skipped.push({ tableId: table.id, shard: shard.index, reason: `${acting}${explainNoCandidate(view, shard, from)}` });
         continue;
       }
       const to = pickLeastLoaded(view, candidates, counts);

@@ -26,6 +26,49 @@ describe('POST /v1/hooks/prestop', () => {
     expect(primaries).not.toContain('rethinkdb_2');
   });
 
+  // rethinkdb_0 (shard 0's configured primary, replicas _0, _1, _2) is lost: rethinkdb_1 is elected and acts for it.
+  async function actingForALostPrimary() {
+    const h = createSandboxHarness();
+    h.model.crashServer('rethinkdb_0', { mode: 'kill' });
+    h.clock.advance(60000);
+    const shard0 = (await request(h.app).get('/v1/cluster')).body.tables[0].shards[0];
+    expect({ primary: shard0.primary, acting: shard0.acting }).toEqual({ primary: 'rethinkdb_0', acting: ['rethinkdb_1'] });
+    return h;
+  }
+  const actingOn = async (h, server) => (await request(h.app).get('/v1/cluster')).body.tables[0].shards.filter((s) => s.acting.includes(server)).map((s) => s.index);
+
+  test('when the stopping server acts as primary for a shard whose configured primary is lost, then that shard gets a new primary too', async () => {
+    const h = await actingForALostPrimary();
+    const res = await prestop(h.app, 'rethinkdb-1');
+    expect(res.status).toBe(200);
+    expect(res.body.primariesOff).toBe(true);
+    expect(res.body.report.changes).toEqual(expect.arrayContaining([expect.objectContaining({ shard: 0, from: 'rethinkdb_0', to: 'rethinkdb_2' })]));
+    expect(await actingOn(h, 'rethinkdb_1')).toEqual([]);
+  });
+
+  test('when the stopping server acts for a lost primary\'s shard and no other replica may take it, then primariesOff is false and says which shard', async () => {
+    const h = await actingForALostPrimary();
+    await request(h.app).post('/v1/hooks/perfwarning').set('content-type', 'application/json').send(JSON.stringify({ pod: 'rethinkdb-2' }));
+    const res = await prestop(h.app, 'rethinkdb-1');
+    expect(res.status).toBe(200);
+    expect(res.body.primariesOff).toBe(false);
+    expect(res.body.report.skipped).toEqual([expect.objectContaining({ shard: 0, reason: 'rethinkdb_1 acts for rethinkdb_0, which is disconnected; no eligible replica (rethinkdb_1 draining, rethinkdb_2 draining)' })]);
+    expect(await actingOn(h, 'rethinkdb_1')).toEqual([0]);
+  });
+
+  test('when the stopping server still acts for a shard whose handover to another server is under way, then the answer waits until it no longer acts', async () => {
+    const h = createSandboxHarness();
+    const cluster = await h.store.readCluster();
+    const table = cluster.tables[0];
+    const id = (name) => cluster.servers.find((s) => s.name === name).id;
+    // Shard 1's config names rethinkdb_2 already; rethinkdb_1 acts until the handover completes.
+    await h.store.writeTableShards(table.id, table.shards.map((s) => ({ primary: s.index === 1 ? id('rethinkdb_2') : s.primary, replicas: s.replicas, nonvoting: s.nonvoting })));
+    expect(await actingOn(h, 'rethinkdb_1')).toEqual([1]);
+    const res = await prestop(h.app, 'rethinkdb-1');
+    expect(res.body).toMatchObject({ primariesOff: true, outcome: 'nothing_to_do' });
+    expect(await actingOn(h, 'rethinkdb_1')).toEqual([]);
+  });
+
   test.each([
     ['rethinkdb-9', 404, 'POD_NOT_FOUND'],
     ['Bad_Pod', 400, 'BAD_REQUEST'],
