@@ -81,7 +81,7 @@ export function createHooks({ store, actions, marks, operations, kube, config, c
       return { outcome: ready ? rebalance.outcome : 'partial', replicasReady: ready, rebalance, changes: rebalance.changes, skipped: rebalance.skipped, notDone: rebalance.notDone };
     }
     const started = decision.kind === 'replacement'
-      ? await actions.replaceServer({ lost: decision.replaces, server: server.name, reason, actor })
+      ? await actions.replaceServer({ lost: decision.replaces, server: server.id, reason, actor })
       : await actions.addServer({ server: server.name, reason, actor });
     const inner = await operations.wait(started.operation.id);
     return { outcome: inner.report?.outcome ?? inner.status, operationId: inner.id, changes: inner.report?.changes ?? [], skipped: inner.report?.skipped ?? [], notDone: inner.report?.notDone ?? [] };
