@@ -64,24 +64,26 @@ function connectWithin({ r, entry, connectTimeoutMs, timers }) {
 }
 
 // connectionsPerEntry connections to each entry. A broken one is replaced in the background with exponential
-// backoff; meanwhile its slot has no connection and ops given to it fail at once as 'connection'.
+// backoff; meanwhile its slot has no connection and ops given to it fail at once as 'connection'. The backoff
+// is capped low (reconnectMaxMs) because a server's measured recovery includes up to that much of it.
 function createConnectionPool({
   r, entries, connectionsPerEntry, connectTimeoutMs, reconnectMinMs, reconnectMaxMs, timers,
 }) {
   const slots = entries.flatMap((entry) => Array.from({ length: connectionsPerEntry },
-    (_, index) => ({ entry, index, conn: null, retryTimer: null, backoffMs: reconnectMinMs, reconnects: 0 })));
+    (_, index) => ({ entry, index, conn: null, retryTimer: null, backoffMs: reconnectMinMs, reconnects: 0, lastError: null })));
   let closed = false;
 
   function attach(slot, conn) {
     slot.conn = conn;
     slot.backoffMs = reconnectMinMs;
-    conn.on?.('close', () => markBroken(slot, conn));
-    conn.on?.('error', () => markBroken(slot, conn));
+    conn.on?.('close', () => markBroken(slot, conn, 'connection closed'));
+    conn.on?.('error', (err) => markBroken(slot, conn, errorMessage(err)));
   }
 
-  function markBroken(slot, conn) {
+  function markBroken(slot, conn, reason) {
     if (slot.conn !== conn) return;
     slot.conn = null;
+    slot.lastError = reason;
     conn.close?.({ noreplyWait: false }).catch(() => {});
     scheduleReconnect(slot);
   }
@@ -95,8 +97,9 @@ function createConnectionPool({
         if (closed) { conn.close({ noreplyWait: false }).catch(() => {}); return; }
         slot.reconnects += 1;
         attach(slot, conn);
-      } catch {
+      } catch (err) {
         slot.retryTimer = null;
+        slot.lastError = errorMessage(err);
         slot.backoffMs = Math.min(reconnectMaxMs, slot.backoffMs * 2);
         scheduleReconnect(slot);
       }
@@ -130,7 +133,7 @@ function createConnectionPool({
     return slots[entryIndex * connectionsPerEntry + connIndex];
   }
 
-  const reportBroken = (slot, conn) => { if (conn.open === false) markBroken(slot, conn); };
+  const reportBroken = (slot, conn, reason) => { if (conn.open === false) markBroken(slot, conn, reason); };
   const reconnects = () => Object.fromEntries(entries.map((e) => [e.name,
     slots.filter((s) => s.entry === e).reduce((n, s) => n + s.reconnects, 0)]));
   return { open, close, slotFor, reportBroken, reconnects, anyConnection: () => slots.find((s) => s.conn)?.conn ?? null };
@@ -150,7 +153,8 @@ function createOpRunner({ tableTerm, pool, timers, opTimeoutMs, onSettled }) {
   return function runOp(record, slot, buildValue) {
     const conn = slot.conn;
     if (!conn) {
-      onSettled(record, { errorKind: 'connection', message: `no open connection to ${slot.entry.name}` });
+      const cause = slot.lastError ? ` (${slot.lastError})` : '';
+      onSettled(record, { errorKind: 'connection', message: `no open connection to ${slot.entry.name}${cause}` });
       return;
     }
     let settled = false;
@@ -168,7 +172,7 @@ function createOpRunner({ tableTerm, pool, timers, opTimeoutMs, onSettled }) {
       (result) => settle(outcomeOfResult(record.kind, result)),
       (err) => {
         const errorKind = classifyError(err);
-        if (errorKind === 'connection') pool.reportBroken(slot, conn);
+        if (errorKind === 'connection') pool.reportBroken(slot, conn, errorMessage(err));
         settle({ errorKind, message: errorMessage(err) });
       },
     );
@@ -280,7 +284,7 @@ async function drain(inFlight, timers, opTimeoutMs) {
 export function createLoadGenerator({
   r, entries, db, table, rateOpsPerSec, readFraction = 0.5, keyCount, connectionsPerEntry = 4, opTimeoutMs = 5000,
   seed, clock = { now: () => performance.now() }, timers = { setTimeout, clearTimeout },
-  connectTimeoutMs = 5000, reconnectMinMs = 100, reconnectMaxMs = 2000,
+  connectTimeoutMs = 5000, reconnectMinMs = 100, reconnectMaxMs = 500,
 }) {
   validateOptions({ entries, rateOpsPerSec, readFraction, keyCount, connectionsPerEntry, opTimeoutMs });
   const pool = createConnectionPool({ r, entries, connectionsPerEntry, connectTimeoutMs, reconnectMinMs, reconnectMaxMs, timers });

@@ -39,6 +39,8 @@ describe('classifyError on the texts in RethinkDB 2.4.4\'s source and the 2.4 dr
     // src/clustering/query_routing/table_query_client.cc
     ['Cannot perform read: lost contact with primary replica', 'lost-contact'],
     ['Cannot perform read: primary replica for shard ["", "Suser3") not available', 'primary-unavailable'],
+    // seen here from a single server just restarted after SIGKILL
+    ['Cannot perform write: primary replica for shard ["", +inf) not available', 'primary-unavailable'],
     ['Cannot perform read: cannot compute sharding scheme because primary replicas are unavailable or duplicated', 'primary-unavailable'],
     ['Cannot perform read: Failed to retrieve the table configuration', 'table-unavailable'],
     ['Cannot perform read: no replica is available', 'table-unavailable'],
