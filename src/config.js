@@ -33,6 +33,7 @@ const KEYS = [
   { env: 'MIGRATION_DEADLINE_SECONDS', field: 'deadlines.migrationSeconds', parse: integer(1, 86400), default: 3600 },
   { env: 'SHUTDOWN_GRACE_SECONDS', field: 'deadlines.shutdownGraceSeconds', parse: integer(0, 3600), default: 25 },
   { env: 'WAIT_POLL_INTERVAL_MS', field: 'waitPollIntervalMs', parse: integer(10, 60000), default: 250 },
+  { env: 'POSTSTART_GIVE_BACK', field: 'poststart.giveBack', parse: oneOf(['always', 'never']), default: 'always' },
   { env: 'POSTSTART_JOIN_TIMEOUT_SECONDS', field: 'deadlines.poststartJoinSeconds', parse: integer(1, 3600), default: 300 },
   { env: 'PERFWARNING_LONG_SECONDS', field: 'perfwarning.longSeconds', parse: integer(1, 604800), default: 600 },
   { env: 'MONITOR_ENABLED', field: 'monitor.enabled', parse: boolean, default: true },

@@ -62,10 +62,11 @@ async function main() {
   for (const [index, step] of plan.entries()) {
     const label = `[${index + 1}/${plan.length}] ${step.scenario.name} ${step.arm} pair ${step.pair + 1}`;
     process.stderr.write(`${label}: running (${Math.round((Date.now() - started) / 1000)} s elapsed)\n`);
-    const run = await runOnce(step.scenario, step.arm, { ...opts, seed: opts.seed + step.pair });
+    const log = (fields, msg) => process.stderr.write(`  ${label}: ${msg} ${JSON.stringify(fields)}\n`);
+    const run = await runOnce(step.scenario, step.arm, { ...opts, seed: opts.seed + step.pair, log });
     const f = { ...runFigures(run), pair: step.pair, layout: run.layout, examples: run.examples };
     figures.push(f);
-    process.stderr.write(`${label}: ${f.failed} failed of ${f.attempted}, p99 ${f.p99Ms?.toFixed(1)} ms ${JSON.stringify(f.failedByKind)} ${JSON.stringify(run.notes)}\n`);
+    process.stderr.write(`${label}: ${f.failed} failed of ${f.attempted}, p99 ${f.p99Ms?.toFixed(1)} ms ${JSON.stringify(f.failedByKind)} by phase ${f.failedAfterEvent.map((p) => `${p.after}: ${p.failed}`).join(', ')} ${JSON.stringify(run.notes)}\n`);
     firstRuns[step.scenario.name] ??= {};
     firstRuns[step.scenario.name][step.arm] ??= run;
   }

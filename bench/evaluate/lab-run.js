@@ -19,22 +19,27 @@ export async function runOnce(scenario, arm, options) {
   const cluster = createRethinkDbCluster({ binary: resolveBinary(), size: 4, network, cacheSizeMb: 128 });
   let manager = null;
   try {
+    log({ arm }, 'starting the cluster');
     await cluster.start();
+    log({}, 'creating and filling the tables');
     await cluster.createTables([
       { db: 'ycsb', table: 'usertable', shards: 4, replicas: 3, docs: keyCount, docBytes: 1000 },
       { db: 'ycsb', table: 'accounts', shards: 2, replicas: 3, docs: 200 },
     ]);
     const layout = await pinLayout(cluster, { keyCount, seed, hotServer });
+    log({ busiestShard: layout.busiestShard }, 'layout pinned');
     if (arm === 'manager') manager = await startManager(cluster, { via: entryServers[0], env: { ...scenario.managerEnv, ...options.managerEnv } });
     const entries = entryServers.map((i) => ({ name: cluster.servers[i].name, host: cluster.servers[i].host, port: cluster.servers[i].driverPort }));
     const load = createLoadGenerator({ r, entries, db: 'ycsb', table: 'usertable', rateOpsPerSec: rate, keyCount, seed, opTimeoutMs: 5000 });
     const { t0 } = await load.start();
+    log({}, 'load running');
     const events = [];
     const at = (seconds) => sleep(t0 + seconds * 1000 - performance.now());
     const mark = (label) => { events.push({ t: (performance.now() - t0) / 1000, label }); log({ label }, 'event'); };
     const notes = {};
     await scenario.timeline({ cluster, manager, at, mark, arm, hotServer, notes, log });
     await at(scenario.durationSeconds);
+    log({ progress: load.progress() }, 'stopping the load');
     const { records, examples } = await load.stop();
     return { scenario: scenario.name, arm, t0, records, events, examples, layout, notes };
   } finally {

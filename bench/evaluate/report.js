@@ -15,9 +15,20 @@ export function runFigures(run, { steadySeconds = 10 } = {}) {
     failedByKind: all.failedByKind,
     p99Ms: all.latency?.p99 ?? null,
     steadyP99Ms: steady.latency?.p99 ?? null,
+    failedAfterEvent: failedAfterEvents(run),
     events: run.events,
     notes: run.notes,
   };
+}
+
+// Failed ops due between each event and the next (the last until the end): where a run's failures came from.
+export function failedAfterEvents(run) {
+  const events = [...run.events].sort((a, b) => a.t - b.t);
+  return events.map((e, i) => {
+    const to = i + 1 < events.length ? events[i + 1].t * 1000 : Infinity;
+    const s = summarize(run.records, { t0: run.t0, fromMs: e.t * 1000, toMs: to });
+    return { after: e.label, failed: s.failed };
+  });
 }
 
 export function median(values) {

@@ -42,6 +42,10 @@ process.once('exit', () => { for (const child of live) { try { child.kill('SIGKI
 export function createRethinkDbCluster({
   binary = resolveBinary(), size = 4, network = 'loopback', labIndex = 0, cacheSizeMb = 128, workDir = null, log = () => {},
 } = {}) {
+  if (process.getuid?.() !== 0) {
+    throw new Error('the lab cluster needs root: each server gets its own hostname (unshare --uts), like a pod, and with '
+      + "network: 'netns' its own network namespace");
+  }
   const baseDir = workDir ?? mkdtempSync(join(tmpdir(), 'rethinkdb-lab-'));
   const lab = network === 'netns' ? createNetworkLab({ labIndex }) : null;
   const servers = [];
@@ -137,6 +141,9 @@ export function createRethinkDbCluster({
         await r.db(spec.db).tableCreate(spec.table, { shards: spec.shards, replicas: spec.replicas }).run(c);
         await r.db(spec.db).table(spec.table).wait({ waitFor: 'all_replicas_ready', timeout: 60 }).run(c);
         await fill(c, spec);
+        // Split points from the data: the default ones suit uuid keys and would put every "userN" key in one shard.
+        await r.db(spec.db).table(spec.table).rebalance().run(c);
+        await r.db(spec.db).table(spec.table).wait({ waitFor: 'all_replicas_ready', timeout: 60 }).run(c);
       }
       await r.db('rethinkdb').wait({ waitFor: 'all_replicas_ready', timeout: 60 }).run(c).catch(() => {});
       for (const spec of specs) await r.db(spec.db).table(spec.table).wait({ waitFor: 'all_replicas_ready', timeout: 60 }).run(c);
@@ -150,6 +157,21 @@ export function createRethinkDbCluster({
       for (let i = from; i < Math.min(docs, from + 1000); i += 1) batch.push({ id: `user${i}`, field0: pad });
       await r.db(db).table(table).insert(batch, { conflict: 'replace', durability: 'soft' }).run(c);
     }
+  }
+
+  // The shard index of each string key, from the table's split points (_debug_table_status: btree keys, "S" + the
+  // string for string keys, compared bytewise).
+  async function shardOfKeys(db, table, keys) {
+    const splits = await withConnection(async (c) => {
+      const dbId = (await r.db('rethinkdb').table('db_config').filter({ name: db }).nth(0).run(c)).id;
+      const [status] = await r.db('rethinkdb').table('_debug_table_status').filter({ name: table, db: dbId }).coerceTo('array').run(c);
+      return status.shard_scheme.split_points.map((p) => Buffer.from(p.data ?? p));
+    });
+    return keys.map((key) => {
+      const encoded = Buffer.from(`S${key}`);
+      const index = splits.findIndex((split) => Buffer.compare(encoded, split) < 0);
+      return index === -1 ? splits.length : index;
+    });
   }
 
   // SIGTERM (clean stop) or SIGKILL (crash); resolves when the process is gone.
@@ -202,7 +224,7 @@ export function createRethinkDbCluster({
   }
 
   const api = {
-    start, connect, withConnection, createTables, stopServer, restartServer, addServer, wipeServer, cutNetwork, restoreNetwork,
+    start, connect, withConnection, createTables, shardOfKeys, stopServer, restartServer, addServer, wipeServer, cutNetwork, restoreNetwork,
     waitForServers, destroy, servers, baseDir, network, pidOf: (i) => servers[i].child?.pid ?? null,
     running: (i) => Boolean(servers[i].child),
   };

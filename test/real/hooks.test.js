@@ -172,3 +172,27 @@ describe('hooks on a real RethinkDB cluster', () => {
     }
   });
 });
+
+describe('POSTSTART_GIVE_BACK=never on a real cluster', () => {
+  test('when a drained server returns, then it is released but keeps no primary, and no table_config changes', async () => {
+    await cluster.destroy();
+    cluster = await startRealCluster();
+    const keep = createRealManager(cluster, { via: 0, env: { POSTSTART_GIVE_BACK: 'never' } });
+    try {
+      await waitConnected(keep);
+      expect((await request(keep.app).post('/v1/hooks/prestop?pod=rethinkdb-2')).body).toMatchObject({ primariesOff: true });
+      await cluster.stopServer(2, 'SIGTERM');
+      const before = await readTables(cluster);
+      await cluster.restartServer(2);
+      const res = await request(keep.app).post('/v1/hooks/poststart?pod=rethinkdb-2');
+      const op = await waitForOperation(keep.app, res.body.operation.href, { tries: 40000 });
+      expect(op).toMatchObject({ status: 'succeeded', report: { decision: { kind: 'returning', release: true, actions: [] }, changes: [] } });
+      const after = await eventually(settled, { what: 'the returned server to be ready' });
+      expect(allPrimaries(after)).not.toContain('rethinkdb_2');
+      expect([primariesOf(after), primariesOf(after, 'ycsb.accounts')]).toEqual([primariesOf(before), primariesOf(before, 'ycsb.accounts')]);
+      expect((await request(keep.app).get('/v1/cluster')).body.servers.find((s) => s.name === 'rethinkdb_2').draining).toBe(false);
+    } finally {
+      await keep.close();
+    }
+  });
+});
