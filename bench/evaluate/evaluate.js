@@ -10,6 +10,8 @@ import { compareArms, figurePanels, formatTable, runFigures } from './report.js'
 import { SCENARIOS } from './scenarios.js';
 import { renderFigure } from './svg.js';
 
+const RUN_TIMEOUT_SECONDS = 180;
+
 function options() {
   const { values } = parseArgs({
     options: {
@@ -63,7 +65,13 @@ async function main() {
     const label = `[${index + 1}/${plan.length}] ${step.scenario.name} ${step.arm} pair ${step.pair + 1}`;
     process.stderr.write(`${label}: running (${Math.round((Date.now() - started) / 1000)} s elapsed)\n`);
     const log = (fields, msg) => process.stderr.write(`  ${label}: ${msg} ${JSON.stringify(fields)}\n`);
+    // A run that hangs (a server that never answers) ends the evaluation rather than stalling it forever.
+    const watchdog = setTimeout(() => {
+      process.stderr.write(`${label}: no result within ${RUN_TIMEOUT_SECONDS} s; stopping (the servers are killed on exit)\n`);
+      process.exit(2);
+    }, (step.scenario.durationSeconds + RUN_TIMEOUT_SECONDS) * 1000);
     const run = await runOnce(step.scenario, step.arm, { ...opts, seed: opts.seed + step.pair, log });
+    clearTimeout(watchdog);
     const f = { ...runFigures(run), pair: step.pair, layout: run.layout, examples: run.examples };
     figures.push(f);
     process.stderr.write(`${label}: ${f.failed} failed of ${f.attempted}, p99 ${f.p99Ms?.toFixed(1)} ms ${JSON.stringify(f.failedByKind)} by phase ${f.failedAfterEvent.map((p) => `${p.after}: ${p.failed}`).join(', ')} ${JSON.stringify(run.notes)}\n`);

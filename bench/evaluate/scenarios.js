@@ -27,21 +27,25 @@ async function poststart(ctx) {
   mark('POSTSTART done');
 }
 
+async function plannedStop(ctx) {
+  const { cluster, at, mark, hotServer } = ctx;
+  await at(10);
+  await prestopThen(ctx, async () => { await cluster.stopServer(hotServer, 'SIGTERM'); mark('SIGTERM'); });
+  await at(10 + RETURN_AFTER_SECONDS);
+  await cluster.restartServer(hotServer);
+  mark('server back');
+  await poststart(ctx);
+}
+
 export const SCENARIOS = {
   // IV-B2: a planned stop (clean SIGTERM) of the server holding the busiest shard's primary, back 15 s later.
   'planned-stop': {
-    name: 'planned-stop',
-    title: 'IV-B2 planned stop and return (SIGTERM)',
-    durationSeconds: 45,
-    async timeline(ctx) {
-      const { cluster, at, mark, hotServer } = ctx;
-      await at(10);
-      await prestopThen(ctx, async () => { await cluster.stopServer(hotServer, 'SIGTERM'); mark('SIGTERM'); });
-      await at(10 + RETURN_AFTER_SECONDS);
-      await cluster.restartServer(hotServer);
-      mark('server back');
-      await poststart(ctx);
-    },
+    name: 'planned-stop', title: 'IV-B2 planned stop and return (SIGTERM)', durationSeconds: 45, timeline: plannedStop,
+  },
+  // The same, with the manager leaving the primaries where PRESTOP put them (POSTSTART_GIVE_BACK=never).
+  'planned-stop-keep': {
+    name: 'planned-stop-keep', title: 'IV-B2 planned stop and return, no hand-back', durationSeconds: 45, timeline: plannedStop,
+    managerEnv: { POSTSTART_GIVE_BACK: 'never' },
   },
   // IV-B2 variant: PRESTOP answered, then the node drops off the network (no SIGTERM), back 15 s later.
   'prestop-then-cut': {
