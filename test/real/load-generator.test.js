@@ -5,7 +5,7 @@ import { performance } from 'node:perf_hooks';
 import r from 'rethinkdb';
 import { createLoadGenerator } from '../../bench/evaluate/load-generator.js';
 import { bucketize, summarize } from '../../bench/evaluate/stats.js';
-import { checkRethinkdbBinary, startRethinkdbServer } from './rethinkdb-server.js';
+import { createRethinkDbCluster, resolveBinary } from '../../bench/lab/rethinkdb-cluster.js';
 
 const DB = 'ycsb';
 const TABLE = 'usertable';
@@ -33,8 +33,9 @@ describe('load generator on a real RethinkDB server', () => {
   let stoppedAtMs = null;
 
   beforeAll(async () => {
-    checkRethinkdbBinary();
-    server = await startRethinkdbServer();
+    const lab = createRethinkDbCluster({ binary: resolveBinary(), size: 1 });
+    await lab.start().catch(async (err) => { await lab.destroy(); throw err; });
+    server = { ...lab.servers[0], stop: () => lab.destroy() };
     await createTable(server);
     const generator = createLoadGenerator({
       r, entries: [{ name: 'rethinkdb_0', host: server.host, port: server.driverPort }], db: DB, table: TABLE,
