@@ -30,6 +30,7 @@ export function createApp({
   app.use(auth.authenticateRequest);
   app.use(requireJsonBodies);
   app.use(express.json({ limit: bodyLimitBytes, strict: true }));
+  app.use(requireCompleteBodies);
   app.use(auth.authorizeRequest);
   app.use(createReadRoutes({ store, marks, operations, work, monitor, audit, status }));
   app.use(createStatusPageRoutes());
@@ -41,11 +42,28 @@ export function createApp({
   return app;
 }
 
-// A request that carries a body must say it is JSON.
+const carriesBody = (req) => Number(req.headers['content-length'] ?? 0) > 0 || req.headers['transfer-encoding'] !== undefined;
+
+// A request that carries a body must say it is JSON, framed by length or by chunks and nothing else (Node does
+// not undo other transfer codings, so their bytes would be read as the body).
 function requireJsonBodies(req, res, next) {
-  const hasBody = Number(req.headers['content-length'] ?? 0) > 0 || req.headers['transfer-encoding'] !== undefined;
-  if (hasBody && !req.is('application/json')) {
+  const te = req.headers['transfer-encoding'];
+  if (te !== undefined && te.trim().toLowerCase() !== 'chunked') {
+    next(new AppError('BAD_REQUEST', `Transfer-Encoding "${te}" is not accepted; send the body with Content-Length or Transfer-Encoding: chunked`));
+    return;
+  }
+  if (carriesBody(req) && !req.is('application/json')) {
     next(new AppError('UNSUPPORTED_MEDIA_TYPE', `request bodies must be application/json, got ${req.headers['content-type'] ?? 'no content type'}`));
+    return;
+  }
+  next();
+}
+
+// A body that was not read to its end (the framing was malformed, or the connection closed first) is refused:
+// the body parser skips a request that is already finished and leaves no body, which must not read as "none".
+function requireCompleteBodies(req, res, next) {
+  if (carriesBody(req) && (!req.complete || req.body === undefined)) {
+    next(new AppError('BAD_REQUEST', 'the request body was not received completely (malformed framing, or the connection closed); nothing was done'));
     return;
   }
   next();

@@ -32,6 +32,8 @@ const KEYS = [
   { env: 'PRESTOP_DEADLINE_SECONDS', field: 'deadlines.prestopSeconds', parse: integer(2, 3600), default: 20 },
   { env: 'MIGRATION_DEADLINE_SECONDS', field: 'deadlines.migrationSeconds', parse: integer(1, 86400), default: 3600 },
   { env: 'SHUTDOWN_GRACE_SECONDS', field: 'deadlines.shutdownGraceSeconds', parse: integer(0, 3600), default: 25 },
+  { env: 'RETRY_MIN_MS', field: 'retry.minMs', parse: integer(10, 600000), default: 500 },
+  { env: 'RETRY_MAX_MS', field: 'retry.maxMs', parse: integer(10, 3600000), default: 30000 },
   { env: 'WAIT_POLL_INTERVAL_MS', field: 'waitPollIntervalMs', parse: integer(10, 60000), default: 250 },
   { env: 'POSTSTART_GIVE_BACK', field: 'poststart.giveBack', parse: oneOf(['always', 'never']), default: 'always' },
   { env: 'POSTSTART_JOIN_TIMEOUT_SECONDS', field: 'deadlines.poststartJoinSeconds', parse: integer(1, 3600), default: 300 },
@@ -81,6 +83,7 @@ export function loadConfig(env) {
   if (config.rethinkdb.reconnectMinMs > config.rethinkdb.reconnectMaxMs) {
     problems.push('RETHINKDB_RECONNECT_MIN_MS must not exceed RETHINKDB_RECONNECT_MAX_MS');
   }
+  if (config.retry.minMs > config.retry.maxMs) problems.push('RETRY_MIN_MS must not exceed RETRY_MAX_MS');
   if (config.rethinkdb.tlsCaFile && !config.rethinkdb.tls) {
     problems.push('RETHINKDB_TLS_CA_FILE is set but RETHINKDB_TLS is not true');
   }

@@ -15,6 +15,7 @@ export const ERROR_CODES = Object.freeze({
   PAYLOAD_TOO_LARGE: { statusCode: 413 },
   RECONFIGURATION_REJECTED: { statusCode: 502 },
   SHUTTING_DOWN: { statusCode: 503 },
+  STARTING: { statusCode: 503 },
   DATA_STORE_UNAVAILABLE: { statusCode: 503 },
   KUBERNETES_UNAVAILABLE: { statusCode: 503 },
   DEADLINE_EXCEEDED: { statusCode: 504 },

@@ -8,6 +8,7 @@ import { createApp } from './app.js';
 import { createAudit } from './audit/audit.js';
 import { createAuthenticator } from './auth/authenticator.js';
 import { createKeyedMutex } from './lib/keyed-mutex.js';
+import { retryUntilDone } from './lib/retry.js';
 import { createWorkTracker } from './lib/work-tracker.js';
 import { createMetrics } from './metrics/metrics.js';
 import { createMonitor } from './monitor/monitor.js';
@@ -18,15 +19,17 @@ import { createStateStore } from './state/state-store.js';
 import { reconcileState } from './state/reconcile.js';
 
 // staticToken: the bearer token read from AUTH_STATIC_TOKEN_FILE (AUTH_MODE=static only).
+// stateLoaded: the caller vouches that there is no persisted state to load (a fresh sandbox), so the manager
+// takes work at once; otherwise it takes none until reconcile() has loaded the state.
 export function createManager({
-  config, store, kube = null, clock, logger, sandboxModel = null, extraRoutes = [], metrics = createMetrics(), staticToken = null,
+  config, store, kube = null, clock, logger, sandboxModel = null, extraRoutes = [], metrics = createMetrics(), staticToken = null, stateLoaded = false,
 }) {
   const locks = createKeyedMutex();
   const marks = createStateStore({ kube, clock, logger });
   const audit = createAudit({ kube, clock, logger, metrics });
   const authenticator = createAuthenticator({ auth: config.auth, kube, staticToken, clock, logger });
   const operations = createOperationRegistry({ clock, logger });
-  const work = createWorkTracker();
+  const work = createWorkTracker({ started: stateLoaded });
   const reconfigurer = createReconfigurer({ store, locks, marks, clock, logger, waitPollIntervalMs: config.waitPollIntervalMs });
   const actions = createActions({ store, reconfigurer, marks, operations, kube, clock, logger, config, audit });
   const hooks = createHooks({ store, actions, marks, operations, kube, config, clock, logger });
@@ -57,14 +60,24 @@ export function createManager({
     }
   }
 
-  // Start-up: load the state persisted on the pods and reconcile it with the live cluster.
+  // Start-up: load the state persisted on the pods and reconcile it with the live cluster, retrying with
+  // backoff until it succeeds. Until then the manager takes no work and /readyz says why.
   async function reconcile() {
-    reconciliation = await reconcileState({ kube, store, marks, actions, operations, clock, logger });
+    reconciliation = await retryUntilDone(() => reconcileState({ kube, store, marks, actions, operations, clock, logger, retry: config.retry }), {
+      clock, ...config.retry, stopped: () => work.shuttingDown(),
+      onFailure: (err, { attempt, delayMs }) => {
+        work.noteStarting(`the manager has not loaded its persisted state yet (attempt ${attempt} failed: ${err.message})`);
+        log.warn({ err: err.message, attempt, retryInMs: delayMs }, 'state reconciliation failed; retrying');
+      },
+    });
+    work.markStarted();
     return reconciliation;
   }
 
-  // One round of periodic work: expire perf warnings (and retry restores), then poll the metrics.
+  // One round of periodic work: expire perf warnings (and retry restores), then poll the metrics. Nothing
+  // runs before the persisted state is loaded.
   async function tick({ poll = true } = {}) {
+    if (!work.started()) return { expired: [], polled: null };
     const expired = await hooks.expireDue().catch((err) => { log.warn({ err: err.message }, 'perf warning expiry failed'); return []; });
     const polled = poll && monitor.view().enabled ? await monitor.pollOnce() : null;
     return { expired, polled };

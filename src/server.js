@@ -44,7 +44,9 @@ function main() {
     }
     // The sandbox's pods call their hooks over HTTP, like the real pods' curl commands.
     if (backend.sandboxKube) connectSandboxHooks(backend.sandboxKube, sandboxPost(`http://127.0.0.1:${port}`, logger, backend.staticToken));
-    await manager.reconcile().catch((err) => logger.error({ err: err.message }, 'state reconciliation failed; starting with what could be loaded'));
+    // Retries until the persisted state is loaded; until then the manager takes no work and is not ready.
+    await manager.reconcile().catch((err) => logger.error({ err: err.message }, 'state reconciliation stopped'));
+    if (!manager.work.started()) return;
     timers.push(every(1000, () => manager.tick({ poll: false })));
     if (manager.monitor.view().enabled) timers.push(every(config.monitor.pollIntervalMs, () => manager.monitor.pollOnce()));
   });

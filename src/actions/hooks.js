@@ -15,12 +15,18 @@ export function createHooks({ store, actions, marks, operations, kube, config, c
   const log = logger.child({ module: 'hooks' });
   const pendingRestores = new Map();
 
-  // The pod's RethinkDB server: by hostname (= pod name in a StatefulSet), canonical address, pod IP, or override.
-  async function serverForPod(podName) {
-    const pod = kube ? await kube.getPod(podName).catch((err) => {
+  // The pod, or POD_NOT_FOUND; null when there is no Kubernetes API to ask.
+  async function existingPod(podName) {
+    if (!kube) return null;
+    return kube.getPod(podName).catch((err) => {
       if (err.code === 'NOT_FOUND') throw new AppError('POD_NOT_FOUND', `pod "${podName}" does not exist in namespace ${config.kubernetes.namespace}`);
       throw err;
-    }) : null;
+    });
+  }
+
+  // The pod's RethinkDB server: by hostname (= pod name in a StatefulSet), canonical address, pod IP, or override.
+  async function serverForPod(podName) {
+    const pod = await existingPod(podName);
     const cluster = await store.readCluster();
     const server = findServerForPod(cluster, { podName, podIp: pod?.podIp ?? null, overrides: config.podServerOverrides });
     return { pod, server, cluster };
@@ -42,7 +48,9 @@ export function createHooks({ store, actions, marks, operations, kube, config, c
 
   // Answers at once with an operation; the work (join, decide, act) runs in the background.
   // byPod: the pod itself called (not an operator); it may then release only a drain its own PRESTOP set.
-  function poststart({ pod, actor = `hook:poststart:${pod}`, byPod = false }) {
+  // A pod that does not exist is refused before any operation starts (each would poll for its join deadline).
+  async function poststart({ pod, actor = `hook:poststart:${pod}`, byPod = false }) {
+    await existingPod(pod);
     const running = operations.list().find((op) => op.kind === 'poststart' && op.params.pod === pod && op.status === 'running');
     if (running) return { event: 'POSTSTART', pod, operation: running, repeated: true };
     const op = operations.start('poststart', { pod }, (operation) => runPoststart(operation, { pod, actor, byPod }));

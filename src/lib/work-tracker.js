@@ -1,13 +1,17 @@
-// Tracks in-flight work so that shutdown can stop taking new work and wait for what is running.
+// Tracks in-flight work so that shutdown can stop taking new work and wait for what is running, and refuses
+// work before the manager has started (its persisted state loaded), so that nothing acts on a partial picture.
 
 import { AppError } from '../errors.js';
 
-export function createWorkTracker() {
+export function createWorkTracker({ started = true } = {}) {
   const inFlight = new Set();
   let stopping = false;
+  let open = started;
+  let startingReason = 'the manager is loading its persisted state';
 
   async function track(fn) {
     if (stopping) throw new AppError('SHUTTING_DOWN', 'the manager is shutting down and takes no new work');
+    if (!open) throw new AppError('STARTING', `${startingReason}; it takes no work until it has, retry shortly`);
     const promise = Promise.resolve().then(fn);
     inFlight.add(promise);
     try {
@@ -21,6 +25,11 @@ export function createWorkTracker() {
     track,
     shuttingDown: () => stopping,
     beginShutdown() { stopping = true; },
+    started: () => open,
+    markStarted() { open = true; },
+    // Why the manager has not started yet (shown by /readyz and in every refusal).
+    noteStarting(reason) { startingReason = reason; },
+    startingReason: () => startingReason,
     inFlightCount: () => inFlight.size,
     drain: () => Promise.allSettled([...inFlight]),
   };

@@ -56,7 +56,7 @@ export const ACTION_ROUTE_SPECS = ACTION_ROUTES.map((route) => ({
   ok: route.movesData
     ? [{ status: 202, description: 'the operation started; follow operation.href', schema: 'OperationStarted', location: true }, { status: 200, description: 'dry run: the plan' }]
     : [{ status: 200, description: 'the report: changes, skipped, notDone, outcome (planned for a dry run)' }],
-  errors: ['SERVER_NOT_FOUND', 'TABLE_NOT_FOUND', 'SHARD_NOT_FOUND', 'NODE_NOT_FOUND', 'RECONFIGURATION_REJECTED', 'SHUTTING_DOWN', 'DATA_STORE_UNAVAILABLE', 'KUBERNETES_UNAVAILABLE', 'DEADLINE_EXCEEDED'],
+  errors: ['SERVER_NOT_FOUND', 'TABLE_NOT_FOUND', 'SHARD_NOT_FOUND', 'NODE_NOT_FOUND', 'RECONFIGURATION_REJECTED', 'STARTING', 'SHUTTING_DOWN', 'DATA_STORE_UNAVAILABLE', 'KUBERNETES_UNAVAILABLE', 'DEADLINE_EXCEEDED'],
   run: route.action,
 }));
 

@@ -19,7 +19,7 @@ export const HOOK_SCHEMAS = {
   perfwarningEndQuery: objectSchema({ pod: fields.pod }, ['pod']),
 };
 
-const storeErrors = ['SHUTTING_DOWN', 'DATA_STORE_UNAVAILABLE', 'KUBERNETES_UNAVAILABLE', 'RECONFIGURATION_REJECTED'];
+const storeErrors = ['STARTING', 'SHUTTING_DOWN', 'DATA_STORE_UNAVAILABLE', 'KUBERNETES_UNAVAILABLE', 'RECONFIGURATION_REJECTED'];
 
 // Method, path and input schemas of each hook route: what the router enforces and /openapi.json describes.
 export const HOOK_ROUTES = {

@@ -18,8 +18,8 @@ export const READ_ROUTES = {
   },
   readyz: {
     method: 'get', path: '/readyz', operationId: 'readyz', tag: 'probes',
-    summary: 'Readiness: 200 while the data store answers; 503 otherwise or while shutting down',
-    ok: [{ status: 200, description: 'ready', schema: 'Readiness' }], errors: ['SHUTTING_DOWN', 'DATA_STORE_UNAVAILABLE'],
+    summary: 'Readiness: 200 while the data store answers; 503 otherwise, before the persisted state is loaded, or while shutting down',
+    ok: [{ status: 200, description: 'ready', schema: 'Readiness' }], errors: ['STARTING', 'SHUTTING_DOWN', 'DATA_STORE_UNAVAILABLE'],
   },
   cluster: {
     method: 'get', path: '/v1/cluster', operationId: 'getCluster', tag: 'reads',
@@ -58,6 +58,7 @@ export function createReadRoutes({ store, marks, operations, work, monitor, audi
 
   mountRoute(router, READ_ROUTES.readyz, async (input, res) => {
     if (work.shuttingDown()) throw new AppError('SHUTTING_DOWN', 'the manager is shutting down');
+    if (!work.started()) throw new AppError('STARTING', work.startingReason());
     await withinMs(store.ping(), readyTimeoutMs, () => new AppError('DATA_STORE_UNAVAILABLE', `RethinkDB did not answer within ${readyTimeoutMs} ms`));
     res.json({ status: 'ready', backend: store.kind });
   });

@@ -16,7 +16,8 @@ export function createSandboxWorld({
   const kube = existing?.kube ?? createSandboxKube({ model, clock });
   const source = wrapSource(createSandboxSource(model));
   const store = createDataStore({ source, managedTables: config.managedTables });
-  const manager = createManager({ config, store, kube, clock, logger, sandboxModel: model, metrics, staticToken });
+  // A fresh sandbox has no persisted state; one built over an earlier world's pods must reconcile first.
+  const manager = createManager({ config, store, kube, clock, logger, sandboxModel: model, metrics, staticToken, stateLoaded: !existing?.kube });
   return { model, kube, source, store, manager };
 }
 

@@ -2,14 +2,21 @@
 // and checked against the live cluster. A mark whose server has left the cluster is released; a migration
 // that was in flight when the manager stopped is resumed (its plan is made again from the cluster as it is
 // now, so finished moves are not repeated and half-done ones are completed).
+// Everything is read before anything changes, so a failed read (Kubernetes or RethinkDB unavailable) leaves
+// nothing half-loaded and the caller simply tries again; a migration whose resumption meets an unavailable
+// store is retried on its own, so that none is resumed twice.
 
-export async function reconcileState({ kube, store, marks, actions, operations, clock, logger }) {
+import { retryUntilDone } from '../lib/retry.js';
+
+const transient = (err) => err?.statusCode === 503;
+
+export async function reconcileState({ kube, store, marks, actions, operations, clock, logger, retry }) {
   const log = logger.child({ module: 'reconcile' });
   const at = new Date(clock.now()).toISOString();
   if (!kube?.listRethinkDbPods) return { at, source: 'none', note: 'no Kubernetes API: state is kept in memory only', loaded: [], released: [], resumed: [] };
   const pods = await kube.listRethinkDbPods();
-  const { loaded, unreadable } = marks.load(pods);
   const cluster = await store.readCluster();
+  const { loaded, unreadable } = marks.load(pods);
   const present = new Set(cluster.servers.map((s) => s.id));
   const released = [];
   for (const mark of await marks.list()) {
@@ -20,32 +27,39 @@ export async function reconcileState({ kube, store, marks, actions, operations, 
   }
   const resumed = [];
   for (const m of await marks.migrations()) {
-    const fn = {
-      'migrate-replicas-off': actions.migrateReplicasOff, 'add-server': actions.addServer,
-      'replace-server': actions.replaceServer, 'create-replica': actions.createReplica,
-    }[m.action];
-    if (!fn) {
+    // Shared by the attempts: a half-done move finished by one attempt is not finished again by the next.
+    const progress = { finished: null };
+    resumed.push(await retryUntilDone(() => resumeMigration(m, progress, { marks, actions, operations }), {
+      clock, ...retry, retryable: transient,
+      onFailure: (err, { attempt, delayMs }) => log.warn({ server: m.serverName, err: err.message, attempt, retryInMs: delayMs }, 'migration not resumed yet; retrying'),
+    }).catch(async (err) => {
       await marks.clearMigration(m.serverId);
-      resumed.push({ server: m.serverName, action: m.action, outcome: 'dropped', reason: 'unknown action' });
-      continue;
-    }
-    try {
-      let finished = null;
-      if (m.inFlight) {
-        const { operation } = await actions.finishMove({ move: m.inFlight, reason: 'finish the move a stopped manager left half-done', actor: 'manager:reconcile' });
-        finished = await operations.wait(operation.id);
-      }
-      const started = await fn({ ...m.params, reason: `resumed after a manager restart (was operation ${m.operationId})`, actor: 'manager:reconcile' });
-      resumed.push({
-        server: m.serverName, action: m.action, previousOperation: m.operationId, operation: started.operation.id, outcome: 'resumed',
-        halfDoneMove: finished ? { operation: finished.id, status: finished.status } : null,
-      });
-    } catch (err) {
-      await marks.clearMigration(m.serverId);
-      resumed.push({ server: m.serverName, action: m.action, previousOperation: m.operationId, outcome: 'not resumed', reason: err.message });
-    }
+      return { server: m.serverName, action: m.action, previousOperation: m.operationId, outcome: 'not resumed', reason: err.message };
+    }));
   }
   const result = { at, source: 'pod annotations', loaded, unreadable, released, resumed };
   log.info({ loaded: loaded.length, released: released.length, resumed: resumed.length, unreadable: unreadable.length }, 'state reconciled');
   return result;
+}
+
+async function resumeMigration(m, progress, { marks, actions, operations }) {
+  const fn = {
+    'migrate-replicas-off': actions.migrateReplicasOff, 'add-server': actions.addServer,
+    'replace-server': actions.replaceServer, 'create-replica': actions.createReplica,
+  }[m.action];
+  if (!fn) {
+    await marks.clearMigration(m.serverId);
+    return { server: m.serverName, action: m.action, outcome: 'dropped', reason: 'unknown action' };
+  }
+  if (m.inFlight && !progress.finished) {
+    const { operation } = await actions.finishMove({ move: m.inFlight, reason: 'finish the move a stopped manager left half-done', actor: 'manager:reconcile' });
+    // eslint-disable-next-line no-param-reassign
+    progress.finished = await operations.wait(operation.id);
+  }
+  const { finished } = progress;
+  const started = await fn({ ...m.params, reason: `resumed after a manager restart (was operation ${m.operationId})`, actor: 'manager:reconcile' });
+  return {
+    server: m.serverName, action: m.action, previousOperation: m.operationId, operation: started.operation.id, outcome: 'resumed',
+    halfDoneMove: finished ? { operation: finished.id, status: finished.status } : null,
+  };
 }

@@ -77,12 +77,21 @@ describe('POST /v1/hooks/poststart', () => {
     expect(h.operations.list()).toEqual([]);
   });
 
-  test('when no server ever joins for the pod, then the operation fails at the join deadline saying so', async () => {
-    const h = createSandboxHarness({ env: { POSTSTART_JOIN_TIMEOUT_SECONDS: '5' } });
+  test('when the pod does not exist, then 404 POD_NOT_FOUND, as for PRESTOP, and no operation starts', async () => {
+    const h = createSandboxHarness();
     const res = await request(h.app).post('/v1/hooks/poststart?pod=rethinkdb-77');
+    expect(res.status).toBe(404);
+    expect(res.body).toMatchObject({ error: 'POD_NOT_FOUND', message: expect.stringContaining('rethinkdb-77') });
+    expect(h.operations.list()).toEqual([]);
+  });
+
+  test('when the pod exists but no server ever joins for it, then the operation fails at the join deadline saying so', async () => {
+    const h = createSandboxHarness({ env: { POSTSTART_JOIN_TIMEOUT_SECONDS: '5' } });
+    h.model.crashServer('rethinkdb_1', { mode: 'kill' });
+    const res = await request(h.app).post('/v1/hooks/poststart?pod=rethinkdb-1');
     expect(res.status).toBe(202);
     await settle(h);
-    expect(h.operations.get(res.body.operation.id)).toMatchObject({ status: 'failed', error: { error: 'DEADLINE_EXCEEDED', message: 'no RethinkDB server for pod rethinkdb-77 joined within 5 s' } });
+    expect(h.operations.get(res.body.operation.id)).toMatchObject({ status: 'failed', error: { error: 'DEADLINE_EXCEEDED', message: 'no RethinkDB server for pod rethinkdb-1 joined within 5 s' } });
   });
 });
 
@@ -114,6 +123,17 @@ describe('PERFWARNING', () => {
     expect(await primaryMap(h.store)).toEqual(INITIAL);
     const again = await request(h.app).delete('/v1/hooks/perfwarning?pod=rethinkdb-2');
     expect(again.status).toBe(404);
+  });
+
+  test('when primaries are rebalanced while a warning is active, then none goes back onto the warned server until it ends', async () => {
+    const h = createSandboxHarness();
+    await json(request(h.app).post('/v1/hooks/perfwarning'), { pod: 'rethinkdb-1' });
+    expect(await primaryMap(h.store)).not.toContain('rethinkdb_1');
+    const rebalanced = await json(request(h.app).post('/v1/actions/rebalance-primaries'), {});
+    expect(rebalanced.status).toBe(200);
+    expect(await primaryMap(h.store)).not.toContain('rethinkdb_1');
+    await request(h.app).delete('/v1/hooks/perfwarning?pod=rethinkdb-1');
+    expect(await primaryMap(h.store)).toEqual(INITIAL);
   });
 
   test('when a warning ends while the server is down, then primaries return only once it is healthy again', async () => {
@@ -187,19 +207,25 @@ describe('the monitor', () => {
   });
 });
 
+// A first manager that stops making progress after its third table_config write, in the middle of a long
+// hot-spot migration off rethinkdb_1, with rethinkdb-3 drained by PRESTOP; release() lets its writes go on.
+async function managerMidMigration() {
+  let writes = 0;
+  let release;
+  const gate = new Promise((resolve) => { release = resolve; });
+  const first = createSandboxHarness({
+    wrapSource: (source) => ({ ...source, updateTableShards: async (...args) => { writes += 1; if (writes > 3) await gate; return source.updateTableShards(...args); } }),
+  });
+  await request(first.app).post('/v1/hooks/prestop?pod=rethinkdb-3');
+  await json(request(first.app).post('/v1/hooks/perfwarning'), { pod: 'rethinkdb-1', durationSeconds: 3600 });
+  await new Promise((resolve) => { setTimeout(resolve, 20); });
+  await first.marks.flush();
+  return { first, release };
+}
+
 describe('state that survives the manager', () => {
   test('when the manager restarts in the middle of a long hot-spot migration, then the new one reloads the marks from the pods and finishes the migration', async () => {
-    let writes = 0;
-    let release;
-    const gate = new Promise((resolve) => { release = resolve; });
-    const first = createSandboxHarness({
-      // The first manager stops making progress after its third table_config write (mid-migration).
-      wrapSource: (source) => ({ ...source, updateTableShards: async (...args) => { writes += 1; if (writes > 3) await gate; return source.updateTableShards(...args); } }),
-    });
-    await request(first.app).post('/v1/hooks/prestop?pod=rethinkdb-3');
-    await json(request(first.app).post('/v1/hooks/perfwarning'), { pod: 'rethinkdb-1', durationSeconds: 3600 });
-    await new Promise((resolve) => { setTimeout(resolve, 20); });
-    await first.marks.flush();
+    const { first, release } = await managerMidMigration();
     expect((await replicasOf(first, 'rethinkdb_1')).length).toBeGreaterThan(0);
     const pod1 = await first.kube.getPod('rethinkdb-1');
     expect(Object.keys(pod1.annotations).sort()).toEqual(['rethinkdb-manager.io/migration', 'rethinkdb-manager.io/perfwarning']);
@@ -224,6 +250,47 @@ describe('state that survives the manager', () => {
     expect(primaries).not.toContain('rethinkdb_3');
     await second.marks.flush();
     expect(Object.keys((await second.kube.getPod('rethinkdb-1')).annotations)).toEqual(['rethinkdb-manager.io/perfwarning']);
+    release();
+  });
+
+  test('when reconciling fails twice at start-up, then it is retried until it succeeds: until then no work and /readyz 503, then the state is loaded and the migration resumed', async () => {
+    const { first, release } = await managerMidMigration();
+    const before = await primaryMap(first.store);
+    // Each pod listing waits for the test to let it fail or succeed.
+    const listings = [];
+    const kube = {
+      ...first.kube,
+      listRethinkDbPods: () => new Promise((resolve, reject) => { listings.push({ resolve, reject }); }).then(() => first.kube.listRethinkDbPods()),
+    };
+    const second = createSandboxHarness({ clock: first.clock, existing: { model: first.model, kube } });
+    const reconciling = second.reconcile();
+    const failures = [
+      Object.assign(new Error('the Kubernetes API did not answer'), { code: 'KUBERNETES_UNAVAILABLE', statusCode: 503 }),
+      new Error('socket hang up'),
+    ];
+    for (const [attempt, failure] of failures.entries()) {
+      while (listings.length <= attempt) await new Promise((resolve) => { setTimeout(resolve, 1); });
+      const ready = await request(second.app).get('/readyz');
+      expect(ready.status).toBe(503);
+      expect(ready.body.error).toBe('STARTING');
+      if (attempt > 0) expect(ready.body.message).toMatch(/attempt 1 failed: the Kubernetes API did not answer/);
+      const prestop = await request(second.app).post('/v1/hooks/prestop?pod=rethinkdb-2');
+      expect(prestop.status).toBe(503);
+      expect(prestop.body.error).toBe('STARTING');
+      expect(await second.tick()).toEqual({ expired: [], polled: null });
+      listings[attempt].reject(failure);
+    }
+    while (listings.length < 3) await new Promise((resolve) => { setTimeout(resolve, 1); });
+    expect(second.operations.list()).toEqual([]);
+    expect(second.audit.list({ limit: 10 })).toEqual([]);
+    expect(await primaryMap(second.store)).toEqual(before);
+    listings[2].resolve();
+    const reconciled = await reconciling;
+    expect(reconciled.loaded.map((l) => `${l.pod}:${l.kind}`).sort()).toEqual(['rethinkdb-1:migration', 'rethinkdb-1:perfwarning', 'rethinkdb-3:draining']);
+    expect(reconciled.resumed).toEqual([expect.objectContaining({ server: 'rethinkdb_1', action: 'migrate-replicas-off', outcome: 'resumed' })]);
+    expect((await request(second.app).get('/readyz')).status).toBe(200);
+    await settle(second);
+    expect(await replicasOf(second, 'rethinkdb_1')).toEqual([0]);
     release();
   });
 });

@@ -59,6 +59,8 @@ beforeAll(async () => {
   });
   const store = createDataStore({ source: createSandboxSource(createSandboxCluster({ clock })), managedTables: [] });
   m = createManager({ config, store, kube, clock, logger: createLogger({ level: 'info', destination: createLogSink().stream }) });
+  // As src/server.js does: the persisted state is loaded before the manager takes work.
+  await m.reconcile();
 }, 120000);
 
 afterAll(async () => { await api?.stop(); });

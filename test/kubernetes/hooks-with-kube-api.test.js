@@ -21,7 +21,10 @@ async function managerOnFakeApi() {
   const config = loadConfig({ LOG_LEVEL: 'info' });
   const kube = createKubeAdapter({ kubeConfig: api.kubeConfig, namespace: 'rethinkdb', clock });
   const store = createDataStore({ source: createSandboxSource(createSandboxCluster({ clock })), managedTables: [] });
-  return createManager({ config, store, kube, clock, logger: createLogger({ level: 'info', destination: createLogSink().stream }) });
+  const m = createManager({ config, store, kube, clock, logger: createLogger({ level: 'info', destination: createLogSink().stream }) });
+  // As src/server.js does: the persisted state is loaded before the manager takes work.
+  await m.reconcile();
+  return m;
 }
 
 describe('hooks with the Kubernetes adapter over HTTP', () => {

@@ -173,6 +173,8 @@ describe('Kubernetes service-account tokens (TokenReview)', () => {
     const kube = createKubeAdapter({ kubeConfig: api.kubeConfig, namespace: 'rethinkdb', clock, requestTimeoutMs: 1000 });
     const store = createDataStore({ source: createSandboxSource(createSandboxCluster({ clock })), managedTables: [] });
     const m = createManager({ config, store, kube, clock, logger: createLogger({ level: 'info', destination: createLogSink().stream }) });
+    // As src/server.js does: the persisted state is loaded before the manager takes work.
+    await m.reconcile();
     return { ...m, clock };
   }
   const reviews = () => api.requests.filter((r) => r.path === '/apis/authentication.k8s.io/v1/tokenreviews');

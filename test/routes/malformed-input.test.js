@@ -1,11 +1,13 @@
 // A corpus of malformed requests fired at every operation in /openapi.json (property-based, fast-check):
 // wrong types, unknown fields and query parameters, missing fields, bad path parameters, oversized bodies,
-// bodies that are not JSON, not application/json or falsely compressed, deep nesting, huge strings, prototype keys.
+// bodies that are not JSON, not application/json or falsely compressed, deep nesting, huge strings, prototype keys;
+// and, as raw bytes, bodies with malformed transfer encodings at every mutating route.
 // Every answer must be the documented 4xx with the error body, the server must stay up, and nothing may change:
 // no write reaches RethinkDB, no Kubernetes call changes anything, no operation or audit record appears.
 
 import { once } from 'node:events';
 import http from 'node:http';
+import net from 'node:net';
 import Ajv from 'ajv';
 import fc from 'fast-check';
 import { ERROR_CODES } from '../../src/errors.js';
@@ -96,7 +98,12 @@ async function startSandbox() {
   const { port } = server.address();
   return {
     calls,
+    port,
+    // Resolves once no request handler, operation or annotation write is still running.
+    idle: async () => { await h.work.drain(); await h.operations.drain(); await h.marks.flush(); },
     before: await sandboxState(h),
+    // After a test's own setup: the state to compare with is the one it left, and no call counts yet.
+    async rebase() { await this.idle(); this.before = await sandboxState(h); calls.length = 0; },
     state: () => sandboxState(h),
     send: (req) => send(port, agent, req),
     async close() {
@@ -149,5 +156,133 @@ describe('malformed requests at every documented operation', () => {
       await sandbox.close();
     }
     expect(Object.getOwnPropertyNames(Object.prototype).sort()).toEqual(prototypeKeys);
+  });
+});
+
+// Bytes as they go on the wire: a request line, headers and a body framed by hand, on a socket of its own.
+// Resolves with the status line's code (null when the server closed without answering) once the server closes.
+function sendRaw(port, { head, framed, endAfter = false }) {
+  return new Promise((resolve) => {
+    let text = '';
+    const socket = net.connect(port, '127.0.0.1', () => {
+      socket.write(`${head}\r\n${framed}`);
+      if (endAfter) socket.end();
+    });
+    const timer = setTimeout(() => socket.destroy(), 3000);
+    socket.on('data', (chunk) => { text += chunk; });
+    socket.on('error', () => {});
+    socket.on('close', () => {
+      clearTimeout(timer);
+      const match = /^HTTP\/1\.1 (\d{3})/.exec(text);
+      resolve(match ? Number(match[1]) : null);
+    });
+  });
+}
+
+// Transfer encodings that do not frame a body correctly. Node's HTTP parser answers most with its own 400 and
+// closes the connection, possibly after the route's middleware has started: the route must then not run.
+const MALFORMED_FRAMINGS = [
+  ['an invalid chunk size', { te: 'chunked', framed: (body) => `ZZZ\r\n${body}\r\n0\r\n\r\n` }],
+  ['a negative chunk size', { te: 'chunked', framed: (body) => `-2\r\n${body}\r\n0\r\n\r\n` }],
+  ['a chunk size that overflows', { te: 'chunked', framed: (body) => `FFFFFFFFFFFFFFFFFFFF\r\n${body}\r\n0\r\n\r\n` }],
+  ['a chunk longer than its size', { te: 'chunked', framed: (body) => `1\r\n${body}\r\n0\r\n\r\n` }],
+  ['no CRLF after the chunk data', { te: 'chunked', framed: (body) => `${hex(body)}\r\n${body}XX0\r\n\r\n` }],
+  ['a chunk extension with a control character', { te: 'chunked', framed: (body) => `${hex(body)};\u0001\r\n${body}\r\n0\r\n\r\n` }],
+  ['bare LF line ends', { te: 'chunked', framed: (body) => `${hex(body)}\n${body}\n0\n\n` }],
+  ['a malformed trailer', { te: 'chunked', framed: (body) => `${hex(body)}\r\n${body}\r\n0\r\nnot a header\r\n\r\n` }],
+  ['a body cut short, then the connection closed', { te: 'chunked', framed: (body) => `${hex(body) + 1}\r\n${body}`, endAfter: true }],
+  ['no last chunk, then the connection closed', { te: 'chunked', framed: (body) => `${hex(body)}\r\n${body}\r\n`, endAfter: true }],
+  ['both Content-Length and chunked', { te: 'chunked', extra: 'Content-Length: 2', framed: (body) => `${hex(body)}\r\n${body}\r\n0\r\n\r\n` }],
+  ['chunked not the last transfer coding', { te: 'chunked, gzip', framed: (body) => `${hex(body)}\r\n${body}\r\n0\r\n\r\n` }],
+  ['a transfer coding nobody decodes', { te: 'gzip, chunked', framed: (body) => `${hex(body)}\r\n${body}\r\n0\r\n\r\n` }],
+  ['an unknown transfer coding', { te: 'x-custom', framed: (body) => body, endAfter: true }],
+];
+
+function hex(text) {
+  return Buffer.byteLength(text).toString(16);
+}
+
+// For each mutating operation, a request that changes something when it is framed correctly (checked below),
+// and what must be done first for it to have something to change.
+const EFFECTIVE = {
+  'POST /v1/actions/move-primaries-from-server': { body: { server: 'rethinkdb_0' } },
+  'POST /v1/actions/move-primaries-from-node': { body: { node: 'node-0' } },
+  'POST /v1/actions/rebalance-primaries': { body: {} },
+  'POST /v1/actions/release-server': { body: { server: 'rethinkdb_0' } },
+  'POST /v1/actions/add-server': { body: { server: 'rethinkdb_0' } },
+  'POST /v1/actions/create-replica': { body: { table: 'ycsb.usertable', shard: 0, server: 'rethinkdb_3' } },
+  'POST /v1/actions/migrate-replicas-off': { body: { server: 'rethinkdb_0' } },
+  'POST /v1/hooks/prestop': { target: '?pod=rethinkdb-0' },
+  'POST /v1/hooks/poststart': { target: '?pod=rethinkdb-0' },
+  'POST /v1/hooks/perfwarning': { body: { pod: 'rethinkdb-0' } },
+  'DELETE /v1/hooks/perfwarning': { target: '?pod=rethinkdb-0', setup: ['POST', '/v1/hooks/perfwarning', { pod: 'rethinkdb-0' }] },
+  'POST /v1/sandbox/servers/{name}/crash': { path: { name: 'rethinkdb_0' } },
+  'POST /v1/sandbox/servers/{name}/restore': { path: { name: 'rethinkdb_0' }, setup: ['POST', '/v1/sandbox/servers/rethinkdb_0/crash', {}] },
+  'POST /v1/sandbox/nodes/{node}/crash': { path: { node: 'node-0' } },
+  'POST /v1/sandbox/pods': {},
+  'POST /v1/sandbox/pods/{pod}/cpu': { path: { pod: 'rethinkdb-0' }, body: { cores: 2 } },
+  'POST /v1/sandbox/pods/{pod}/interference': { path: { pod: 'rethinkdb-0' }, body: { cores: 2 } },
+  'DELETE /v1/sandbox/pods/{pod}/interference': { path: { pod: 'rethinkdb-0' }, setup: ['POST', '/v1/sandbox/pods/rethinkdb-0/interference', { cores: 2 }] },
+  'POST /v1/sandbox/scale': { body: { replicas: 5 } },
+};
+
+// The effective request's target and body, after its setup has run (and the state to compare with is taken).
+async function prepareEffective(sandbox, key, path) {
+  const entry = EFFECTIVE[key];
+  if (entry.setup) {
+    const [method, setupPath, body] = entry.setup;
+    const res = await sandbox.send({ method, path: setupPath, headers: { ...credentialsFor({ security: true }), 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    expect(res.status).toBeLessThan(300);
+    await sandbox.rebase();
+  }
+  const target = path.replace(/\{([A-Za-z0-9_]+)\}/g, (_, name) => entry.path[name]) + (entry.target ?? '');
+  return { target, body: JSON.stringify(entry.body ?? {}) };
+}
+
+function rawHead(method, target, { te, extra }) {
+  const lines = [
+    `${method.toUpperCase()} ${target} HTTP/1.1`, 'Host: 127.0.0.1', 'Connection: close', 'Content-Type: application/json', `Transfer-Encoding: ${te}`,
+    `Authorization: ${credentialsFor({ security: true }).authorization}`,
+  ];
+  if (extra) lines.push(extra);
+  return `${lines.join('\r\n')}\r\n`;
+}
+
+const MUTATING = OPERATIONS.filter(([, { method }]) => method !== 'get');
+
+describe('malformed transfer encodings at every mutating route', () => {
+  test('when the document is read, then every mutating operation has a request known to change something', () => {
+    expect(MUTATING.map(([key]) => key).sort()).toEqual(Object.keys(EFFECTIVE).sort());
+  });
+
+  test.each(MUTATING)('when %s gets its request with a well-formed chunked body, then it changes something (so the check below can see a change)', async (key, { method, path }) => {
+    const sandbox = await startSandbox();
+    try {
+      const { target, body } = await prepareEffective(sandbox, key, path);
+      const status = await sendRaw(sandbox.port, { head: rawHead(method, target, { te: 'chunked' }), framed: `${hex(body)}\r\n${body}\r\n0\r\n\r\n` });
+      await sandbox.idle();
+      expect(status).toBeLessThan(300);
+      const changed = sandbox.calls.length > 0 || JSON.stringify(await sandbox.state()) !== JSON.stringify(sandbox.before);
+      expect(changed).toBe(true);
+    } finally {
+      await sandbox.close();
+    }
+  });
+
+  test.each(MUTATING)('when %s gets bodies with malformed transfer encodings, then each is refused with a 4xx (or not answered) and nothing changes', async (key, { method, path }) => {
+    const sandbox = await startSandbox();
+    try {
+      const { target, body } = await prepareEffective(sandbox, key, path);
+      for (const [defect, framing] of MALFORMED_FRAMINGS) {
+        const status = await sendRaw(sandbox.port, { head: rawHead(method, target, framing), framed: framing.framed(body), endAfter: framing.endAfter });
+        await sandbox.idle();
+        expect({ defect, refused: status === null || (status >= 400 && status < 500) }).toEqual({ defect, refused: true });
+        expect({ defect, calls: sandbox.calls }).toEqual({ defect, calls: [] });
+        const now = await sandbox.state();
+        if (JSON.stringify(now) !== JSON.stringify(sandbox.before)) expect({ defect, now }).toEqual({ defect, now: sandbox.before });
+      }
+    } finally {
+      await sandbox.close();
+    }
   });
 });
