@@ -44,13 +44,15 @@ export function createRealManager(cluster, { via = 0, env = {}, kube = null } = 
   return { ...manager, config, logs: sink.lines, connections, close: async () => { await manager.marks.flush(); await close(); } };
 }
 
-// Until the manager's connection is up (it connects in the background).
+// Until the manager's connection is up (it connects in the background) and, as src/server.js does at start-up,
+// it has reconciled its persisted state (it takes no work before).
 export async function waitConnected(m, timeoutMs = 10000) {
   const until = Date.now() + timeoutMs;
   while (!m.connections.status().connected) {
     if (Date.now() > until) throw new Error(`manager not connected: ${m.connections.status().lastError}`);
     await new Promise((res) => { setTimeout(res, 50); });
   }
+  await m.reconcile();
 }
 
 // table_config and table_status by names, read through the driver, not through the manager.
