@@ -35,6 +35,7 @@ const KEYS = [
   { env: 'RETRY_MIN_MS', field: 'retry.minMs', parse: integer(10, 600000), default: 500 },
   { env: 'RETRY_MAX_MS', field: 'retry.maxMs', parse: integer(10, 3600000), default: 30000 },
   { env: 'WAIT_POLL_INTERVAL_MS', field: 'waitPollIntervalMs', parse: integer(10, 60000), default: 250 },
+  { env: 'POSTSTART_GIVE_BACK', field: 'poststart.giveBack', parse: oneOf(['always', 'never']), default: 'always' },
   { env: 'POSTSTART_JOIN_TIMEOUT_SECONDS', field: 'deadlines.poststartJoinSeconds', parse: integer(1, 3600), default: 300 },
   { env: 'PERFWARNING_LONG_SECONDS', field: 'perfwarning.longSeconds', parse: integer(1, 604800), default: 600 },
   { env: 'MONITOR_ENABLED', field: 'monitor.enabled', parse: boolean, default: true },

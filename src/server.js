@@ -9,8 +9,7 @@ import { createLogger } from './logger.js';
 import { createKubeAdapter } from './kubernetes/kube-adapter.js';
 import { createManager } from './manager.js';
 import { createMetrics } from './metrics/metrics.js';
-import { createDataStore } from './rethinkdb/data-store.js';
-import { createConnectionManager, createQueryRunner, createRethinkDbSource } from './rethinkdb/rethinkdb-source.js';
+import { createRethinkDbStore } from './rethinkdb/connect.js';
 import { connectSandboxHooks, createSandboxWorld } from './sandbox/sandbox-world.js';
 
 function main() {
@@ -103,23 +102,8 @@ function sandboxPost(base, logger, token) {
 
 function buildRethinkDb(config, clock, logger, { staticToken, metrics }) {
   const kube = buildKube(config, clock, logger);
-  const rc = config.rethinkdb;
-  const ssl = rc.tls ? {
-    ...(rc.tlsCaFile ? { ca: readFileSync(rc.tlsCaFile) } : {}),
-    ...(rc.tlsServername ? { servername: rc.tlsServername } : {}),
-  } : undefined;
-  const connections = createConnectionManager({
-    connect: () => r.connect({ host: rc.host, port: rc.port, user: rc.user, password: rc.password, timeout: rc.connectTimeoutSeconds, ssl }),
-    clock,
-    logger: logger.child({ module: 'rethinkdb' }),
-    reconnectMinMs: rc.reconnectMinMs,
-    reconnectMaxMs: rc.reconnectMaxMs,
-  });
-  connections.start();
-  logger.info({ host: rc.host, port: rc.port, user: rc.user, tls: rc.tls }, 'connecting to RethinkDB');
-  const source = createRethinkDbSource({ r, runQuery: createQueryRunner({ connections, queryTimeoutMs: rc.queryTimeoutMs }) });
-  const store = createDataStore({ source, managedTables: config.managedTables });
-  return { manager: createManager({ config, store, kube, clock, logger, metrics, staticToken }), close: () => connections.close() };
+  const { store, close } = createRethinkDbStore({ r, config, clock, logger });
+  return { manager: createManager({ config, store, kube, clock, logger, metrics, staticToken }), close };
 }
 
 function buildKube(config, clock, logger) {

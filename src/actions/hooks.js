@@ -68,7 +68,7 @@ export function createHooks({ store, actions, marks, operations, kube, config, c
     const mark = await marks.getDraining(server.id);
     // An operator's drain (release-server undoes it) outlives the pod's restarts; a PRESTOP's does not.
     const draining = mark && (!byPod || mark.via === 'prestop') ? mark : null;
-    const decision = decidePoststart(cluster, { serverId: server.id, wasDraining: Boolean(draining) });
+    const decision = decidePoststart(cluster, { serverId: server.id, wasDraining: Boolean(draining), giveBack: config.poststart.giveBack });
     op.steps.push({ step: 'decide', status: 'done', detail: decision.reason, kind: decision.kind });
     log.info({ pod, server: server.name, kind: decision.kind, reason: decision.reason }, 'postStart decision');
     if (decision.release) await marks.release(server.id);
@@ -83,13 +83,16 @@ export function createHooks({ store, actions, marks, operations, kube, config, c
 
   async function poststartAction(decision, server, actor, prefer) {
     const reason = decision.reason;
+    if (decision.kind === 'returning' && !decision.actions.includes('rebalance-primaries')) {
+      return { outcome: 'completed', replicasReady: null, rebalance: null, changes: [], skipped: [], notDone: [] };
+    }
     if (decision.kind === 'returning') {
       const ready = await waitForReplicasReady(server.id);
       const rebalance = await actions.rebalancePrimaries({ reason, actor, pod: null, prefer });
       return { outcome: ready ? rebalance.outcome : 'partial', replicasReady: ready, rebalance, changes: rebalance.changes, skipped: rebalance.skipped, notDone: rebalance.notDone };
     }
     const started = decision.kind === 'replacement'
-      ? await actions.replaceServer({ lost: decision.replaces, server: server.name, reason, actor })
+      ? await actions.replaceServer({ lost: decision.replaces, server: server.id, reason, actor })
       : await actions.addServer({ server: server.name, reason, actor });
     const inner = await operations.wait(started.operation.id);
     return { outcome: inner.report?.outcome ?? inner.status, operationId: inner.id, changes: inner.report?.changes ?? [], skipped: inner.report?.skipped ?? [], notDone: inner.report?.notDone ?? [] };

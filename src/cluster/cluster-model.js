@@ -104,8 +104,12 @@ function byName(a, b) {
 }
 
 // Lookups. A reference is a name (what humans type) or a uuid.
+// A replacement can join under the name of the lost server it replaces (RethinkDB 2.4 allows it while the lost
+// one is disconnected): a name then means the connected server.
 export function findServer(cluster, ref) {
-  return cluster.servers.find((s) => s.id === ref) ?? cluster.servers.find((s) => s.name === ref) ?? null;
+  return cluster.servers.find((s) => s.id === ref)
+    ?? cluster.servers.find((s) => s.name === ref && s.connected)
+    ?? cluster.servers.find((s) => s.name === ref) ?? null;
 }
 
 export function findTable(cluster, ref) {

@@ -20,11 +20,21 @@ export function decidePrestop({ pod, server }) {
 //   recreated here), preferring one with the same hostname;
 // - an `expansion` otherwise.
 // A server that was draining before it went away is released in every case.
-export function decidePoststart(cluster, { serverId, wasDraining = false }) {
+// giveBack ('always' | 'never', POSTSTART_GIVE_BACK): whether a returning server gets its primaries back. Each
+// handover costs clients about as many failed operations as a failover (see README, "Evaluation"), so giving
+// them back doubles the cost of a planned restart; 'never' leaves the layout as the PRESTOP made it.
+export function decidePoststart(cluster, { serverId, wasDraining = false, giveBack = 'always' }) {
   const server = cluster.servers.find((s) => s.id === serverId);
   const referenced = new Set(cluster.tables.flatMap((t) => t.shards.flatMap((s) => s.replicas)));
   const release = wasDraining ? ` ${server.name} was draining before; it is released.` : '';
   if (referenced.has(serverId)) {
+    if (giveBack === 'never') {
+      return {
+        kind: 'returning', replaces: null, release: wasDraining, actions: [],
+        reason: `${server.name} is already in the table configs: it came back; its primaries stay where they are (POSTSTART_GIVE_BACK=never: `
+          + `a hand-back would cost another handover).${release}`,
+      };
+    }
     return {
       kind: 'returning', replaces: null, release: wasDraining,
       actions: ['wait-for-replicas-ready', 'rebalance-primaries'],

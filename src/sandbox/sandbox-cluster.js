@@ -219,6 +219,10 @@ export function createSandboxCluster({ clock, topology = paperTopology(), electi
     if (!table) return writeResult({ skipped: 1 });
     const error = validateShards(table, rawShards);
     if (error) return writeResult({ errors: 1, first_error: error });
+    // Observed on 2.4.4 (test/data/rethinkdb-2.4.4/table-config-write-without-quorum.json): a table one of whose
+    // shards has lost its voting majority takes no config write at all.
+    const now0 = clock.now();
+    if (table.shards.some((_, i) => !liveMajority(table, i, now0))) return writeResult({ errors: 1, first_error: unreachableError(table) });
     const next = rawShards.map((s) => ({ primary: s.primary_replica, replicas: [...s.replicas], nonvoting: [...(s.nonvoting_replicas ?? [])] }));
     if (JSON.stringify(next) === JSON.stringify(table.shards)) return writeResult({ unchanged: 1 });
     const now = clock.now();
@@ -236,6 +240,12 @@ export function createSandboxCluster({ clock, topology = paperTopology(), electi
     });
     table.shards = next;
     return writeResult({ replaced: 1 });
+  }
+
+  function unreachableError(table) {
+    return `The server(s) hosting table \`${dbs.get(table.dbId)}.${table.name}\` are currently unreachable. The table's configuration was not changed. `
+      + 'If you do not expect the server(s) to recover, you can use `emergency_repair` to restore availability of the table. '
+      + '<http://rethinkdb.com/api/javascript/reconfigure/#emergency-repair-mode>';
   }
 
   function validateShards(table, rawShards) {

@@ -162,16 +162,19 @@ describe('safety under concurrency and failure', () => {
     expect(primaries).not.toContain('rethinkdb_2');
   });
 
-  test('when other shards of the table have no quorum, then a drain still settles on the shards it changed', async () => {
+  // As RethinkDB 2.4.4 answered in test/real/hooks.test.js: a table with a shard that lost its majority takes no
+  // config write, not even for its healthy shards.
+  test('when other shards of the table have no quorum, then a drain writes nothing and says RethinkDB refused the table', async () => {
     const h = createSandboxHarness();
     h.model.crashServer('rethinkdb_2');
     h.model.crashServer('rethinkdb_3');
     h.clock.advance(20000);
+    const before = await primaryMap(h.store);
     const start = h.clock.now();
     const res = await post(h.app, '/v1/actions/move-primaries-from-server', { server: 'rethinkdb_0' });
-    expect(res.body).toMatchObject({ outcome: 'completed', settled: true });
-    // Shard 3's configured primary (rethinkdb_3) is lost and rethinkdb_0 acts for it: it is handed over too.
-    expect(res.body.changes.map((c) => [c.shard, c.from, c.to])).toEqual([[0, 'rethinkdb_0', 'rethinkdb_1'], [3, 'rethinkdb_3', 'rethinkdb_1']]);
+    expect(res.body).toMatchObject({ outcome: 'failed', changes: [] });
+    expect(res.body.notDone.map((n) => n.reason).join()).toMatch(/hosting table `ycsb.usertable` are currently unreachable/);
+    expect(await primaryMap(h.store)).toEqual(before);
     expect(h.clock.now() - start).toBeLessThan(2000);
   });
 

@@ -83,3 +83,14 @@ describe('findServerForPod', () => {
     expect(findServerForPod(cluster, { podName: 'rethinkdb_1' })).toBeNull();
   });
 });
+
+describe('findServer with a replacement under the lost server\'s name', () => {
+  test('when a connected and a disconnected server share a name, then the name means the connected one, and an id still finds either', () => {
+    const cluster = { servers: [
+      { id: 'a-old', name: 'rethinkdb_2', connected: false },
+      { id: 'b-new', name: 'rethinkdb_2', connected: true },
+    ] };
+    expect(findServer(cluster, 'rethinkdb_2').id).toBe('b-new');
+    expect(findServer(cluster, 'a-old').id).toBe('a-old');
+  });
+});

@@ -36,6 +36,13 @@ describe('decidePoststart', () => {
     expect(d.replaces).toBe(replaces);
   });
 
+  test.each([['always', ['wait-for-replicas-ready', 'rebalance-primaries']], ['never', []]])(
+    'when a returning server comes back with POSTSTART_GIVE_BACK=%s, then the actions are %j', (giveBack, actions) => {
+      const d = decidePoststart(cluster([server('a'), server('d')], [shard(0, 'a', ['a', 'd'])]), { serverId: 'd', wasDraining: true, giveBack });
+      expect(d).toMatchObject({ kind: 'returning', release: true, actions });
+    },
+  );
+
   test('when the server was draining, then it is released whatever the kind', () => {
     const d = decidePoststart(cluster([server('a'), server('d')], [shard(0, 'a', ['a', 'd'])]), { serverId: 'd', wasDraining: true });
     expect(d).toMatchObject({ kind: 'returning', release: true });

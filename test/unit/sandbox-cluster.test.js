@@ -1,5 +1,6 @@
 // The sandbox must answer like RethinkDB 2.4.4 did on the recording rig.
 
+import { readFileSync } from 'node:fs';
 import { createSandboxCluster } from '../../src/sandbox/sandbox-cluster.js';
 import { loadRethinkFixture } from '../helpers/fixtures.js';
 import { createVirtualClock } from '../helpers/harness.js';
@@ -150,5 +151,17 @@ describe('sandbox dynamics', () => {
     clock.advance(1250);
     expect(status(model).shards[1].replicas.find((r) => r.server === id('rethinkdb_2')).state).toBe('ready');
     expect(model.readSystemTables().jobs).toEqual([]);
+  });
+});
+
+describe('sandbox against what the real server answered (test/data/rethinkdb-2.4.4)', () => {
+  test('when two of a shard\'s three voters are down, then a table_config write is refused with the text RethinkDB 2.4.4 gave', () => {
+    const recorded = JSON.parse(readFileSync(new URL('../data/rethinkdb-2.4.4/table-config-write-without-quorum.json', import.meta.url), 'utf8')).error.result;
+    const { model } = setup({ electionTimeoutMs: 10000 });
+    const config = model.readSystemTables().tableConfig.find((t) => t.name === 'usertable');
+    const voters = config.shards[0].replicas.filter((id) => id !== config.shards[0].primary_replica);
+    for (const id of voters) model.crashServer(model.serverNames().find((n) => model.serverId(n) === id), { mode: 'kill' });
+    const result = model.updateTableShards(config.id, config.shards);
+    expect(result).toEqual({ ...recorded, first_error: recorded.first_error.replace('ycsb.accounts', 'ycsb.usertable') });
   });
 });

@@ -1,0 +1,94 @@
+// `npm run evaluate`: the paper's Section IV on real RethinkDB servers started from the binary. Each scenario runs
+// with and without the manager, paired and repeated, the order interleaved; prints a table of medians and ratios,
+// writes SVG figures and a JSON record. Options: --scenarios a,b --runs N --rate OPS --keys N --out DIR --network.
+
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { runOnce } from './lab-run.js';
+import { compareArms, figurePanels, formatTable, runFigures } from './report.js';
+import { SCENARIOS } from './scenarios.js';
+import { renderFigure } from './svg.js';
+
+const RUN_TIMEOUT_SECONDS = 180;
+
+function options() {
+  const { values } = parseArgs({
+    options: {
+      scenarios: { type: 'string', default: 'planned-stop,prestop-then-cut' },
+      runs: { type: 'string', default: '3' },
+      rate: { type: 'string', default: '200' },
+      keys: { type: 'string', default: '20000' },
+      seed: { type: 'string', default: '1' },
+      out: { type: 'string', default: 'evaluation' },
+      network: { type: 'string', default: process.getuid?.() === 0 ? 'netns' : 'loopback' },
+      'manager-env': { type: 'string', default: '' },
+      help: { type: 'boolean', default: false },
+    },
+  });
+  if (values.help) {
+    process.stdout.write(`usage: npm run evaluate -- [--scenarios ${Object.keys(SCENARIOS).join(',')}] [--runs 3] [--rate 200] `
+      + '[--keys 20000] [--seed 1] [--out evaluation] [--network netns|loopback] [--manager-env K=V,K=V]\n');
+    process.exit(0);
+  }
+  const scenarios = values.scenarios.split(',').map((name) => {
+    if (!SCENARIOS[name]) throw new Error(`unknown scenario "${name}" (known: ${Object.keys(SCENARIOS).join(', ')})`);
+    return SCENARIOS[name];
+  });
+  const managerEnv = Object.fromEntries(values['manager-env'].split(',').filter(Boolean).map((kv) => kv.split('=')));
+  return {
+    scenarios, runs: Number(values.runs), rate: Number(values.rate), keyCount: Number(values.keys), seed: Number(values.seed),
+    out: resolve(values.out), network: values.network, managerEnv,
+  };
+}
+
+// Pair i runs both arms with seed + i; which arm goes first alternates, so drift over time hits both alike.
+function schedule(scenarios, runs) {
+  const plan = [];
+  for (let i = 0; i < runs; i += 1) {
+    for (const scenario of scenarios) {
+      const arms = i % 2 === 0 ? ['none', 'manager'] : ['manager', 'none'];
+      for (const arm of arms) plan.push({ scenario, arm, pair: i });
+    }
+  }
+  return plan;
+}
+
+async function main() {
+  const opts = options();
+  mkdirSync(opts.out, { recursive: true });
+  const plan = schedule(opts.scenarios.filter((s) => !s.needs || s.needs === opts.network), opts.runs);
+  const figures = [];
+  const firstRuns = {};
+  const started = Date.now();
+  for (const [index, step] of plan.entries()) {
+    const label = `[${index + 1}/${plan.length}] ${step.scenario.name} ${step.arm} pair ${step.pair + 1}`;
+    process.stderr.write(`${label}: running (${Math.round((Date.now() - started) / 1000)} s elapsed)\n`);
+    const log = (fields, msg) => process.stderr.write(`  ${label}: ${msg} ${JSON.stringify(fields)}\n`);
+    // A run that hangs (a server that never answers) ends the evaluation rather than stalling it forever.
+    const watchdog = setTimeout(() => {
+      process.stderr.write(`${label}: no result within ${RUN_TIMEOUT_SECONDS} s; stopping (the servers are killed on exit)\n`);
+      process.exit(2);
+    }, (step.scenario.durationSeconds + RUN_TIMEOUT_SECONDS) * 1000);
+    const run = await runOnce(step.scenario, step.arm, { ...opts, seed: opts.seed + step.pair, log });
+    clearTimeout(watchdog);
+    const f = { ...runFigures(run), pair: step.pair, layout: run.layout, examples: run.examples };
+    figures.push(f);
+    process.stderr.write(`${label}: ${f.failed} failed of ${f.attempted}, p99 ${f.p99Ms?.toFixed(1)} ms ${JSON.stringify(f.failedByKind)} by phase ${f.failedAfterEvent.map((p) => `${p.after}: ${p.failed}`).join(', ')} ${JSON.stringify(run.notes)}\n`);
+    firstRuns[step.scenario.name] ??= {};
+    firstRuns[step.scenario.name][step.arm] ??= run;
+  }
+  const rows = compareArms(figures);
+  const table = formatTable(rows);
+  process.stdout.write(`\n${table}\n`);
+  for (const [name, runs] of Object.entries(firstRuns)) {
+    const svg = renderFigure({ title: `${SCENARIOS[name].title} (first pair)`, panels: figurePanels(runs), xLabel: 'seconds' });
+    writeFileSync(join(opts.out, `${name}.svg`), svg);
+  }
+  const record = { at: new Date().toISOString(), options: { ...opts, scenarios: opts.scenarios.map((s) => s.name) }, rows, runs: figures };
+  writeFileSync(join(opts.out, 'evaluation.json'), `${JSON.stringify(record, null, 1)}\n`);
+  writeFileSync(join(opts.out, 'evaluation.md'), `${table}\n`);
+  process.stderr.write(`wrote ${opts.out}/evaluation.json, evaluation.md and one SVG per scenario\n`);
+}
+
+main().catch((err) => { process.stderr.write(`evaluate failed: ${err.stack ?? err.message}\n`); process.exit(1); });

@@ -1,0 +1,112 @@
+// One evaluation run: a fresh real cluster, the paper's tables with a pinned layout, the manager (or not), YCSB-A
+// load through three servers, a scenario's timeline of infrastructure events, and the op records it produced.
+
+import r from 'rethinkdb';
+import { createRethinkDbCluster, resolveBinary } from '../lab/rethinkdb-cluster.js';
+import { loadConfig } from '../../src/config.js';
+import { createSystemClock } from '../../src/lib/clock.js';
+import { createLogger } from '../../src/logger.js';
+import { createManager } from '../../src/manager.js';
+import { createRethinkDbStore } from '../../src/rethinkdb/connect.js';
+import { createLoadGenerator } from './load-generator.js';
+import { createKeyChooser } from './zipf.js';
+
+const sleep = (ms) => new Promise((res) => { setTimeout(res, Math.max(0, ms)); });
+
+// options: { network, rate, keyCount, seed, hotServer, entryServers, log, managerEnv }
+export async function runOnce(scenario, arm, options) {
+  const { network, rate, keyCount, seed, hotServer = 1, entryServers = [0, 2, 3], log = () => {} } = options;
+  const cluster = createRethinkDbCluster({ binary: resolveBinary(), size: 4, network, cacheSizeMb: 128 });
+  let manager = null;
+  try {
+    log({ arm }, 'starting the cluster');
+    await cluster.start();
+    log({}, 'creating and filling the tables');
+    await cluster.createTables([
+      { db: 'ycsb', table: 'usertable', shards: 4, replicas: 3, docs: keyCount, docBytes: 1000 },
+      { db: 'ycsb', table: 'accounts', shards: 2, replicas: 3, docs: 200 },
+    ]);
+    const layout = await pinLayout(cluster, { keyCount, seed, hotServer });
+    log({ busiestShard: layout.busiestShard }, 'layout pinned');
+    if (arm === 'manager') manager = await startManager(cluster, { via: entryServers[0], env: { ...scenario.managerEnv, ...options.managerEnv } });
+    const entries = entryServers.map((i) => ({ name: cluster.servers[i].name, host: cluster.servers[i].host, port: cluster.servers[i].driverPort }));
+    const load = createLoadGenerator({ r, entries, db: 'ycsb', table: 'usertable', rateOpsPerSec: rate, keyCount, seed, opTimeoutMs: 5000 });
+    const { t0 } = await load.start();
+    log({}, 'load running');
+    const events = [];
+    const at = (seconds) => sleep(t0 + seconds * 1000 - performance.now());
+    const mark = (label) => { events.push({ t: (performance.now() - t0) / 1000, label }); log({ label }, 'event'); };
+    const notes = {};
+    await scenario.timeline({ cluster, manager, at, mark, arm, hotServer, notes, log });
+    await at(scenario.durationSeconds);
+    log({ progress: load.progress() }, 'stopping the load');
+    const { records, examples } = await load.stop();
+    return { scenario: scenario.name, arm, t0, records, events, examples, layout, notes };
+  } finally {
+    await manager?.stop();
+    await cluster.destroy();
+  }
+}
+
+// usertable: the busiest shard (for this seed's key stream) has its primary on hotServer, the others one per other
+// server; every shard has 3 replicas including its primary. Both arms of a pair get the same layout.
+async function pinLayout(cluster, { keyCount, seed, hotServer }) {
+  const chooser = createKeyChooser({ keyCount, seed });
+  const sample = Array.from({ length: 20000 }, () => chooser.next());
+  const shards = await cluster.shardOfKeys('ycsb', 'usertable', sample);
+  const load = [0, 1, 2, 3].map((i) => shards.filter((s) => s === i).length / sample.length);
+  const busiest = load.indexOf(Math.max(...load));
+  const others = [0, 1, 2, 3].filter((i) => i !== hotServer);
+  const names = cluster.servers.map((s) => s.name);
+  const primaries = [0, 1, 2, 3].map((shard) => (shard === busiest ? hotServer : others.shift()));
+  const config = primaries.map((p, shard) => {
+    const rest = [0, 1, 2, 3].filter((i) => i !== p);
+    const replicas = [p, rest[shard % 3], rest[(shard + 1) % 3]];
+    if (shard !== busiest && !replicas.includes(hotServer)) replicas[2] = hotServer;
+    return { primary_replica: names[p], replicas: [...new Set(replicas)].map((i) => names[i]), nonvoting_replicas: [] };
+  });
+  await cluster.withConnection(async (c) => {
+    await r.db('ycsb').table('usertable').config().update({ shards: config }).run(c);
+    await r.db('ycsb').table('usertable').wait({ waitFor: 'all_replicas_ready', timeout: 120 }).run(c);
+  });
+  return { busiestShard: busiest, shardLoad: load, shards: config };
+}
+
+// The manager in this process on a loopback port, as deployed (no Kubernetes API: pods map to servers by hostname).
+async function startManager(cluster, { via, env = {} }) {
+  const s = cluster.servers[via];
+  const config = loadConfig({
+    RETHINKDB_HOST: s.host, RETHINKDB_PORT: String(s.driverPort), AUTH_MODE: 'none', MONITOR_ENABLED: 'false', LOG_LEVEL: 'warn',
+    WAIT_POLL_INTERVAL_MS: '100', RETHINKDB_RECONNECT_MIN_MS: '100', RETHINKDB_RECONNECT_MAX_MS: '1000', ...env,
+  });
+  const logger = createLogger({ level: config.logLevel, destination: process.stderr });
+  const clock = createSystemClock();
+  const { store, connections, close } = createRethinkDbStore({ r, config, clock, logger });
+  const manager = createManager({ config, store, kube: null, clock, logger });
+  const server = await new Promise((res) => { const srv = manager.app.listen(0, '127.0.0.1', () => res(srv)); });
+  const base = `http://127.0.0.1:${server.address().port}`;
+  for (let i = 0; i < 100 && !connections.status().connected; i += 1) await sleep(100);
+  await manager.reconcile();
+  const timer = setInterval(() => { manager.tick({ poll: false }).catch(() => {}); }, 1000);
+  // A pod's hook: the same HTTP call its curl makes. Resolves with { status, body }.
+  async function hook(method, path) {
+    const res = await fetch(`${base}${path}`, { method });
+    return { status: res.status, body: await res.json().catch(() => null) };
+  }
+  async function waitOperation(href, timeoutMs = 120000) {
+    const until = Date.now() + timeoutMs;
+    for (;;) {
+      const { body } = await hook('GET', href);
+      if (body?.status !== 'running' || Date.now() > until) return body;
+      await sleep(200);
+    }
+  }
+  async function stop() {
+    clearInterval(timer);
+    server.closeAllConnections?.();
+    await new Promise((res) => { server.close(res); });
+    await manager.shutdown(2000);
+    await close();
+  }
+  return { hook, waitOperation, stop, base };
+}

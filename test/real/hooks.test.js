@@ -1,0 +1,198 @@
+// PRESTOP, POSTSTART and failures on real RethinkDB 2.4 servers: clean stops, crashes, returns, replacements,
+// the data store down or hung, and a table without quorum. Outcomes are read through the driver.
+// The tests run in order on one cluster; each leaves the cluster as the next expects it.
+
+import { readFileSync } from 'node:fs';
+import { jest } from '@jest/globals';
+import r from 'rethinkdb';
+import request from 'supertest';
+import {
+  actingOf, createRealManager, eventually, primariesOf, readTables, replicasOf, startRealCluster, waitConnected,
+} from '../helpers/real-cluster.js';
+import { waitForOperation } from '../helpers/harness.js';
+
+jest.setTimeout(120000);
+
+let cluster;
+let m;
+beforeAll(async () => {
+  cluster = await startRealCluster();
+  // Connected through rethinkdb_0, which these tests never stop (except the down/hung tests, with a second manager).
+  m = createRealManager(cluster, { via: 0, env: { POSTSTART_JOIN_TIMEOUT_SECONDS: '60', ACTION_DEADLINE_SECONDS: '30' } });
+  await waitConnected(m);
+}, 120000);
+
+afterAll(async () => {
+  await m?.close();
+  await cluster?.destroy();
+});
+
+const post = (path) => request(m.app).post(path);
+const postJsonRelease = (server) => post('/v1/actions/release-server').set('content-type', 'application/json').send(JSON.stringify({ server, rebalance: false }));
+const NO_QUORUM_WRITE = JSON.parse(readFileSync(new URL('../data/rethinkdb-2.4.4/table-config-write-without-quorum.json', import.meta.url), 'utf8')).error;
+const serverIds = async () => Object.fromEntries((await request(m.app).get('/v1/cluster')).body.servers.map((s) => [s.name, s.id]));
+const allPrimaries = (t) => [...primariesOf(t), ...primariesOf(t, 'ycsb.accounts')];
+
+async function writableEverywhere() {
+  const t = await readTables(cluster);
+  return Object.values(t.status).every((s) => s.status.ready_for_writes) && t;
+}
+
+async function settled() {
+  const t = await readTables(cluster);
+  const ok = Object.keys(t.config).every((name) => {
+    const conf = primariesOf(t, name);
+    return conf.every((p, i) => actingOf(t, name)[i].length === 1 && actingOf(t, name)[i][0] === p) && t.status[name].status.all_replicas_ready;
+  });
+  return ok && t;
+}
+
+describe('hooks on a real RethinkDB cluster', () => {
+  test('when PRESTOP for rethinkdb-3 answers and the server then gets SIGTERM, then every table stays writable while it is away', async () => {
+    const res = await post('/v1/hooks/prestop?pod=rethinkdb-3');
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({ server: 'rethinkdb_3', primariesOff: true, outcome: 'completed' });
+    const t = await readTables(cluster);
+    expect(allPrimaries(t)).not.toContain('rethinkdb_3');
+    expect(actingOf(t)).toEqual(primariesOf(t).map((p) => [p]));
+    await cluster.stopServer(3, 'SIGTERM');
+    // Sampled for 3 s after the stop: no table loses its writable primary, since none was on the stopped server.
+    for (let i = 0; i < 15; i += 1) {
+      const now = await readTables(cluster);
+      for (const [name, status] of Object.entries(now.status)) expect({ name, writable: status.status.ready_for_writes }).toEqual({ name, writable: true });
+      await new Promise((res2) => { setTimeout(res2, 200); });
+    }
+  });
+
+  test('when rethinkdb-3 returns and calls POSTSTART, then it is released and gets primaries back once its replicas are ready', async () => {
+    await cluster.restartServer(3);
+    const res = await post('/v1/hooks/poststart?pod=rethinkdb-3');
+    expect(res.status).toBe(202);
+    const op = await waitForOperation(m.app, res.body.operation.href, { tries: 40000 });
+    expect(op.status).toBe('succeeded');
+    expect(op.report).toMatchObject({ decision: { kind: 'returning', release: true }, replicasReady: true });
+    const t = await eventually(settled, { what: 'primaries back and acting' });
+    expect(allPrimaries(t)).toContain('rethinkdb_3');
+    expect((await request(m.app).get('/v1/cluster')).body.servers.find((s) => s.name === 'rethinkdb_3').draining).toBe(false);
+  });
+
+  test('when rethinkdb-2 is SIGKILLed and a new, empty server with its hostname calls POSTSTART, then it replaces the lost server', async () => {
+    const before = await serverIds();
+    await cluster.stopServer(2, 'SIGKILL');
+    await eventually(writableEverywhere, { what: 'RethinkDB to fail over after the crash' });
+    cluster.wipeServer(2);
+    await cluster.restartServer(2);
+    const res = await post('/v1/hooks/poststart?pod=rethinkdb-2');
+    expect(res.status).toBe(202);
+    const op = await waitForOperation(m.app, res.body.operation.href, { tries: 60000 });
+    if (op.status !== 'succeeded') process.stderr.write(`replacement: ${JSON.stringify({ status: op.status, skipped: op.report?.skipped, notDone: op.report?.notDone, steps: op.steps })}\n`);
+    expect({ status: op.status, outcome: op.report?.outcome }).toEqual({ status: 'succeeded', outcome: 'completed' });
+    expect(op.report.decision.kind).toBe('replacement');
+    const t = await eventually(settled, { what: 'the replacement to hold the lost replicas, all ready' });
+    const oldId = before.rethinkdb_2;
+    const configs = await cluster.withConnection((c) => r.db('rethinkdb').table('table_config', { identifierFormat: 'uuid' }).coerceTo('array').run(c));
+    for (const conf of configs) {
+      for (const shard of conf.shards) expect(shard.replicas).not.toContain(oldId);
+    }
+    // The new server has a new id; by name it holds replicas again (names: it took rethinkdb_2's name).
+    expect(replicasOf(t).flat().some((n) => n.startsWith('rethinkdb_2'))).toBe(true);
+  });
+
+  test('when POSTSTART comes from a fifth pod, then it is an expansion: the new server gets replicas and primaries', async () => {
+    const index = await cluster.addServer();
+    const res = await post(`/v1/hooks/poststart?pod=rethinkdb-${index}`);
+    expect(res.status).toBe(202);
+    const op = await waitForOperation(m.app, res.body.operation.href, { tries: 60000 });
+    expect(op.status).toBe('succeeded');
+    expect(op.report.decision.kind).toBe('expansion');
+    const t = await eventually(settled, { what: 'the new server to hold ready replicas' });
+    expect(replicasOf(t).flat()).toContain(`rethinkdb_${index}`);
+  });
+
+  test('when two of the three replicas of a shard are killed, then a drain of its primary skips it with the reason, and RethinkDB refuses a table_config write with its own text', async () => {
+    // accounts shard 0 on rethinkdb_0 (primary), rethinkdb_1 and rethinkdb_4; then 1 and 4 crash.
+    await cluster.withConnection(async (c) => {
+      const conf = await r.db('ycsb').table('accounts').config().run(c);
+      const shards = conf.shards.map((sh, i) => (i === 0 ? { primary_replica: 'rethinkdb_0', replicas: ['rethinkdb_0', 'rethinkdb_1', 'rethinkdb_4'], nonvoting_replicas: [] } : sh));
+      await r.db('ycsb').table('accounts').config().update({ shards }).run(c);
+    });
+    await eventually(settled, { what: 'the hand-made accounts layout' });
+    await cluster.stopServer(4, 'SIGKILL');
+    await cluster.stopServer(1, 'SIGKILL');
+    await eventually(async () => !(await readTables(cluster)).status['ycsb.accounts'].status.ready_for_writes, { what: 'accounts to lose its quorum' });
+    const res = await post('/v1/actions/move-primaries-from-server').set('content-type', 'application/json').send('{"server":"rethinkdb_0"}');
+    expect(res.status).toBe(200);
+    expect(res.body.outcome).not.toBe('completed');
+    expect([...res.body.skipped, ...res.body.notDone].find((x) => x.table === 'ycsb.accounts' && x.shard === 0)?.reason).toMatch(/no eligible replica.*disconnected|majority/);
+    expect(primariesOf(await readTables(cluster), 'ycsb.accounts')[0]).toBe('rethinkdb_0');
+    // What RethinkDB itself answers to a table_config write on a table without quorum (recorded in test/data).
+    const error = await cluster.withConnection((c) => r.db('ycsb').table('accounts').config().update({ shards: r.row('shards') }).run(c))
+      .then((result) => ({ result }), (err) => ({ name: err.name, msg: err.msg }));
+    expect(error).toEqual(NO_QUORUM_WRITE);
+    await postJsonRelease('rethinkdb_0');
+    await cluster.restartServer(1);
+    await cluster.restartServer(4);
+    await eventually(writableEverywhere, { what: 'the killed servers to return' });
+  });
+
+  test('when the server the manager is connected through is SIGSTOPped (hung), then reads answer 503 DATA_STORE_UNAVAILABLE within the query deadline, and recover after SIGCONT', async () => {
+    const other = createRealManager(cluster, { via: 3, env: { RETHINKDB_QUERY_TIMEOUT_MS: '1500' } });
+    try {
+      await waitConnected(other);
+      expect((await request(other.app).get('/v1/cluster')).status).toBe(200);
+      process.kill(cluster.pidOf(3), 'SIGSTOP');
+      const started = Date.now();
+      const res = await request(other.app).get('/v1/cluster');
+      const tookMs = Date.now() - started;
+      process.kill(cluster.pidOf(3), 'SIGCONT');
+      expect(res.status).toBe(503);
+      expect(res.body.error).toBe('DATA_STORE_UNAVAILABLE');
+      expect(tookMs).toBeLessThan(5000);
+      await eventually(async () => (await request(other.app).get('/v1/cluster')).status === 200, { what: 'the manager to reconnect after SIGCONT' });
+    } finally {
+      await other.close();
+    }
+  });
+
+  test('when every server is down, then actions and /readyz answer 503 at once, saying RethinkDB is unavailable', async () => {
+    const other = createRealManager(cluster, { via: 3 });
+    try {
+      await waitConnected(other);
+      for (const s of cluster.servers) if (cluster.running(s.index)) await cluster.stopServer(s.index, 'SIGKILL');
+      const ready = await eventually(async () => {
+        const res = await request(other.app).get('/readyz');
+        return res.status === 503 && res;
+      }, { what: '/readyz to say unavailable' });
+      expect(ready.status).toBe(503);
+      const action = await request(other.app).post('/v1/actions/rebalance-primaries').set('content-type', 'application/json').send('{}');
+      expect(action.status).toBe(503);
+      expect(action.body.error).toBe('DATA_STORE_UNAVAILABLE');
+    } finally {
+      await other.close();
+    }
+  });
+});
+
+describe('POSTSTART_GIVE_BACK=never on a real cluster', () => {
+  test('when a drained server returns, then it is released but keeps no primary, and no table_config changes', async () => {
+    await cluster.destroy();
+    cluster = await startRealCluster();
+    const keep = createRealManager(cluster, { via: 0, env: { POSTSTART_GIVE_BACK: 'never' } });
+    try {
+      await waitConnected(keep);
+      expect((await request(keep.app).post('/v1/hooks/prestop?pod=rethinkdb-2')).body).toMatchObject({ primariesOff: true });
+      await cluster.stopServer(2, 'SIGTERM');
+      const before = await readTables(cluster);
+      await cluster.restartServer(2);
+      const res = await request(keep.app).post('/v1/hooks/poststart?pod=rethinkdb-2');
+      const op = await waitForOperation(keep.app, res.body.operation.href, { tries: 40000 });
+      expect(op).toMatchObject({ status: 'succeeded', report: { decision: { kind: 'returning', release: true, actions: [] }, changes: [] } });
+      const after = await eventually(settled, { what: 'the returned server to be ready' });
+      expect(allPrimaries(after)).not.toContain('rethinkdb_2');
+      expect([primariesOf(after), primariesOf(after, 'ycsb.accounts')]).toEqual([primariesOf(before), primariesOf(before, 'ycsb.accounts')]);
+      expect((await request(keep.app).get('/v1/cluster')).body.servers.find((s) => s.name === 'rethinkdb_2').draining).toBe(false);
+    } finally {
+      await keep.close();
+    }
+  });
+});
