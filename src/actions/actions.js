@@ -56,7 +56,7 @@ export function createActions({
       ? await reconfigurer.commit(planFn, { tableIds, deadline, extraDraining })
       : { cluster, plan, written: [], notDone: [] };
     const targets = committed.written.map((w) => ({ tableId: w.change.tableId, shards: w.change.moves.map((m) => m.shard) }));
-    const wait = await waitUntilDrained(targets, leaving, committed.plan.skipped, deadline);
+    const wait = await waitUntilDrained(targets, leaving, [...committed.plan.skipped, ...committed.notDone], deadline);
     const report = {
       ...base,
       changes: primaryChanges(committed.cluster, committed.written),
@@ -72,10 +72,10 @@ export function createActions({
     return report;
   }
 
-  async function waitUntilDrained(targets, leaving, skipped, deadline) {
+  async function waitUntilDrained(targets, leaving, reported, deadline) {
     const primaries = targets.length > 0 ? await reconfigurer.waitForPrimaries(targets, deadline) : { settled: true, pending: [] };
     if (leaving.length === 0 || !primaries.settled) return primaries;
-    return reconfigurer.waitUntilNotActing(leaving, deadline, { except: skipped });
+    return reconfigurer.waitUntilNotActing(leaving, deadline, { except: reported });
   }
 
   // mark: false demotes without a draining mark (a perf warning keeps its own mark on the server).

@@ -84,12 +84,14 @@ export function createReconfigurer({ store, locks, marks, clock, logger, waitPol
   }
 
   // Until none of `serverIds` acts as primary of any shard (a drain is done only then, whatever the configs say).
-  // except: shards known to stay (skipped by the plan, reported as such), which are not waited for.
+  // except: shards known to stay, reported as such (skipped by the plan: { tableId, shard }; not written:
+  // { tableId }, the whole table), which are not waited for.
   async function waitUntilNotActing(serverIds, deadline, { except = [] } = {}) {
     const leaving = new Set(serverIds);
-    const staying = new Set(except.map((s) => `${s.tableId}:${s.shard}`));
+    const staying = new Set(except.map((s) => (s.shard === undefined ? s.tableId : `${s.tableId}:${s.shard}`)));
+    const stays = (table, shard) => staying.has(table.id) || staying.has(`${table.id}:${shard.index}`);
     return pollUntil(deadline, (cluster) => cluster.tables.flatMap((table) => table.shards
-      .filter((shard) => shard.acting.some((id) => leaving.has(id)) && !staying.has(`${table.id}:${shard.index}`))
+      .filter((shard) => shard.acting.some((id) => leaving.has(id)) && !stays(table, shard))
       .map((shard) => ({ tableId: table.id, shard: shard.index, reason: 'still the acting primary' }))));
   }
 
