@@ -86,6 +86,16 @@ export function createActions({
     return drainServers({ action: 'move-primaries-from-server', target: { server: s.name }, servers: [s], dryRun, deadlineSeconds, reason, actor, mark, via });
   }
 
+  // Several servers in one plan (the servers of one warning): none receives another's primaries. node: the
+  // node they share, when that is why they are named together.
+  async function movePrimariesFromServers({ servers, node = null, dryRun = false, deadlineSeconds, reason, actor, mark = true, via = 'action' }) {
+    const cluster = await store.readCluster();
+    const resolved = servers.map((ref) => resolveServer(cluster, ref));
+    const target = node ? { node, servers: resolved.map((s) => s.name) } : { server: resolved.map((s) => s.name).join(', ') };
+    const action = node ? 'move-primaries-from-node' : 'move-primaries-from-server';
+    return drainServers({ action, target, servers: resolved, dryRun, deadlineSeconds, reason, actor, mark, via });
+  }
+
   async function movePrimariesFromNode({ node, dryRun = false, deadlineSeconds, reason, actor }) {
     if (!kube) throw new AppError('KUBERNETES_UNAVAILABLE', 'no Kubernetes API is configured, so nodes cannot be resolved to servers');
     if (!(await kube.nodeExists(node))) throw new AppError('NODE_NOT_FOUND', `Kubernetes node "${node}" does not exist`);
@@ -298,7 +308,7 @@ export function createActions({
 
   return {
     finishMove,
-    movePrimariesFromServer, movePrimariesFromNode, rebalancePrimaries, releaseServer,
+    movePrimariesFromServer, movePrimariesFromServers, movePrimariesFromNode, rebalancePrimaries, releaseServer,
     createReplica, migrateReplicasOff, addServer, replaceServer,
   };
 }

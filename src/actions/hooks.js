@@ -130,30 +130,41 @@ export function createHooks({ store, actions, marks, operations, kube, config, c
   }
 
   // byPod: the pod itself raised it (source hook), so that it may withdraw it again, and only it.
+  // Every server the warning names is marked first and demoted in one plan, so that no shard's primary is handed
+  // to a server the same warning is about to demote (a node-wide warning makes one handover per shard).
   async function perfwarning({ pod, node, durationSeconds = null, reason = null, source: given = 'operator', signal = null, actor = given, byPod = false }) {
     const source = byPod ? 'hook' : given;
     const decision = decidePerfWarning({ durationSeconds, longSeconds: config.perfwarning.longSeconds });
     const names = await podsOf({ pod, node });
+    const pods = await Promise.all(names.map(existingPod));
+    const cluster = await store.readCluster();
+    const targets = names.map((name, i) => ({
+      pod: name, server: findServerForPod(cluster, { podName: name, podIp: pods[i]?.podIp ?? null, overrides: config.podServerOverrides }),
+    }));
+    const warned = targets.filter((t) => t.server);
+    const now = clock.now();
+    const warning = {
+      source, signal, reason: reason ?? null, durationSeconds, long: decision.long, decision: decision.reason,
+      since: new Date(now).toISOString(), expiresAt: Number.isFinite(durationSeconds) ? new Date(now + durationSeconds * 1000).toISOString() : null,
+    };
+    for (const t of warned) {
+      await marks.setPerfWarning(t.server.id, warning, { serverName: t.server.name, pod: t.pod });
+      pendingRestores.delete(t.server.id);
+    }
+    const why = `${reason ? `${reason}: ` : ''}${decision.reason}`;
+    const demotion = warned.length > 0
+      ? await actions.movePrimariesFromServers({ servers: warned.map((t) => t.server.id), node, reason: why, actor, mark: false })
+      : null;
     const results = [];
-    for (const name of names) {
-      const { server } = await serverForPod(name);
-      if (!server) {
-        results.push({ pod: name, server: null, outcome: 'nothing_to_do', reason: 'no connected RethinkDB server matches this pod' });
+    for (const t of targets) {
+      if (!t.server) {
+        results.push({ pod: t.pod, server: null, outcome: 'nothing_to_do', reason: 'no connected RethinkDB server matches this pod' });
         continue;
       }
-      const now = clock.now();
-      const warning = {
-        source, signal, reason: reason ?? null, durationSeconds, long: decision.long, decision: decision.reason,
-        since: new Date(now).toISOString(), expiresAt: Number.isFinite(durationSeconds) ? new Date(now + durationSeconds * 1000).toISOString() : null,
-      };
-      await marks.setPerfWarning(server.id, warning, { serverName: server.name, pod: name });
-      pendingRestores.delete(server.id);
-      const why = `${reason ? `${reason}: ` : ''}${decision.reason}`;
-      const demotion = await actions.movePrimariesFromServer({ server: server.name, reason: why, actor, mark: false });
-      await marks.noteDemoted(server.id, 'perfwarning', demotion.changes);
-      const migration = decision.long ? await actions.migrateReplicasOff({ server: server.name, reason: why, actor, mark: false }) : null;
+      await marks.noteDemoted(t.server.id, 'perfwarning', demotion.changes.filter((c) => c.from === t.server.name));
+      const migration = decision.long ? await actions.migrateReplicasOff({ server: t.server.id, reason: why, actor, mark: false }) : null;
       results.push({
-        pod: name, server: server.name, outcome: demotion.outcome, demotion,
+        pod: t.pod, server: t.server.name, outcome: demotion.outcome, demotion,
         migration: migration ? { id: migration.operation.id, status: migration.operation.status, href: `/v1/operations/${migration.operation.id}` } : null,
         expiresAt: warning.expiresAt,
       });

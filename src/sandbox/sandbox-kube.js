@@ -13,7 +13,10 @@ const BASELINE_POD_CPU_CORES = 0.3;
 // A pod's RethinkDB server name: RethinkDB names allow no '-', so rethinkdb-1 runs server rethinkdb_1.
 const serverNameOf = (podName) => podName.replace(/-/g, '_');
 
-export function createSandboxKube({ model, clock, podCount = 4, namespace = 'rethinkdb', maxEvents = 500 }) {
+// nodeOfPod(ordinal): the node a pod runs on; by default each pod on a node of its own.
+export function createSandboxKube({
+  model, clock, podCount = 4, namespace = 'rethinkdb', maxEvents = 500, nodeOfPod = (ordinal) => `node-${ordinal}`,
+}) {
   const nodes = new Map();
   const pods = new Map();
   const events = [];
@@ -30,11 +33,11 @@ export function createSandboxKube({ model, clock, podCount = 4, namespace = 'ret
     return nodes.get(name);
   }
 
-  // A pod on its own new node; its RethinkDB server joins the cluster unless the model already has it.
+  // A pod on its node (by default a new one); its RethinkDB server joins the cluster unless the model already has it.
   function createPod() {
     const ordinal = nextOrdinal++;
     const name = `rethinkdb-${ordinal}`;
-    const nodeName = `node-${ordinal}`;
+    const nodeName = nodeOfPod(ordinal);
     if (!nodes.has(nodeName)) addNode(nodeName);
     uid += 1;
     pods.set(name, {

@@ -1,7 +1,9 @@
 // POSTSTART, PERFWARNING, the monitor and persisted state, end to end on the sandbox through the routes.
 
 import request from 'supertest';
-import { createSandboxHarness, primaryMap } from '../helpers/harness.js';
+import { createSandboxCluster } from '../../src/sandbox/sandbox-cluster.js';
+import { createSandboxKube } from '../../src/sandbox/sandbox-kube.js';
+import { createSandboxHarness, createVirtualClock, primaryMap } from '../helpers/harness.js';
 
 const INITIAL = ['rethinkdb_0', 'rethinkdb_1', 'rethinkdb_2', 'rethinkdb_3'];
 const json = (req, body) => req.set('content-type', 'application/json').send(JSON.stringify(body));
@@ -134,6 +136,46 @@ describe('PERFWARNING', () => {
     expect(await primaryMap(h.store)).not.toContain('rethinkdb_1');
     await request(h.app).delete('/v1/hooks/perfwarning?pod=rethinkdb-1');
     expect(await primaryMap(h.store)).toEqual(INITIAL);
+  });
+
+  test('when a node with two RethinkDB pods is warned, then one plan demotes both: one handover per shard, none onto the other pod', async () => {
+    const clock = createVirtualClock();
+    const model = createSandboxCluster({ clock });
+    // rethinkdb-1 and rethinkdb-2 share node-1; shard 1 (primary rethinkdb_1) also has a replica on rethinkdb_2.
+    const kube = createSandboxKube({ model, clock, nodeOfPod: (ordinal) => (ordinal === 2 ? 'node-1' : `node-${ordinal}`) });
+    const primariesWritten = [];
+    const h = createSandboxHarness({
+      clock,
+      existing: { model, kube },
+      wrapSource: (source) => ({
+        ...source,
+        updateTableShards: async (tableId, shards) => { primariesWritten.push({ tableId, primaries: shards.map((s) => s.primary_replica) }); return source.updateTableShards(tableId, shards); },
+      }),
+    });
+    await h.reconcile();
+    const cluster = await h.store.readCluster();
+    const nameOf = (ref) => cluster.servers.find((s) => s.id === ref || s.name === ref).name;
+    const res = await json(request(h.app).post('/v1/hooks/perfwarning'), { node: 'node-1' });
+    expect(res.status).toBe(200);
+    expect(res.body.pods.map((p) => p.pod)).toEqual(['rethinkdb-1', 'rethinkdb-2']);
+    const after = await primaryMap(h.store);
+    expect(after).not.toContain('rethinkdb_1');
+    expect(after).not.toContain('rethinkdb_2');
+    // Each shard's primary changed at most once over every write made to ycsb.usertable.
+    const usertable = cluster.tables.find((t) => t.name === 'usertable').id;
+    const writes = primariesWritten.filter((w) => w.tableId === usertable).map((w) => w.primaries);
+    const changesPerShard = INITIAL.map((initial, shard) => {
+      let current = initial;
+      let changes = 0;
+      for (const written of writes) {
+        if (nameOf(written[shard]) !== current) { changes += 1; current = nameOf(written[shard]); }
+      }
+      return changes;
+    });
+    expect(changesPerShard).toEqual([0, 1, 1, 0]);
+    const demotions = h.audit.list({ limit: 10 }).filter((e) => e.action.startsWith('move-primaries'));
+    expect(demotions).toHaveLength(1);
+    expect((await h.marks.perfWarnings()).map((w) => w.pod).sort()).toEqual(['rethinkdb-1', 'rethinkdb-2']);
   });
 
   test('when a warning ends while the server is down, then primaries return only once it is healthy again', async () => {
