@@ -43,7 +43,7 @@ export function createManager({
     observers: [createHookCounter({ metrics })],
     extraRoutes: [...routes, ...extraRoutes],
     status: async () => ({
-      perfWarnings: await marks.perfWarnings(), migrations: await marks.migrations(), pendingRestores: hooks.pendingRestores(), reconciliation, ...(await podPlacement()),
+      perfWarnings: await marks.perfWarnings(), migrations: await marks.migrations(), pendingRestores: await hooks.pendingRestores(), reconciliation, ...(await podPlacement()),
     }),
   });
   const log = logger.child({ module: 'manager' });

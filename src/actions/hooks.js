@@ -13,7 +13,6 @@ import {
 
 export function createHooks({ store, actions, marks, operations, kube, config, clock, logger }) {
   const log = logger.child({ module: 'hooks' });
-  const pendingRestores = new Map();
 
   // The pod, or POD_NOT_FOUND; null when there is no Kubernetes API to ask.
   async function existingPod(podName) {
@@ -149,7 +148,7 @@ export function createHooks({ store, actions, marks, operations, kube, config, c
     };
     for (const t of warned) {
       await marks.setPerfWarning(t.server.id, warning, { serverName: t.server.name, pod: t.pod });
-      pendingRestores.delete(t.server.id);
+      await marks.clearRestore(t.server.id);
     }
     const why = `${reason ? `${reason}: ` : ''}${decision.reason}`;
     const demotion = warned.length > 0
@@ -196,10 +195,11 @@ export function createHooks({ store, actions, marks, operations, kube, config, c
     const decision = decidePerfWarningEnd(cluster, { serverId, warning });
     const why = `${reason}: ${decision.reason}`;
     if (decision.action === 'wait') {
-      pendingRestores.set(serverId, { serverId, warning, reason, actor, pod });
+      // Persisted, so that a restarted manager still gives the primaries back.
+      await marks.setRestore(serverId, { warning, reason, actor }, { serverName: warning.serverName, pod });
       return { action: 'wait', reason: why };
     }
-    pendingRestores.delete(serverId);
+    await marks.clearRestore(serverId);
     const server = findServer(cluster, serverId);
     if (decision.action === 'add-server') {
       const started = await actions.addServer({ server: server.name, reason: why, actor });
@@ -219,16 +219,17 @@ export function createHooks({ store, actions, marks, operations, kube, config, c
         ended.push(await endPerfWarning({ pod: w.pod, reason: `perf warning expired (${w.durationSeconds} s)`, actor: 'manager:expiry' }));
       }
     }
-    for (const pending of [...pendingRestores.values()]) {
+    for (const pending of await marks.restores()) {
       const cluster = await store.readCluster();
-      ended.push({ event: 'PERFWARNING_RESTORE_RETRY', pod: pending.pod, restore: await restore({ ...pending, cluster }) });
+      const { serverId, pod, warning, reason, actor } = pending;
+      ended.push({ event: 'PERFWARNING_RESTORE_RETRY', pod, restore: await restore({ serverId, warning, cluster, reason, actor, pod }) });
     }
     return ended;
   }
 
   return {
     prestop, poststart, perfwarning, endPerfWarning, expireDue,
-    pendingRestores: () => [...pendingRestores.values()].map(({ serverId, pod, reason }) => ({ serverId, pod, reason })),
+    pendingRestores: async () => (await marks.restores()).map(({ serverId, pod, reason, persisted }) => ({ serverId, pod, reason, persisted })),
     poststartRunning: () => operations.list().some((op) => op.kind === 'poststart' && op.status === 'running'),
   };
 }

@@ -1,5 +1,6 @@
 // The manager's state that must survive a restart of the manager: which servers are draining, which pods have
-// an active perf warning, and which data migrations are in flight. Reads come from memory; every change is
+// an active perf warning, which ended warnings still wait to give their primaries back, and which data
+// migrations are in flight. Reads come from memory; every change is
 // written through to an annotation on the pod concerned (when there is a Kubernetes port), and load() reads
 // them back at start-up. A pod that is gone takes its annotations with it.
 
@@ -7,19 +8,22 @@ export const STATE_ANNOTATIONS = Object.freeze({
   draining: 'rethinkdb-manager.io/draining',
   perfwarning: 'rethinkdb-manager.io/perfwarning',
   migration: 'rethinkdb-manager.io/migration',
+  restore: 'rethinkdb-manager.io/restore',
 });
 const KINDS = Object.keys(STATE_ANNOTATIONS);
 
 export function createStateStore({ kube = null, clock, logger }) {
   const log = logger.child({ module: 'state' });
-  // serverId -> { serverId, serverName, pod, draining, perfwarning, migration, persistence }
+  // serverId -> { serverId, serverName, pod, draining, perfwarning, migration, restore, persistence }
   const entries = new Map();
   const queues = new Map();
 
   function entryFor(serverId, { serverName, pod } = {}) {
     let entry = entries.get(serverId);
     if (!entry) {
-      entry = { serverId, serverName: serverName ?? serverId, pod: pod ?? null, draining: null, perfwarning: null, migration: null, persistence: {} };
+      entry = {
+        serverId, serverName: serverName ?? serverId, pod: pod ?? null, draining: null, perfwarning: null, migration: null, restore: null, persistence: {},
+      };
       entries.set(serverId, entry);
     }
     if (serverName) entry.serverName = serverName;
@@ -113,6 +117,10 @@ export function createStateStore({ kube = null, clock, logger }) {
     setMigration: async (serverId, migration, ref) => set('migration', serverId, migration, ref).migration,
     clearMigration: async (serverId) => { if (entries.get(serverId)?.migration) set('migration', serverId, null); },
     migrations: async () => pick('migration'),
+    // An ended warning whose primaries return once the server is healthy: { warning, reason, actor }.
+    setRestore: async (serverId, restore, ref) => set('restore', serverId, restore, ref).restore,
+    clearRestore: async (serverId) => { if (entries.get(serverId)?.restore) set('restore', serverId, null); },
+    restores: async () => pick('restore'),
     load,
     // Resolves when every queued annotation write has been attempted (tests, shutdown).
     flush: () => Promise.all([...queues.values()]),

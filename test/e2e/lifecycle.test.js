@@ -295,6 +295,27 @@ describe('state that survives the manager', () => {
     release();
   });
 
+  test('when the manager restarts while a restore waits for the warned server to be healthy, then the new one gives the primaries back', async () => {
+    const first = createSandboxHarness();
+    await json(request(first.app).post('/v1/hooks/perfwarning'), { pod: 'rethinkdb-1', durationSeconds: 30 });
+    first.model.crashServer('rethinkdb_1', { mode: 'kill' });
+    first.clock.advance(31000);
+    const [expired] = await first.hooks.expireDue();
+    expect(expired.restore.action).toBe('wait');
+    await first.marks.flush();
+
+    // A new manager over the same cluster and pods; the first one is abandoned, as if killed.
+    const second = createSandboxHarness({ clock: first.clock, existing: { model: first.model, kube: first.kube } });
+    await second.reconcile();
+    expect((await request(second.app).get('/v1/cluster')).body.pendingRestores).toEqual([expect.objectContaining({ pod: 'rethinkdb-1' })]);
+    second.model.restoreServer('rethinkdb_1');
+    await second.tick({ poll: false });
+    expect(await primaryMap(second.store)).toEqual(INITIAL);
+    expect((await request(second.app).get('/v1/cluster')).body.pendingRestores).toEqual([]);
+    await second.marks.flush();
+    expect((await second.kube.getPod('rethinkdb-1')).annotations).toEqual({});
+  });
+
   test('when reconciling fails twice at start-up, then it is retried until it succeeds: until then no work and /readyz 503, then the state is loaded and the migration resumed', async () => {
     const { first, release } = await managerMidMigration();
     const before = await primaryMap(first.store);
