@@ -74,13 +74,14 @@ export function createManager({
     return reconciliation;
   }
 
-  // One round of periodic work: expire perf warnings (and retry restores), then poll the metrics. Nothing
-  // runs before the persisted state is loaded.
+  // One round of periodic work: expire perf warnings (and retry restores), retry unfinished migrations that are
+  // due, then poll the metrics. Nothing runs before the persisted state is loaded.
   async function tick({ poll = true } = {}) {
-    if (!work.started()) return { expired: [], polled: null };
+    if (!work.started()) return { expired: [], retried: [], polled: null };
     const expired = await hooks.expireDue().catch((err) => { log.warn({ err: err.message }, 'perf warning expiry failed'); return []; });
+    const retried = await actions.retryDueMigrations().catch((err) => { log.warn({ err: err.message }, 'migration retry failed'); return []; });
     const polled = poll && monitor.view().enabled ? await monitor.pollOnce() : null;
-    return { expired, polled };
+    return { expired, retried, polled };
   }
 
   // Stop taking work, let running actions and operations finish within graceMs, then close the store.

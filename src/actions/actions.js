@@ -6,6 +6,8 @@ import {
   findServer, findServerForPod, findTable, podNameForServer, tableLabel,
 } from '../cluster/cluster-model.js';
 import { createDeadline } from '../lib/clock.js';
+import { backoffMs } from '../lib/retry.js';
+import { createView, isSettling } from '../planner/eligibility.js';
 import { planMovePrimariesFromServers, planRebalancePrimaries } from '../planner/primary-planner.js';
 import {
   planAddServer, planCreateReplica, planFinalizeReplica, planMigrateReplicasOff, planReplaceServer, planStageReplica,
@@ -205,18 +207,68 @@ export function createActions({
       await marks.setMigration(stateServer.id, migration, ref);
       // The move being made is recorded too, so that a restarted manager can finish it before re-planning.
       const track = (move) => marks.setMigration(stateServer.id, { ...migration, inFlight: move }, ref);
+      const attempt = (await marks.migrations()).find((m) => m.serverId === stateServer.id)?.retry?.attempt ?? 0;
+      const outcome = { report: null, failure: null };
       try {
-        const report = await runReplicaMoves(operation, { action, target, moves: plan.moves, planned, skipped, deadlineSeconds, reason, afterMoves, track });
-        audit.record({ actor, pod, operation: operation.id, ...report });
-        return report;
+        outcome.report = await runReplicaMoves(operation, { action, target, moves: plan.moves, planned, skipped, deadlineSeconds, reason, afterMoves, track });
+        audit.record({ actor, pod, operation: operation.id, ...outcome.report });
+        return outcome.report;
       } catch (err) {
+        outcome.failure = err;
         audit.record({ actor, action, target, pod, reason, operation: operation.id, outcome: 'failed', notDone: [{ reason: err.message }] });
         throw err;
       } finally {
-        await marks.clearMigration(stateServer.id);
+        // Work the cluster was not ready for stays recorded, to be retried (and resumed after a restart).
+        const retry = await retryLater({ ...outcome, tableIds: [...plan.moves, ...plan.skipped].map((m) => m.tableId), attempt: attempt + 1 });
+        if (retry) await marks.setMigration(stateServer.id, { ...migration, inFlight: null, retry }, ref);
+        else await marks.clearMigration(stateServer.id);
       }
     });
     return { action, target, dryRun, operation: op };
+  }
+
+  // When a migration ended unfinished because the cluster was still settling (an election or catch-up under
+  // way), or RethinkDB or Kubernetes was unavailable: when to try again. Null when it is done, or not for that.
+  async function retryLater({ report, failure, tableIds, attempt }) {
+    if (failure && failure.statusCode !== 503) return null;
+    if (report && report.notDone.length === 0 && report.skipped.length === 0) return null;
+    if (report) {
+      const cluster = await store.readCluster().catch(() => null);
+      const view = cluster && createView(cluster);
+      const settling = !cluster || cluster.tables.some((t) => tableIds.includes(t.id) && t.shards.some((s) => isSettling(view, s)));
+      if (!settling) return null;
+    }
+    const delayMs = backoffMs(attempt, config.retry);
+    const why = failure ? failure.message : 'the cluster was still settling';
+    log.info({ attempt, retryInMs: delayMs, reason: why }, 'migration unfinished; it will be retried');
+    return { attempt, at: new Date(clock.now() + delayMs).toISOString(), reason: why };
+  }
+
+  // A recorded migration, started again from its parameters (re-planned from the cluster as it is now).
+  function restartMigration(migration, { reason, actor }) {
+    const fn = { 'migrate-replicas-off': migrateReplicasOff, 'add-server': addServer, 'replace-server': replaceServer, 'create-replica': createReplica }[migration.action];
+    if (!fn) throw new AppError('BAD_REQUEST', `unknown migration action ${migration.action}`);
+    return fn({ ...migration.params, reason, actor });
+  }
+
+  // Periodic: migrations whose retry is due run again, until they finish or are no longer needed (their
+  // servers are gone, or the lost server came back).
+  async function retryDueMigrations({ actor = 'manager:retry' } = {}) {
+    const results = [];
+    for (const m of await marks.migrations()) {
+      if (!m.retry || Date.parse(m.retry.at) > clock.now() || operations.get(m.operationId)?.status === 'running') continue;
+      try {
+        const { operation } = await restartMigration(m, { reason: `retry ${m.retry.attempt} (${m.retry.reason}); first: ${m.reason}`, actor });
+        results.push({ server: m.serverName, action: m.action, operation: operation.id, outcome: 'retried' });
+      } catch (err) {
+        const retry = err.statusCode === 503 ? await retryLater({ failure: err, attempt: m.retry.attempt + 1 }) : null;
+        const { serverId, serverName, pod, persisted, ...migration } = m;
+        if (retry) await marks.setMigration(serverId, { ...migration, retry }, { serverName, pod });
+        else await marks.clearMigration(serverId);
+        results.push({ server: serverName, action: m.action, outcome: retry ? 'retry later' : 'no longer needed', reason: err.message });
+      }
+    }
+    return results;
   }
 
   async function runReplicaMoves(op, { action, target, moves, planned, skipped, deadlineSeconds, reason, afterMoves, track = async () => {} }) {
@@ -307,7 +359,7 @@ export function createActions({
   }
 
   return {
-    finishMove,
+    finishMove, restartMigration, retryDueMigrations,
     movePrimariesFromServer, movePrimariesFromServers, movePrimariesFromNode, rebalancePrimaries, releaseServer,
     createReplica, migrateReplicasOff, addServer, replaceServer,
   };

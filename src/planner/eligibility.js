@@ -39,6 +39,15 @@ export function hasLiveMajority(view, shard) {
   return live * 2 > voters.length;
 }
 
+// Still settling: a live majority of voters is connected, but the shard has no acting primary yet or a connected
+// voter is not ready (an election or a catch-up under way). Work refused now may be possible in a moment.
+export function isSettling(view, shard) {
+  const voters = votingReplicas(shard);
+  const connected = voters.filter((id) => view.isConnected(id));
+  if (connected.length * 2 <= voters.length) return false;
+  return shard.acting.length === 0 || connected.some((id) => shard.states[id] !== 'ready');
+}
+
 // Why a server may not receive a new replica ('disconnected' or 'draining'), or null if it may.
 export function replicaHostIneligibility(view, id) {
   if (!view.isConnected(id)) return 'disconnected';

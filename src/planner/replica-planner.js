@@ -52,7 +52,8 @@ export function planReplaceServer(cluster, lostId, newId) {
   for (const table of cluster.tables) {
     for (const shard of table.shards) {
       if (!shard.replicas.includes(lostId)) continue;
-      if (shard.replicas.includes(newId)) {
+      // A nonvoting replica here is a move staged earlier (an attempt the cluster was not ready for): finish it.
+      if (shard.replicas.includes(newId) && !shard.nonvoting.includes(newId)) {
         skipped.push({ tableId: table.id, shard: shard.index, reason: 'the new server already holds a replica of this shard' });
         continue;
       }

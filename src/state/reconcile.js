@@ -42,12 +42,10 @@ export async function reconcileState({ kube, store, marks, actions, operations, 
   return result;
 }
 
+const RESUMABLE = ['migrate-replicas-off', 'add-server', 'replace-server', 'create-replica'];
+
 async function resumeMigration(m, progress, { marks, actions, operations }) {
-  const fn = {
-    'migrate-replicas-off': actions.migrateReplicasOff, 'add-server': actions.addServer,
-    'replace-server': actions.replaceServer, 'create-replica': actions.createReplica,
-  }[m.action];
-  if (!fn) {
+  if (!RESUMABLE.includes(m.action)) {
     await marks.clearMigration(m.serverId);
     return { server: m.serverName, action: m.action, outcome: 'dropped', reason: 'unknown action' };
   }
@@ -57,7 +55,7 @@ async function resumeMigration(m, progress, { marks, actions, operations }) {
     progress.finished = await operations.wait(operation.id);
   }
   const { finished } = progress;
-  const started = await fn({ ...m.params, reason: `resumed after a manager restart (was operation ${m.operationId})`, actor: 'manager:reconcile' });
+  const started = await actions.restartMigration(m, { reason: `resumed after a manager restart (was operation ${m.operationId})`, actor: 'manager:reconcile' });
   return {
     server: m.serverName, action: m.action, previousOperation: m.operationId, operation: started.operation.id, outcome: 'resumed',
     halfDoneMove: finished ? { operation: finished.id, status: finished.status } : null,

@@ -87,6 +87,30 @@ describe('POST /v1/hooks/poststart', () => {
     expect(h.operations.list()).toEqual([]);
   });
 
+  test('when a replacement joins while the lost server\'s shards are still electing, then the unfinished work is retried until the lost server is gone from the configs', async () => {
+    const h = createSandboxHarness();
+    await request(h.app).post('/v1/sandbox/nodes/node-1/crash');
+    h.clock.advance(2000);
+    await request(h.app).post('/v1/sandbox/pods');
+    await settle(h);
+    const replaced = h.operations.list().find((o) => o.kind === 'replace-server');
+    expect(replaced.report.outcome).toBe('partial');
+    expect(replaced.report.notDone).toEqual([expect.objectContaining({ shard: 1, reason: expect.stringMatching(/waiting_for_primary/) })]);
+    // The election ends; the periodic work retries what could not be done yet.
+    for (let i = 0; i < 10 && (await replicasOf(h, 'rethinkdb_1')).length > 0; i += 1) {
+      h.clock.advance(h.config.retry.maxMs);
+      await h.tick({ poll: false });
+      await settle(h);
+    }
+    expect(await replicasOf(h, 'rethinkdb_1')).toEqual([]);
+    const cluster = await h.store.readCluster();
+    const newId = cluster.servers.find((s) => s.name === 'rethinkdb_4').id;
+    expect(cluster.tables[0].shards.filter((s) => s.replicas.includes(newId) && !s.nonvoting.includes(newId)).map((s) => s.index)).toContain(1);
+    expect(await h.marks.migrations()).toEqual([]);
+    const retries = h.operations.list().filter((o) => o.kind === 'replace-server');
+    expect(retries.at(-1).report.outcome).toBe('completed');
+  });
+
   test('when the pod exists but no server ever joins for it, then the operation fails at the join deadline saying so', async () => {
     const h = createSandboxHarness({ env: { POSTSTART_JOIN_TIMEOUT_SECONDS: '5' } });
     h.model.crashServer('rethinkdb_1', { mode: 'kill' });
@@ -340,7 +364,7 @@ describe('state that survives the manager', () => {
       const prestop = await request(second.app).post('/v1/hooks/prestop?pod=rethinkdb-2');
       expect(prestop.status).toBe(503);
       expect(prestop.body.error).toBe('STARTING');
-      expect(await second.tick()).toEqual({ expired: [], polled: null });
+      expect(await second.tick()).toEqual({ expired: [], retried: [], polled: null });
       listings[attempt].reject(failure);
     }
     while (listings.length < 3) await new Promise((resolve) => { setTimeout(resolve, 1); });
