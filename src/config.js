@@ -7,7 +7,7 @@ const AUTH_MODES = ['tokenreview', 'static', 'none'];
 // Each key: its env name, default, parser and the field it sets. The README's configuration table mirrors this list.
 const KEYS = [
   { env: 'MANAGER_BACKEND', field: 'backend', parse: oneOf(BACKENDS), default: undefined },
-  { env: 'RETHINKDB_HOST', field: 'rethinkdb.host', parse: nonEmptyString, default: undefined },
+  { env: 'RETHINKDB_HOST', field: 'rethinkdb.seedList', parse: hostList, default: undefined },
   { env: 'RETHINKDB_PORT', field: 'rethinkdb.port', parse: integer(1, 65535), default: 28015 },
   { env: 'RETHINKDB_USER', field: 'rethinkdb.user', parse: nonEmptyString, default: 'admin' },
   { env: 'RETHINKDB_PASSWORD', field: 'rethinkdb.password', parse: anyString, default: '' },
@@ -71,6 +71,11 @@ export function loadConfig(env) {
     }
     setPath(config, key.field, value);
   }
+  const { seedList, ...rethinkdb } = config.rethinkdb;
+  config.rethinkdb = rethinkdb;
+  // The seed hosts; the others are learned from server_status once connected.
+  config.rethinkdb.seeds = (seedList ?? []).map((s) => ({ host: s.host, port: s.port ?? config.rethinkdb.port }));
+  config.rethinkdb.host = seedList ? env.RETHINKDB_HOST.trim() : undefined;
   if (!config.backend) config.backend = config.rethinkdb.host ? 'rethinkdb' : 'sandbox';
   if (config.backend === 'rethinkdb' && !config.rethinkdb.host) {
     problems.push('MANAGER_BACKEND=rethinkdb needs RETHINKDB_HOST');
@@ -185,6 +190,20 @@ function subjects(raw) {
   const bad = items.filter((s) => /\s/.test(s) || s === 'group:');
   if (bad.length) return { error: `expected user names or group:NAME entries, got ${bad.join(', ')}` };
   return { value: items };
+}
+
+// "host[:port],host[:port]" (an IPv6 address in brackets): the seed servers to connect through.
+function hostList(raw) {
+  const items = raw.split(',').map((s) => s.trim()).filter(Boolean);
+  if (items.length === 0) return { error: 'must name at least one host' };
+  const value = [];
+  for (const item of items) {
+    const match = /^(?:\[([0-9A-Fa-f:.]+)\]|([^\s:[\]/]+))(?::(\d{1,5}))?$/.exec(item);
+    const port = match?.[3] === undefined ? null : Number(match[3]);
+    if (!match || (port !== null && (port < 1 || port > 65535))) return { error: `expected host[:port] entries (port 1 to 65535), got ${item}` };
+    value.push({ host: match[1] ?? match[2], port });
+  }
+  return { value };
 }
 
 // "pod-a=server_a,pod-b=server_b"

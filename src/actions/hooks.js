@@ -14,6 +14,14 @@ import {
 export function createHooks({ store, actions, marks, operations, kube, config, clock, logger }) {
   const log = logger.child({ module: 'hooks' });
 
+  // The manager's own connection leaves servers about to stop or be drained (and those already marked), so
+  // that it is not cut off when they go. Failing to move it costs nothing but a log line.
+  async function steerAwayFrom(serverIds) {
+    const moved = await store.steerAwayFrom([...new Set([...(await marks.drainingIds()), ...serverIds])])
+      .catch((err) => ({ moved: false, reason: err.message }));
+    if (moved.moved) log.info({ from: moved.from, to: moved.to }, 'connection moved off a server about to be drained');
+  }
+
   // The pod, or POD_NOT_FOUND; null when there is no Kubernetes API to ask.
   async function existingPod(podName) {
     if (!kube) return null;
@@ -38,6 +46,7 @@ export function createHooks({ store, actions, marks, operations, kube, config, c
       log.warn({ pod, reason: decision.reason }, 'preStop: nothing to demote');
       return { event: 'PRESTOP', pod, server: null, decision, outcome: 'nothing_to_do', primariesOff: true, reason: decision.reason };
     }
+    if (!dryRun) await steerAwayFrom([server.id]);
     const report = await actions.movePrimariesFromServer({ server: server.name, dryRun, deadlineSeconds, reason: decision.reason, actor, via: 'prestop' });
     if (!dryRun) await marks.noteDemoted(server.id, 'draining', report.changes);
     const primariesOff = report.skipped.length === 0 && report.notDone.length === 0 && report.settled !== false;
@@ -151,6 +160,7 @@ export function createHooks({ store, actions, marks, operations, kube, config, c
       await marks.clearRestore(t.server.id);
     }
     const why = `${reason ? `${reason}: ` : ''}${decision.reason}`;
+    if (warned.length > 0) await steerAwayFrom(warned.map((t) => t.server.id));
     const demotion = warned.length > 0
       ? await actions.movePrimariesFromServers({ servers: warned.map((t) => t.server.id), node, reason: why, actor, mark: false })
       : null;

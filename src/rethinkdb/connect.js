@@ -13,15 +13,16 @@ export function createRethinkDbStore({ r, config, clock, logger }) {
     ...(rc.tlsServername ? { servername: rc.tlsServername } : {}),
   } : undefined;
   const connections = createConnectionManager({
-    connect: () => r.connect({ host: rc.host, port: rc.port, user: rc.user, password: rc.password, timeout: rc.connectTimeoutSeconds, ssl }),
+    connect: (address) => r.connect({ host: address.host, port: address.port, user: rc.user, password: rc.password, timeout: rc.connectTimeoutSeconds, ssl }),
+    seeds: rc.seeds,
     clock,
     logger: logger.child({ module: 'rethinkdb' }),
     reconnectMinMs: rc.reconnectMinMs,
     reconnectMaxMs: rc.reconnectMaxMs,
   });
   connections.start();
-  logger.info({ host: rc.host, port: rc.port, user: rc.user, tls: rc.tls }, 'connecting to RethinkDB');
-  const source = createRethinkDbSource({ r, runQuery: createQueryRunner({ connections, queryTimeoutMs: rc.queryTimeoutMs }) });
+  logger.info({ seeds: rc.seeds, user: rc.user, tls: rc.tls }, 'connecting to RethinkDB');
+  const source = createRethinkDbSource({ r, runQuery: createQueryRunner({ connections, queryTimeoutMs: rc.queryTimeoutMs }), connections });
   const store = createDataStore({ source, managedTables: config.managedTables });
   return { store, connections, close: () => connections.close() };
 }

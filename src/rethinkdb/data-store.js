@@ -21,6 +21,8 @@ export function createDataStore({ source, managedTables = [] }) {
     readCluster,
     writeTableShards,
     ping: () => source.ping(),
+    // Moves the manager's own connection off servers about to stop or be drained (a no-op for the sandbox).
+    steerAwayFrom: async (serverIds) => (source.steerAwayFrom ? source.steerAwayFrom(serverIds) : { moved: false, reason: 'one connection to every server' }),
     close: () => source.close(),
   };
 }

@@ -5,10 +5,16 @@ import { withinMs } from '../lib/clock.js';
 import { buildPing, buildReadSystemTables, buildUpdateTableShards } from './queries.js';
 
 // runQuery(term) -> Promise<result>. Tests pass a fake that records term.build() and replays fixtures.
-export function createRethinkDbSource({ r, runQuery }) {
+// connections: the connection manager, which learns the servers' addresses from each read.
+export function createRethinkDbSource({ r, runQuery, connections = null }) {
   return {
     kind: 'rethinkdb',
-    readSystemTables: () => runQuery(buildReadSystemTables(r), 'read system tables'),
+    async readSystemTables() {
+      const raw = await runQuery(buildReadSystemTables(r), 'read system tables');
+      connections?.learn(raw.serverStatus);
+      return raw;
+    },
+    steerAwayFrom: async (serverIds) => connections?.steerAwayFrom(serverIds) ?? { moved: false, reason: 'no connection manager' },
     updateTableShards: (tableId, rawShards) => runQuery(buildUpdateTableShards(r, tableId, rawShards), 'update table_config'),
     ping: async () => { await runQuery(buildPing(r), 'ping'); return true; },
     close: async () => {},
@@ -49,31 +55,78 @@ export function translateDriverError(err, what) {
   return new AppError('INTERNAL', `RethinkDB error during "${what}": ${name} ${message}`, { cause: err });
 }
 
-// Keeps one connection open, reconnecting with exponential backoff. get() never waits: it throws
-// DATA_STORE_UNAVAILABLE at once while there is no connection, so callers answer 503 instead of hanging.
-export function createConnectionManager({ connect, clock, logger, reconnectMinMs, reconnectMaxMs }) {
+// Keeps one connection open to one server of the cluster. It starts from the seed hosts and learns every
+// server's driver addresses from server_status (hostname and canonical addresses, at network.reql_port), so
+// that when the server it goes through is lost it reconnects at once through another live one; only when none
+// answers does it back off exponentially. steerAwayFrom(serverIds) moves the connection off servers about to
+// stop or be drained, before they go. get() never waits: it throws DATA_STORE_UNAVAILABLE at once while
+// there is no connection, so callers answer 503 instead of hanging.
+// connect(address) -> a driver connection to { host, port }.
+export function createConnectionManager({
+  connect, seeds = [], clock, logger, reconnectMinMs, reconnectMaxMs, closeGraceMs = 5000,
+}) {
   let conn = null;
+  let via = null;
   let lastError = null;
   let attempts = 0;
   let closed = false;
   let loop = null;
+  const learned = new Map();
+  let avoided = new Set();
+
+  // Every address to try, each once: those of servers not avoided first, then the seeds, then avoided servers.
+  function candidates({ skip = new Set() } = {}) {
+    const servers = [...learned.entries()].flatMap(([serverId, s]) => s.addresses.map((a) => ({ ...a, serverId, name: s.name })));
+    const ordered = [...servers.filter((a) => !avoided.has(a.serverId)), ...seeds.map((a) => ({ ...a, serverId: null })), ...servers.filter((a) => avoided.has(a.serverId))];
+    const seen = new Set();
+    return ordered.filter((a) => {
+      const key = `${a.host}:${a.port}`;
+      if (seen.has(key) || (a.serverId && skip.has(a.serverId))) return false;
+      seen.add(key);
+      return true;
+    });
+  }
+
+  // The first address that accepts, and the server behind it (the driver asks the server who it is).
+  async function connectToAny(options) {
+    let failure = new Error('no RethinkDB address to connect to');
+    for (const address of candidates(options)) {
+      attempts += 1;
+      try {
+        const c = await connect(address);
+        const server = c.server ? await c.server().catch(() => null) : null;
+        return { c, address: { host: address.host, port: address.port, serverId: server?.id ?? address.serverId, name: server?.name ?? address.name ?? null } };
+      } catch (err) {
+        failure = err;
+        logger.warn({ err: { message: err.message }, host: address.host, port: address.port }, 'rethinkdb connect failed');
+      }
+    }
+    throw failure;
+  }
+
+  function adopt(c, address) {
+    conn = c;
+    via = address;
+    lastError = null;
+    c.on?.('close', () => onLost(c, new Error('connection closed')));
+    c.on?.('error', (err) => onLost(c, err));
+    logger.info({ attempts, host: address.host, port: address.port, server: address.name }, 'rethinkdb connected');
+  }
 
   async function connectLoop() {
     let delayMs = reconnectMinMs;
+    // The server just lost is tried last in the first round: another live one is taken at once.
+    let skip = via?.serverId ? new Set([via.serverId]) : new Set();
     while (!closed && !conn) {
-      attempts += 1;
       try {
-        const c = await connect();
+        const { c, address } = await connectToAny({ skip });
         if (closed) { await c.close().catch(() => {}); return; }
-        conn = c;
-        lastError = null;
-        c.on?.('close', () => onLost(c, new Error('connection closed')));
-        c.on?.('error', (err) => onLost(c, err));
-        logger.info({ attempts }, 'rethinkdb connected');
+        adopt(c, address);
         return;
       } catch (err) {
+        if (skip.size > 0) { skip = new Set(); continue; }
         lastError = err;
-        logger.warn({ err: { message: err.message }, attempts, retryInMs: delayMs }, 'rethinkdb connect failed');
+        logger.warn({ err: { message: err.message }, attempts, retryInMs: delayMs }, 'no RethinkDB server answered; retrying');
         await clock.sleep(delayMs);
         delayMs = Math.min(reconnectMaxMs, delayMs * 2);
       }
@@ -85,13 +138,46 @@ export function createConnectionManager({ connect, clock, logger, reconnectMinMs
     conn = null;
     lastError = err;
     if (!closed) {
-      logger.warn({ err: { message: err?.message } }, 'rethinkdb connection lost; reconnecting');
+      logger.warn({ err: { message: err?.message }, server: via?.name }, 'rethinkdb connection lost; reconnecting through another server');
       ensureLoop();
     }
   }
 
   function ensureLoop() {
     if (!loop) loop = connectLoop().finally(() => { loop = null; });
+  }
+
+  // server_status documents: each connected server's driver addresses (hostname and canonical hosts).
+  function learn(serverStatus) {
+    learned.clear();
+    for (const s of serverStatus ?? []) {
+      const port = s.network?.reql_port;
+      if (!port) continue;
+      const hosts = [s.network.hostname, ...(s.network.canonical_addresses ?? []).map((a) => a.host)].filter(Boolean);
+      learned.set(s.id, { name: s.name, addresses: [...new Set(hosts)].map((host) => ({ host, port })) });
+    }
+  }
+
+  // Before servers stop or are drained: the connection moves through another one, if one answers.
+  async function steerAwayFrom(serverIds) {
+    avoided = new Set(serverIds);
+    if (!conn || !via?.serverId || !avoided.has(via.serverId)) return { moved: false, reason: 'not connected through these servers' };
+    const from = via;
+    try {
+      const { c, address } = await connectToAny({ skip: avoided });
+      if (address.serverId && avoided.has(address.serverId)) {
+        await c.close({ noreplyWait: false }).catch(() => {});
+        return { moved: false, reason: 'no other server answered' };
+      }
+      const old = conn;
+      adopt(c, address);
+      // Queries already running on the old connection get time to finish before it is closed.
+      clock.sleep(closeGraceMs).then(() => old.close({ noreplyWait: false })).catch(() => {});
+      logger.info({ from: from.name, to: address.name }, 'rethinkdb connection moved off a server that is about to stop');
+      return { moved: true, from: from.name, to: address.name };
+    } catch (err) {
+      return { moved: false, reason: `no other server answered: ${err.message}` };
+    }
   }
 
   return {
@@ -109,7 +195,12 @@ export function createConnectionManager({ connect, clock, logger, reconnectMinMs
       onLost(c, err);
       if (force) c.close({ noreplyWait: false }).catch(() => {});
     },
-    status: () => ({ connected: conn !== null, attempts, lastError: lastError ? String(lastError.message ?? lastError.msg) : null }),
+    learn,
+    steerAwayFrom,
+    status: () => ({
+      connected: conn !== null, attempts, via: via ? { host: via.host, port: via.port, server: via.name } : null,
+      lastError: lastError ? String(lastError.message ?? lastError.msg) : null,
+    }),
     async close() {
       closed = true;
       const c = conn;

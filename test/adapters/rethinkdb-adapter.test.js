@@ -113,6 +113,8 @@ describe('RethinkDB adapter: errors', () => {
 });
 
 describe('connection manager', () => {
+  const SEEDS = [{ host: 'rethinkdb', port: 28015 }];
+
   function fakeConnection() {
     const conn = new EventEmitter();
     conn.open = true;
@@ -132,7 +134,7 @@ describe('connection manager', () => {
       return conn;
     };
     const logger = createLogger({ level: 'silent', destination: createLogSink().stream });
-    const manager = createConnectionManager({ connect, clock: sleepyClock, logger, reconnectMinMs: 100, reconnectMaxMs: 500 });
+    const manager = createConnectionManager({ connect, seeds: SEEDS, clock: sleepyClock, logger, reconnectMinMs: 100, reconnectMaxMs: 500 });
     expect(() => manager.get()).toThrow(expect.objectContaining({ code: 'DATA_STORE_UNAVAILABLE' }));
     manager.start();
     await new Promise((resolve) => setTimeout(resolve, 20));
@@ -147,7 +149,7 @@ describe('connection manager', () => {
     const second = fakeConnection();
     const conns = [first, second];
     const logger = createLogger({ level: 'silent', destination: createLogSink().stream });
-    const manager = createConnectionManager({ connect: async () => conns.shift(), clock: createVirtualClock(), logger, reconnectMinMs: 10, reconnectMaxMs: 10 });
+    const manager = createConnectionManager({ connect: async () => conns.shift(), seeds: SEEDS, clock: createVirtualClock(), logger, reconnectMinMs: 10, reconnectMaxMs: 10 });
     manager.start();
     await new Promise((resolve) => setTimeout(resolve, 5));
     return { manager, first, second };
@@ -169,5 +171,127 @@ describe('connection manager', () => {
     first.emit('close');
     await new Promise((resolve) => setTimeout(resolve, 5));
     expect(manager.get()).toBe(second);
+  });
+
+  // A recorded healthy cluster (server_status from fixture 01) behind a fake connect(): each server answers at its
+  // hostname and canonical address on its reql_port while it is up; the seed "rethinkdb" (a client Service)
+  // reaches rethinkdb_0. Connections know which server they reach, as the driver's conn.server() does.
+  function fakeCluster() {
+    const serverStatus = rawSnapshot('01-healthy.json').serverStatus;
+    const down = new Set();
+    const opened = [];
+    const attempts = [];
+    const byHost = new Map(serverStatus.flatMap((st) => [st.network.hostname, ...st.network.canonical_addresses.map((a) => a.host)].map((h) => [h, st])));
+    byHost.set('rethinkdb', serverStatus.find((st) => st.name === 'rethinkdb_0'));
+    const connect = async ({ host, port }) => {
+      const st = byHost.get(host);
+      attempts.push(st?.name ?? host);
+      if (!st || down.has(st.name) || port !== st.network.reql_port) throw new Error(`connect ECONNREFUSED ${host}:${port}`);
+      const conn = fakeConnection();
+      conn.server = async () => ({ id: st.id, name: st.name, proxy: false });
+      conn.serverName = st.name;
+      opened.push(conn);
+      return conn;
+    };
+    return { serverStatus, down, opened, attempts, connect, idOf: (name) => serverStatus.find((st) => st.name === name).id };
+  }
+
+  async function connectedManager(cluster, { seeds = SEEDS } = {}) {
+    const clock = createVirtualClock();
+    const sleeps = [];
+    // Each backoff also yields to the event loop for a real millisecond, so that a retry loop cannot starve the test.
+    const sleepyClock = { ...clock, sleep: async (ms) => { sleeps.push(ms); await new Promise((resolve) => { setTimeout(resolve, 1); }); await clock.sleep(ms); } };
+    const logger = createLogger({ level: 'silent', destination: createLogSink().stream });
+    const manager = createConnectionManager({ connect: cluster.connect, seeds, clock: sleepyClock, logger, reconnectMinMs: 100, reconnectMaxMs: 500 });
+    manager.start();
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    return { manager, sleeps };
+  }
+
+  test('when RETHINKDB_HOST names several hosts and the first refuses, then it connects through the next at once', async () => {
+    const cluster = fakeCluster();
+    cluster.down.add('rethinkdb_0');
+    const { manager, sleeps } = await connectedManager(cluster, { seeds: [{ host: 'rethinkdb-0', port: 28015 }, { host: 'rethinkdb-2', port: 28015 }] });
+    expect(manager.get().serverName).toBe('rethinkdb_2');
+    expect(manager.status().via).toEqual({ host: 'rethinkdb-2', port: 28015, server: 'rethinkdb_2' });
+    expect(sleeps).toEqual([]);
+  });
+
+  test('when the server it goes through is lost, then it reconnects at once through another server learned from server_status', async () => {
+    const cluster = fakeCluster();
+    const { manager, sleeps } = await connectedManager(cluster);
+    // Learned in name order, so that the lost rethinkdb_0 comes first in the list.
+    manager.learn([...cluster.serverStatus].sort((a, b) => a.name.localeCompare(b.name)));
+    const first = manager.get();
+    expect(first.serverName).toBe('rethinkdb_0');
+    cluster.down.add('rethinkdb_0');
+    cluster.attempts.length = 0;
+    first.open = false;
+    first.emit('close');
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    expect(manager.get().serverName).not.toBe('rethinkdb_0');
+    // The lost server is not tried first: a cut-off one would cost a whole connect timeout.
+    expect(cluster.attempts).toEqual([manager.get().serverName]);
+    expect(sleeps).toEqual([]);
+  });
+
+  test('when only the seed is known and it is lost, then it backs off and retries (nothing else to try)', async () => {
+    const cluster = fakeCluster();
+    const { manager, sleeps } = await connectedManager(cluster);
+    cluster.down.add('rethinkdb_0');
+    manager.get().emit('close');
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    expect(() => manager.get()).toThrow(expect.objectContaining({ code: 'DATA_STORE_UNAVAILABLE' }));
+    expect(sleeps.slice(0, 2)).toEqual([100, 200]);
+    cluster.down.delete('rethinkdb_0');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(manager.get().serverName).toBe('rethinkdb_0');
+  });
+
+  test('when the server it goes through is about to be drained, then the connection moves to another one first, and reconnects avoid it', async () => {
+    const cluster = fakeCluster();
+    const { manager } = await connectedManager(cluster);
+    manager.learn(cluster.serverStatus);
+    const first = manager.get();
+    const moved = await manager.steerAwayFrom([cluster.idOf('rethinkdb_0')]);
+    expect(moved).toMatchObject({ moved: true, from: 'rethinkdb_0' });
+    const second = manager.get();
+    expect(second.serverName).not.toBe('rethinkdb_0');
+    await new Promise((resolve) => setTimeout(resolve, 1));
+    expect(first.open).toBe(false);
+    // The new server goes too: the reconnection does not pick the drained one while another answers.
+    cluster.down.add(second.serverName);
+    second.emit('close');
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    expect(['rethinkdb_0', second.serverName]).not.toContain(manager.get().serverName);
+  });
+
+  test('when no other server answers, then the connection stays where it is and says so', async () => {
+    const cluster = fakeCluster();
+    const { manager } = await connectedManager(cluster);
+    manager.learn(cluster.serverStatus);
+    for (const name of ['rethinkdb_1', 'rethinkdb_2', 'rethinkdb_3']) cluster.down.add(name);
+    const first = manager.get();
+    const moved = await manager.steerAwayFrom([cluster.idOf('rethinkdb_0')]);
+    expect(moved).toMatchObject({ moved: false, reason: expect.stringMatching(/no other server answered/) });
+    expect(manager.get()).toBe(first);
+    expect(first.open).toBe(true);
+  });
+
+  test('when it is connected through another server, then steering away changes nothing', async () => {
+    const cluster = fakeCluster();
+    const { manager } = await connectedManager(cluster);
+    manager.learn(cluster.serverStatus);
+    const first = manager.get();
+    expect(await manager.steerAwayFrom([cluster.idOf('rethinkdb_3')])).toMatchObject({ moved: false });
+    expect(manager.get()).toBe(first);
+  });
+
+  test('when system tables are read, then the source teaches the connection manager every server\'s driver addresses', async () => {
+    const learned = [];
+    const { runQuery } = recordingRunner([rawSnapshot('01-healthy.json')]);
+    const source = createRethinkDbSource({ r, runQuery, connections: { learn: (statuses) => learned.push(...statuses) } });
+    await source.readSystemTables();
+    expect(learned.map((st) => [st.name, st.network.hostname, st.network.reql_port])).toEqual(expect.arrayContaining([['rethinkdb_1', 'rethinkdb-1', 28015]]));
   });
 });

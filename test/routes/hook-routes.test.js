@@ -69,6 +69,29 @@ describe('POST /v1/hooks/prestop', () => {
     expect(await actingOn(h, 'rethinkdb_1')).toEqual([]);
   });
 
+  test('when the manager is connected through the stopping pod\'s server, then its connection moves off before any demotion is written', async () => {
+    // A source that goes through one server at a time, as the real connection manager does.
+    const through = { server: null, atWrites: [] };
+    const h = createSandboxHarness({
+      wrapSource: (source) => ({
+        ...source,
+        steerAwayFrom: async (serverIds) => {
+          if (!serverIds.includes(through.server)) return { moved: false };
+          through.server = (await source.readSystemTables()).serverStatus.map((s) => s.id).find((id) => !serverIds.includes(id));
+          return { moved: true };
+        },
+        updateTableShards: async (...args) => { through.atWrites.push(through.server); return source.updateTableShards(...args); },
+      }),
+    });
+    const cluster = await h.store.readCluster();
+    const id0 = cluster.servers.find((s) => s.name === 'rethinkdb_0').id;
+    through.server = id0;
+    const res = await prestop(h.app, 'rethinkdb-0');
+    expect(res.body.primariesOff).toBe(true);
+    expect(through.atWrites.length).toBeGreaterThan(0);
+    expect(through.atWrites).not.toContain(id0);
+  });
+
   test.each([
     ['rethinkdb-9', 404, 'POD_NOT_FOUND'],
     ['Bad_Pod', 400, 'BAD_REQUEST'],

@@ -29,6 +29,18 @@ describe('loadConfig', () => {
     expect(config.rethinkdb).toMatchObject({ host: 'rethinkdb.db.svc', port: 28016, tls: true });
   });
 
+  test('when RETHINKDB_HOST lists several host[:port] seeds, then each becomes a seed, with RETHINKDB_PORT where none is given', () => {
+    const config = loadConfig({ RETHINKDB_HOST: 'rethinkdb-0.rethinkdb:28016, rethinkdb-1.rethinkdb,[fd00::7]:28017', RETHINKDB_PORT: '28015', AUTH_MODE: 'none' });
+    expect(config.backend).toBe('rethinkdb');
+    expect(config.rethinkdb.seeds).toEqual([
+      { host: 'rethinkdb-0.rethinkdb', port: 28016 }, { host: 'rethinkdb-1.rethinkdb', port: 28015 }, { host: 'fd00::7', port: 28017 },
+    ]);
+  });
+
+  test.each([['db:0'], ['db:70000'], ['db:x'], ['a b'], [' , ']])('when RETHINKDB_HOST=%j, then start-up fails saying what is accepted', (value) => {
+    expect(() => loadConfig({ RETHINKDB_HOST: value, AUTH_MODE: 'none' })).toThrow(/RETHINKDB_HOST=.*(host\[:port\]|at least one host)/);
+  });
+
   test('when PORT=0, then it is accepted (an ephemeral port for tests)', () => {
     expect(loadConfig({ PORT: '0' }).http.port).toBe(0);
   });
