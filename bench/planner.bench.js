@@ -2,7 +2,7 @@
 // and prints the time per plan. Run: npm run bench  (BENCH_RUNS=N to change the repetitions)
 
 import { performance } from 'node:perf_hooks';
-import { planMovePrimariesFromServer, planRebalancePrimaries } from '../src/planner/primary-planner.js';
+import { planMovePrimariesFromServers, planRebalancePrimaries } from '../src/planner/primary-planner.js';
 import { planAddServer, planMigrateReplicasOff } from '../src/planner/replica-planner.js';
 import { checkTransition } from '../src/planner/safety.js';
 
@@ -75,7 +75,7 @@ const cluster = syntheticCluster();
 const withNew = syntheticCluster({ extraServer: true });
 const victim = cluster.servers[17].id;
 console.log(`planner benchmark: ${TABLES} tables x ${SHARDS} shards x ${REPLICAS} replicas over ${SERVERS} servers (${TABLES * SHARDS} shards), ${RUNS} runs each, node ${process.version}`);
-const drain = time('planMovePrimariesFromServer (one server)', () => planMovePrimariesFromServer(cluster, victim));
+const drain = time('planMovePrimariesFromServers (one server)', () => planMovePrimariesFromServers(cluster, [victim]));
 time('planRebalancePrimaries (already even)', () => planRebalancePrimaries(cluster));
 time('planRebalancePrimaries (one server drained)', () => planRebalancePrimaries(cluster, { draining: [victim] }));
 time('planMigrateReplicasOff (one server)', () => planMigrateReplicasOff(cluster, victim));

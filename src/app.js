@@ -70,7 +70,7 @@ function requireCompleteBodies(req, res, next) {
 }
 
 // The one error handler: status from the error, 4xx at info, 5xx at error, never a stack trace in the body.
-export function createErrorHandler(log) {
+function createErrorHandler(log) {
   // eslint-disable-next-line no-unused-vars
   return function errorHandler(err, req, res, next) {
     const appErr = fromExpressError(err);

@@ -33,7 +33,7 @@ export class AppError extends Error {
   }
 }
 
-export function isAppError(err) {
+function isAppError(err) {
   return err instanceof AppError;
 }
 

@@ -1,7 +1,7 @@
 // Who may do what: pure functions from a request's method and path, the caller's identity and the target it
 // names to a verdict. No I/O, so every rule is table-tested (test/unit/access-policy.test.js).
 
-export const POD_NAME_EXTRA = 'authentication.kubernetes.io/pod-name';
+const POD_NAME_EXTRA = 'authentication.kubernetes.io/pod-name';
 
 // Which kind of access a request needs: open (probes, the status page's shell), read, hook (acts on one pod) or
 // operator.

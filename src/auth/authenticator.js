@@ -73,7 +73,7 @@ export function createAuthenticator({ auth, kube = null, staticToken = null, clo
     if (cache.size > MAX_CACHED_VERDICTS) cache.delete(cache.keys().next().value);
   }
 
-  return { mode: auth.mode, authenticate, cachedVerdicts: () => cache.size };
+  return { mode: auth.mode, authenticate };
 }
 
 function digest(value) {

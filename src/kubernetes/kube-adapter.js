@@ -168,7 +168,7 @@ function toPod(pod) {
 }
 
 // A Kubernetes API error in our error model. The client's ApiException carries `code` and a Status body.
-export function translateKubeError(err, what) {
+function translateKubeError(err, what) {
   if (err instanceof AppError) return err;
   const status = err?.code;
   const body = typeof err?.body === 'string' ? safeJson(err.body) : err?.body;

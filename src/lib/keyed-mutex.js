@@ -31,11 +31,7 @@ export function createKeyedMutex() {
     if (tails.get(key) === tail) tails.delete(key);
   }
 
-  function isLocked(key) {
-    return tails.has(key);
-  }
-
-  return { runExclusive, isLocked };
+  return { runExclusive };
 }
 
 async function waitFor(promise, timeoutMs) {

@@ -5,9 +5,9 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { countPrimaries, countReplicas } from '../planner/eligibility.js';
 
-export const DEFAULT_METRICS_PREFIX = 'rethinkdb_manager_';
+const DEFAULT_METRICS_PREFIX = 'rethinkdb_manager_';
 // Primary moves take milliseconds to seconds; data moves (backfills) take minutes.
-export const ACTION_DURATION_BUCKETS_SECONDS = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
+const ACTION_DURATION_BUCKETS_SECONDS = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
 const SIGNALS = ['own', 'interference'];
 
 // processMetrics adds prom-client's process metrics (CPU, memory, event-loop lag, GC) under the same prefix.

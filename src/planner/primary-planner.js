@@ -6,12 +6,8 @@ import { countPrimaries, createView, pickLeastLoaded, primaryIneligibility, voti
 // A plan is { changes: [{ tableId, shards, moves: [{ shard, from, to }] }], skipped: [{ tableId, shard, reason }] }.
 // `shards` is the table's whole new shards array: one write per table.
 
-// Demote every primary on `serverId` to the least-loaded eligible replica of the same shard.
-export function planMovePrimariesFromServer(cluster, serverId, options = {}) {
-  return planMovePrimariesFromServers(cluster, [serverId], options);
-}
-
-// The same for several servers at once (all servers of a node): none of them receives another's primaries.
+// Demote every primary on these servers (one, or all servers of a node) to the least-loaded eligible replica of
+// the same shard: none of them receives another's primaries.
 // A shard whose configured primary cannot serve (lost, draining) but which one of these servers still acts
 // for is handed to another replica too: otherwise it would be left without a primary when they stop.
 export function planMovePrimariesFromServers(cluster, serverIds, { draining = [] } = {}) {
@@ -137,7 +133,7 @@ function groupMoves(tables, moves) {
     .map((t) => changeFor(t, byTable.get(t.id).sort((a, b) => a.shard - b.shard)));
 }
 
-export function changeFor(table, moves) {
+function changeFor(table, moves) {
   const shards = table.shards.map(configOf);
   for (const move of moves) shards[move.shard].primary = move.to;
   return { tableId: table.id, shards, moves };

@@ -6,7 +6,7 @@ import { AppError } from '../errors.js';
 import { authorize, classifyRequest } from '../auth/access-policy.js';
 
 // RFC 7235: the scheme is case-insensitive. The token: RFC 6750's b64token, bounded.
-export const BEARER = /^bearer ([A-Za-z0-9._~+/=-]{1,8192})$/i;
+const BEARER = /^bearer ([A-Za-z0-9._~+/=-]{1,8192})$/i;
 
 export function createAuthMiddleware({ authenticator, protectReads = false, realm = 'rethinkdb-manager' }) {
   const needsIdentity = (req) => !authorize({ kind: classifyRequest(req.method, req.path), identity: null, protectReads }).allow;

@@ -9,7 +9,7 @@ import { AppError } from '../errors.js';
 import { withinMs } from '../lib/clock.js';
 import { fields, mountRoute, objectSchema } from './validation.js';
 
-export const HOOK_SCHEMAS = {
+const HOOK_SCHEMAS = {
   prestopQuery: objectSchema({ pod: fields.pod, dryRun: fields.flag }, ['pod']),
   poststartQuery: objectSchema({ pod: fields.pod }, ['pod']),
   perfwarningBody: {

@@ -13,7 +13,7 @@ import { SANDBOX_ROUTES } from './sandbox-routes.js';
 import { STATUS_PAGE_ROUTE } from './status-page.js';
 import { bodyLimitBytes, mountRoute } from './validation.js';
 
-export const OPENAPI_ROUTE = {
+const OPENAPI_ROUTE = {
   method: 'get', path: '/openapi.json', operationId: 'getOpenApiDocument', tag: 'meta',
   summary: 'This document', ok: [{ status: 200, description: 'the OpenAPI 3.1 document' }], errors: [],
 };

@@ -35,7 +35,7 @@ export function createStatusPageRoutes({ newNonce = () => randomBytes(16).toStri
   return router;
 }
 
-export function contentSecurityPolicy(nonce) {
+function contentSecurityPolicy(nonce) {
   return [
     "default-src 'none'", `script-src 'nonce-${nonce}'`, `style-src 'nonce-${nonce}'`, "connect-src 'self'",
     'img-src data:', "base-uri 'none'", "form-action 'none'", "frame-ancestors 'none'",

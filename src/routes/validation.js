@@ -12,7 +12,7 @@ const ajv = new Ajv({
   allErrors: true, strict: true, strictRequired: false, coerceTypes: false, verbose: true,
 });
 
-export function compileValidator(schema, where) {
+function compileValidator(schema, where) {
   const validate = ajv.compile(schema);
   const accepted = describeSchema(schema);
   return (value) => {
@@ -36,7 +36,7 @@ function formatError(error, where) {
 }
 
 // A one-line summary of an object schema, e.g. {"server": string (required), "reason": string}.
-export function describeSchema(schema) {
+function describeSchema(schema) {
   if (schema.type !== 'object') return schema.type;
   const required = new Set(schema.required ?? []);
   const fields = Object.entries(schema.properties ?? {}).map(([name, prop]) => `"${name}": ${describeType(prop)}${required.has(name) ? ' (required)' : ''}`);
@@ -69,7 +69,7 @@ function parseParameterValues(schema, values) {
 
 // A route's input contract: schemas for its path parameters, query and body. body: null means the route
 // takes no body; an absent body or an empty object is then all it accepts.
-export function compileRequestValidator({ params = noParams, query = noQuery, body = null }) {
+function compileRequestValidator({ params = noParams, query = noQuery, body = null }) {
   const validateParams = compileValidator(params, 'path');
   const validateQuery = compileValidator(query, 'query');
   const validateBody = body ? compileValidator(body, 'body') : null;
@@ -117,6 +117,6 @@ export function objectSchema(properties, required = []) {
   return { type: 'object', properties, required, additionalProperties: false };
 }
 
-export const noParams = objectSchema({});
-export const noQuery = objectSchema({});
+const noParams = objectSchema({});
+const noQuery = objectSchema({});
 export const dryRunQuery = objectSchema({ dryRun: fields.flag });

@@ -9,7 +9,7 @@ const VERSION = 'rethinkdb 2.4.4 (sandbox)';
 const KILL_DETECTION_MS = 850;
 const TERM_DETECTION_MS = 1700;
 
-export function sandboxUuid(n) {
+function sandboxUuid(n) {
   return `00000000-0000-4000-8000-${String(n).padStart(12, '0')}`;
 }
 

@@ -19,7 +19,7 @@ export const SCENARIOS = [
 ];
 
 // Starts a sandbox manager on an ephemeral loopback port and returns a driver for one scenario.
-export async function createScenarioDriver({ env = {}, logger } = {}) {
+async function createScenarioDriver({ env = {}, logger } = {}) {
   const config = loadConfig({ LOG_LEVEL: 'silent', MONITOR_POLL_INTERVAL_MS: String(POLL_SECONDS * 1000), ...env });
   const clock = createVirtualClock();
   const world = createSandboxWorld({ config, clock, logger: logger ?? createLogger({ level: config.logLevel }) });

@@ -4,7 +4,7 @@
 // written through to an annotation on the pod concerned (when there is a Kubernetes port), and load() reads
 // them back at start-up. A pod that is gone takes its annotations with it.
 
-export const STATE_ANNOTATIONS = Object.freeze({
+const STATE_ANNOTATIONS = Object.freeze({
   draining: 'rethinkdb-manager.io/draining',
   perfwarning: 'rethinkdb-manager.io/perfwarning',
   migration: 'rethinkdb-manager.io/migration',

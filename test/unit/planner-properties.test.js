@@ -3,7 +3,7 @@
 
 import fc from 'fast-check';
 import { createView, hasLiveMajority, votingReplicas } from '../../src/planner/eligibility.js';
-import { planMovePrimariesFromServer, planRebalancePrimaries } from '../../src/planner/primary-planner.js';
+import { planMovePrimariesFromServers, planRebalancePrimaries } from '../../src/planner/primary-planner.js';
 import { finalizeReplica, planMigrateReplicasOff, stageReplica } from '../../src/planner/replica-planner.js';
 import { checkTransition } from '../../src/planner/safety.js';
 import { applyChanges, clusterArbitrary } from '../helpers/clusters.js';
@@ -28,7 +28,7 @@ describe('primary planner invariants', () => {
   test('when draining any server, then every new primary is a live, ready, voting, non-draining replica of its shard', () => {
     fc.assert(fc.property(clusterArbitrary, fc.nat(), (cluster, pick) => {
       const server = cluster.servers[pick % cluster.servers.length].id;
-      const plan = planMovePrimariesFromServer(cluster, server, { draining: cluster.draining });
+      const plan = planMovePrimariesFromServers(cluster, [server], { draining: cluster.draining });
       for (const change of plan.changes) {
         const table = cluster.tables.find((t) => t.id === change.tableId);
         for (const move of change.moves) expectFitToLead(cluster, table.shards[move.shard], move.to, [...cluster.draining, server]);
@@ -40,7 +40,7 @@ describe('primary planner invariants', () => {
   test('when draining, then afterwards no primary is left on the server unless the shard was reported skipped', () => {
     fc.assert(fc.property(clusterArbitrary, fc.nat(), (cluster, pick) => {
       const server = cluster.servers[pick % cluster.servers.length].id;
-      const plan = planMovePrimariesFromServer(cluster, server, { draining: cluster.draining });
+      const plan = planMovePrimariesFromServers(cluster, [server], { draining: cluster.draining });
       const after = applyChanges(cluster, plan.changes);
       const left = after.tables.flatMap((t) => t.shards.filter((s) => s.primary === server).map((s) => `${t.id}:${s.index}`));
       expect(left.sort()).toEqual(plan.skipped.map((s) => `${s.tableId}:${s.shard}`).sort());

@@ -1,5 +1,5 @@
 import { findServer, findTable } from '../../src/cluster/cluster-model.js';
-import { planMovePrimariesFromServer, planMovePrimariesFromServers, planRebalancePrimaries } from '../../src/planner/primary-planner.js';
+import { planMovePrimariesFromServers, planRebalancePrimaries } from '../../src/planner/primary-planner.js';
 import { applyChanges, fixtureCluster } from '../helpers/clusters.js';
 
 const named = (cluster, plan) => plan.changes.flatMap((c) => c.moves.map((m) => {
@@ -8,7 +8,7 @@ const named = (cluster, plan) => plan.changes.flatMap((c) => c.moves.map((m) => 
   return `${table.name}[${m.shard}] ${name(m.from)} -> ${name(m.to)}`;
 }));
 
-describe('planMovePrimariesFromServer', () => {
+describe('planMovePrimariesFromServers', () => {
   const healthy = fixtureCluster('01-healthy.json');
   const id = (cluster, name) => findServer(cluster, name).id;
 
@@ -19,20 +19,20 @@ describe('planMovePrimariesFromServer', () => {
     ['rethinkdb_2 while rethinkdb_3 is dead', '06-one-server-killed-after-13.5s.json', 'rethinkdb_2', [], ['usertable[2] rethinkdb_2 -> rethinkdb_0']],
   ])('when draining %s, then primaries go to the least-loaded eligible replicas', (_, fixture, server, draining, expected) => {
     const cluster = fixtureCluster(fixture);
-    const plan = planMovePrimariesFromServer(cluster, id(cluster, server), { draining: draining.map((n) => id(cluster, n)) });
+    const plan = planMovePrimariesFromServers(cluster, [id(cluster, server)], { draining: draining.map((n) => id(cluster, n)) });
     expect(named(cluster, plan).sort()).toEqual(expected);
     expect(plan.skipped).toEqual([]);
   });
 
   test('when the primaries were already moved, then draining again plans nothing (idempotent)', () => {
     const server = id(healthy, 'rethinkdb_1');
-    const after = applyChanges(healthy, planMovePrimariesFromServer(healthy, server).changes);
-    expect(planMovePrimariesFromServer(after, server)).toEqual({ changes: [], skipped: [] });
+    const after = applyChanges(healthy, planMovePrimariesFromServers(healthy, [server]).changes);
+    expect(planMovePrimariesFromServers(after, [server])).toEqual({ changes: [], skipped: [] });
   });
 
   test('when two of a shard\'s three servers are down, then that shard is skipped with the reason per replica, and the others move', () => {
     const cluster = fixtureCluster('07-two-servers-killed.json');
-    const plan = planMovePrimariesFromServer(cluster, id(cluster, 'rethinkdb_0'));
+    const plan = planMovePrimariesFromServers(cluster, [id(cluster, 'rethinkdb_0')]);
     expect(named(cluster, plan)).toEqual(['usertable[1] rethinkdb_0 -> rethinkdb_1']);
     expect(plan.skipped).toEqual(expect.arrayContaining([{
       tableId: findTable(cluster, 'ycsb.accounts').id, shard: 1,
@@ -44,7 +44,7 @@ describe('planMovePrimariesFromServer', () => {
     const cluster = fixtureCluster('07-two-servers-killed.json');
     const usertable = findTable(cluster, 'ycsb.usertable');
     expect(usertable.shards[0]).toMatchObject({ primary: id(cluster, 'rethinkdb_3'), acting: [id(cluster, 'rethinkdb_0')] });
-    const plan = planMovePrimariesFromServer(cluster, id(cluster, 'rethinkdb_0'));
+    const plan = planMovePrimariesFromServers(cluster, [id(cluster, 'rethinkdb_0')]);
     expect(plan.skipped).toContainEqual({
       tableId: usertable.id, shard: 0,
       reason: 'rethinkdb_0 acts for rethinkdb_3, which is disconnected; no eligible replica (rethinkdb_0 draining, rethinkdb_2 disconnected)',
@@ -55,7 +55,7 @@ describe('planMovePrimariesFromServer', () => {
     const cluster = structuredClone(healthy);
     const usertable = findTable(cluster, 'ycsb.usertable');
     usertable.shards[3].states[id(cluster, 'rethinkdb_2')] = 'backfilling';
-    const plan = planMovePrimariesFromServer(cluster, id(cluster, 'rethinkdb_1'));
+    const plan = planMovePrimariesFromServers(cluster, [id(cluster, 'rethinkdb_1')]);
     expect(named(cluster, plan)).toContain('usertable[3] rethinkdb_1 -> rethinkdb_3');
   });
 
@@ -70,7 +70,7 @@ describe('planMovePrimariesFromServer', () => {
   });
 
   test('when planning, then the whole new shards array is produced per table (one write per table)', () => {
-    const plan = planMovePrimariesFromServer(healthy, id(healthy, 'rethinkdb_1'));
+    const plan = planMovePrimariesFromServers(healthy, [id(healthy, 'rethinkdb_1')]);
     const usertable = plan.changes.find((c) => c.tableId === findTable(healthy, 'ycsb.usertable').id);
     expect(usertable.shards).toHaveLength(4);
     expect(usertable.shards.map((s) => s.primary)).toEqual(
@@ -87,7 +87,7 @@ describe('planRebalancePrimaries', () => {
   test('when a drained server is released, then it gets primaries back until counts differ by at most one', () => {
     const healthy = fixtureCluster('01-healthy.json');
     const r1 = findServer(healthy, 'rethinkdb_1').id;
-    const drained = applyChanges(healthy, planMovePrimariesFromServer(healthy, r1).changes);
+    const drained = applyChanges(healthy, planMovePrimariesFromServers(healthy, [r1]).changes);
     const plan = planRebalancePrimaries(drained);
     const after = applyChanges(drained, plan.changes);
     const counts = new Map();
