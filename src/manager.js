@@ -1,12 +1,12 @@
 // Wires the manager from its dependencies. Used by src/server.js with real clients and by tests with fakes.
 
 import { createActions } from './actions/actions.js';
-import { createHooks } from './actions/hooks.js';
 import { createOperationRegistry } from './actions/operations.js';
 import { createReconfigurer } from './actions/reconfigurer.js';
 import { createApp } from './app.js';
 import { createAudit } from './audit/audit.js';
 import { createAuthenticator } from './auth/authenticator.js';
+import { createEvents } from './events/events.js';
 import { createKeyedMutex } from './lib/keyed-mutex.js';
 import { retryUntilDone } from './lib/retry.js';
 import { createWorkTracker } from './lib/work-tracker.js';
@@ -32,10 +32,10 @@ export function createManager({
   const work = createWorkTracker({ started: stateLoaded });
   const reconfigurer = createReconfigurer({ store, locks, marks, clock, logger, waitPollIntervalMs: config.waitPollIntervalMs });
   const actions = createActions({ store, reconfigurer, marks, operations, kube, clock, logger, config, audit });
-  const hooks = createHooks({ store, actions, marks, operations, kube, config, clock, logger });
-  const monitor = createMonitor({ kube, hooks, marks, config, clock, logger, metrics, audit });
+  const events = createEvents({ store, actions, marks, operations, kube, config, clock, logger });
+  const monitor = createMonitor({ kube, events, marks, config, clock, logger, metrics, audit });
   let reconciliation = null;
-  const routes = [createHookRoutes({ hooks, work, prestopDeadlineSeconds: config.deadlines.prestopSeconds })];
+  const routes = [createHookRoutes({ events, work, prestopDeadlineSeconds: config.deadlines.prestopSeconds })];
   routes.push(createMetricsRoutes({ metrics, store, marks, logger }));
   if (sandboxModel) routes.push(createSandboxRoutes({ model: sandboxModel, kube, store }));
   const app = createApp({
@@ -43,7 +43,7 @@ export function createManager({
     observers: [createHookCounter({ metrics })],
     extraRoutes: [...routes, ...extraRoutes],
     status: async () => ({
-      perfWarnings: await marks.perfWarnings(), migrations: await marks.migrations(), pendingRestores: await hooks.pendingRestores(), reconciliation, ...(await podPlacement()),
+      perfWarnings: await marks.perfWarnings(), migrations: await marks.migrations(), pendingRestores: await events.pendingRestores(), reconciliation, ...(await podPlacement()),
     }),
   });
   const log = logger.child({ module: 'manager' });
@@ -78,7 +78,7 @@ export function createManager({
   // due, then poll the metrics. Nothing runs before the persisted state is loaded.
   async function tick({ poll = true } = {}) {
     if (!work.started()) return { expired: [], retried: [], polled: null };
-    const expired = await hooks.expireDue().catch((err) => { log.warn({ err: err.message }, 'perf warning expiry failed'); return []; });
+    const expired = await events.expireDue().catch((err) => { log.warn({ err: err.message }, 'perf warning expiry failed'); return []; });
     const retried = await actions.retryDueMigrations().catch((err) => { log.warn({ err: err.message }, 'migration retry failed'); return []; });
     const polled = poll && monitor.view().enabled ? await monitor.pollOnce() : null;
     return { expired, retried, polled };
@@ -94,5 +94,5 @@ export function createManager({
     return { finished, inFlight: work.inFlightCount(), runningOperations: operations.runningCount() };
   }
 
-  return { app, actions, hooks, monitor, marks, audit, authenticator, operations, work, store, metrics, reconcile, tick, shutdown };
+  return { app, actions, events, monitor, marks, audit, authenticator, operations, work, store, metrics, reconcile, tick, shutdown };
 }

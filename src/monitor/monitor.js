@@ -6,7 +6,7 @@
 import { decideMonitorStep, initialMonitorState } from '../policy/policy.js';
 import { evaluateHotspots, utilizationSamples } from './hotspot.js';
 
-export function createMonitor({ kube, hooks, marks, config, clock, logger, metrics = null, audit = null }) {
+export function createMonitor({ kube, events, marks, config, clock, logger, metrics = null, audit = null }) {
   const log = logger.child({ module: 'monitor' });
   const settings = config.monitor;
   let state = initialMonitorState();
@@ -77,11 +77,11 @@ export function createMonitor({ kube, hooks, marks, config, clock, logger, metri
     log.info({ decision: decision.type, pod: decision.pod, signal: decision.signal, reason: decision.reason }, 'monitor decision');
     try {
       if (decision.type === 'raise') {
-        const result = await hooks.perfwarning({ pod: decision.pod, source: 'monitor', signal: decision.signal, reason: `monitor: ${decision.reason}`, actor: 'monitor' });
+        const result = await events.raiseFromMonitor({ pod: decision.pod, signal: decision.signal, reason: decision.reason });
         return { ...decision, result };
       }
       if (decision.type === 'clear') {
-        const result = await hooks.endPerfWarning({ pod: decision.pod, reason: `monitor: hot-spot ended, ${decision.reason}`, actor: 'monitor', onlySource: 'monitor' });
+        const result = await events.clearFromMonitor({ pod: decision.pod, reason: decision.reason });
         return { ...decision, result };
       }
       if (decision.type === 'scale-out') return { ...decision, result: await scaleOut(decision) };
@@ -115,7 +115,7 @@ export function createMonitor({ kube, hooks, marks, config, clock, logger, metri
   async function settleScaleOut() {
     if (!scale.inFlight) return;
     const current = await kube.getStatefulSetScale();
-    if (current.currentReplicas >= scale.inFlight.to && !hooks.poststartRunning()) scale.inFlight = null;
+    if (current.currentReplicas >= scale.inFlight.to && !events.poststartRunning()) scale.inFlight = null;
   }
 
   return { pollOnce, view: () => structuredClone(view) };

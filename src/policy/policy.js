@@ -1,16 +1,23 @@
 // Pure: which action an infrastructure event leads to, and why. Every decision carries a reason, which the
-// hooks log, put in the Kubernetes Event and return to the caller. No I/O and no clock: callers pass `now`.
+// events layer logs, puts in the Kubernetes Event and returns to the caller, and the intents that carry it out:
+// plain objects the executor (src/events/executor.js) runs in order. No I/O and no clock: callers pass `now`.
+// A server in an intent is { id, name, pod }.
 
 import { votingReplicas } from '../planner/eligibility.js';
 
 // PRESTOP: the pod is about to stop; demote every primary on its server (paper III, IV-B2).
 export function decidePrestop({ pod, server }) {
   if (!server) {
-    return { action: 'none', reason: `no connected RethinkDB server matches pod ${pod}, so it holds no primaries to demote` };
+    return { action: 'none', reason: `no connected RethinkDB server matches pod ${pod}, so it holds no primaries to demote`, intents: [] };
   }
+  const reason = `pod ${pod} is stopping: demote the primaries on ${server.name} so that no shard waits for an election`;
   return {
     action: 'move-primaries-from-server',
-    reason: `pod ${pod} is stopping: demote the primaries on ${server.name} so that no shard waits for an election`,
+    reason,
+    intents: [
+      { type: 'move-connection', servers: [server] },
+      { type: 'demote', servers: [server], mark: { kind: 'draining', via: 'prestop' }, reason },
+    ],
   };
 }
 
@@ -23,39 +30,42 @@ export function decidePrestop({ pod, server }) {
 // giveBack ('always' | 'never', POSTSTART_GIVE_BACK): whether a returning server gets its primaries back. Each
 // handover costs clients about as many failed operations as a failover (see README, "Evaluation"), so giving
 // them back doubles the cost of a planned restart; 'never' leaves the layout as the PRESTOP made it.
-export function decidePoststart(cluster, { serverId, wasDraining = false, giveBack = 'always' }) {
+// demoted: the shards the server lost to its last drain ([{ tableId, shard }]), given back first.
+export function decidePoststart(cluster, { serverId, wasDraining = false, giveBack = 'always', demoted = [] }) {
   const server = cluster.servers.find((s) => s.id === serverId);
+  const ref = { id: server.id, name: server.name };
   const referenced = new Set(cluster.tables.flatMap((t) => t.shards.flatMap((s) => s.replicas)));
   const release = wasDraining ? ` ${server.name} was draining before; it is released.` : '';
+  const releases = wasDraining ? [{ type: 'release', servers: [serverId] }] : [];
   if (referenced.has(serverId)) {
     if (giveBack === 'never') {
       return {
-        kind: 'returning', replaces: null, release: wasDraining, actions: [],
+        kind: 'returning', replaces: null, release: wasDraining, intents: releases,
         reason: `${server.name} is already in the table configs: it came back; its primaries stay where they are (POSTSTART_GIVE_BACK=never: `
           + `a hand-back would cost another handover).${release}`,
       };
     }
+    const reason = `${server.name} is already in the table configs: it came back, so it gets its primaries back once its replicas are ready.${release}`;
     return {
-      kind: 'returning', replaces: null, release: wasDraining,
-      actions: ['wait-for-replicas-ready', 'rebalance-primaries'],
-      reason: `${server.name} is already in the table configs: it came back, so it gets its primaries back once its replicas are ready.${release}`,
+      kind: 'returning', replaces: null, release: wasDraining, reason,
+      intents: [...releases, { type: 'wait-for-replicas-ready', server: ref }, { type: 'rebalance-primaries', server: ref, prefer: demoted, reason }],
     };
   }
   const lost = cluster.servers.filter((s) => !s.connected && referenced.has(s.id));
   if (lost.length > 0) {
     const replaced = lost.find((s) => s.name === server.name || (server.hostname && s.hostname === server.hostname))
       ?? [...lost].sort((a, b) => replicaCount(cluster, b.id) - replicaCount(cluster, a.id) || a.name.localeCompare(b.name))[0];
+    const reason = `the table configs still list ${replaced.name}, which is not connected: ${server.name} replaces it `
+      + `(its ${replicaCount(cluster, replaced.id)} replicas are recreated here, then primaries are rebalanced).${release}`;
     return {
-      kind: 'replacement', replaces: replaced.id, release: wasDraining,
-      actions: ['replace-replicas', 'rebalance-primaries'],
-      reason: `the table configs still list ${replaced.name}, which is not connected: ${server.name} replaces it `
-        + `(its ${replicaCount(cluster, replaced.id)} replicas are recreated here, then primaries are rebalanced).${release}`,
+      kind: 'replacement', replaces: replaced.id, release: wasDraining, reason,
+      intents: [...releases, { type: 'release', servers: [replaced.id] }, { type: 'replace-server', lost: replaced.id, server: ref, reason }],
     };
   }
+  const reason = `no server is missing, so ${server.name} adds capacity: it takes a fair share of replicas, then of primaries.${release}`;
   return {
-    kind: 'expansion', replaces: null, release: wasDraining,
-    actions: ['add-server'],
-    reason: `no server is missing, so ${server.name} adds capacity: it takes a fair share of replicas, then of primaries.${release}`,
+    kind: 'expansion', replaces: null, release: wasDraining, reason,
+    intents: [...releases, { type: 'add-server', server: ref, reason }],
   };
 }
 
@@ -66,36 +76,48 @@ function replicaCount(cluster, serverId) {
 // PERFWARNING: a short or unknown interference demotes the primaries (IV-B3/4); a long one also moves the
 // replicas off, one at a time, so that a second failure cannot leave shards without a live, up-to-date
 // majority (IV-B5).
-export function decidePerfWarning({ durationSeconds = null, longSeconds }) {
+// servers: the servers the warning names (one pod's, or all of a node's), demoted together in one plan;
+// warning: the mark they get; reason: why it was raised (prefixed to the decision's own reason).
+export function decidePerfWarning({
+  durationSeconds = null, longSeconds, servers = [], node = null, warning = null, reason: given = null,
+}) {
   const known = Number.isFinite(durationSeconds);
-  if (known && durationSeconds >= longSeconds) {
-    return {
-      long: true, actions: ['move-primaries-from-server', 'migrate-replicas-off'],
-      reason: `interference expected for ${durationSeconds} s (at least ${longSeconds} s): demote the primaries and migrate the replicas off`,
-    };
-  }
-  return {
-    long: false, actions: ['move-primaries-from-server'],
-    reason: known
-      ? `interference expected for ${durationSeconds} s (under ${longSeconds} s): demote the primaries only`
-      : `interference of unknown duration: demote the primaries only (cheap, undone when the warning ends)`,
-  };
+  const long = known && durationSeconds >= longSeconds;
+  let reason = `interference of unknown duration: demote the primaries only (cheap, undone when the warning ends)`;
+  if (long) reason = `interference expected for ${durationSeconds} s (at least ${longSeconds} s): demote the primaries and migrate the replicas off`;
+  else if (known) reason = `interference expected for ${durationSeconds} s (under ${longSeconds} s): demote the primaries only`;
+  const why = `${given ? `${given}: ` : ''}${reason}`;
+  const intents = servers.length === 0 ? [] : [
+    { type: 'mark-perf-warning', servers, warning },
+    { type: 'move-connection', servers },
+    { type: 'demote', servers, node, mark: { kind: 'perfwarning' }, reason: why },
+    ...(long ? servers.map((server) => ({ type: 'migrate-replicas-off', server, reason: why })) : []),
+  ];
+  return { long, reason, intents };
 }
 
-// The end of a perf warning (expiry, DELETE, or the monitor seeing the hot-spot clear).
-export function decidePerfWarningEnd(cluster, { serverId, warning }) {
+// The end of a perf warning (expiry, DELETE, or the monitor seeing the hot-spot clear): the primaries (and
+// after a long warning, the replicas) go back once the server is healthy; until then, a restore waits.
+export function decidePerfWarningEnd(cluster, { serverId, warning, reason: given = 'perf warning ended' }) {
   const server = cluster.servers.find((s) => s.id === serverId);
+  const ref = { id: serverId, name: server?.name ?? warning.serverName ?? serverId };
+  const decide = (action, reason, intents) => ({ action, reason, intents });
+  const why = (reason) => `${given}: ${reason}`;
   if (!server?.connected) {
-    return { action: 'wait', reason: `${warning.serverName ?? serverId} is not connected; primaries return once it is healthy` };
+    const reason = `${warning.serverName ?? serverId} is not connected; primaries return once it is healthy`;
+    return decide('wait', reason, [{ type: 'await-health', server: ref, warning, reason: given }]);
   }
   const notReady = cluster.tables.flatMap((t) => t.shards.filter((s) => votingReplicas(s).includes(serverId) && s.states[serverId] !== 'ready'));
   if (notReady.length > 0) {
-    return { action: 'wait', reason: `${server.name} has ${notReady.length} replicas that are not ready yet; primaries return once they are` };
+    const reason = `${server.name} has ${notReady.length} replicas that are not ready yet; primaries return once they are`;
+    return decide('wait', reason, [{ type: 'await-health', server: ref, warning, reason: given }]);
   }
   if (warning.long) {
-    return { action: 'add-server', reason: `the long hot-spot on ${server.name} ended: move a fair share of replicas back, then primaries` };
+    const reason = `the long hot-spot on ${server.name} ended: move a fair share of replicas back, then primaries`;
+    return decide('add-server', reason, [{ type: 'add-server', server: ref, reason: why(reason), clearsRestore: true, wait: false }]);
   }
-  return { action: 'rebalance-primaries', reason: `the hot-spot on ${server.name} ended: give it back its share of primaries` };
+  const reason = `the hot-spot on ${server.name} ended: give it back its share of primaries`;
+  return decide('rebalance-primaries', reason, [{ type: 'rebalance-primaries', server: ref, prefer: warning.demoted ?? [], reason: why(reason), clearsRestore: true }]);
 }
 
 // The monitor's state machine. `evaluation` is this poll's verdict (src/monitor/hotspot.js). A skewed hot-spot

@@ -57,14 +57,14 @@ export const HOOK_ROUTES = {
   },
 };
 
-export function createHookRoutes({ hooks, work, prestopDeadlineSeconds }) {
+export function createHookRoutes({ events, work, prestopDeadlineSeconds }) {
   const router = Router();
 
   mountRoute(router, HOOK_ROUTES.prestop, async ({ query, identity }, res) => {
     const deadlineMs = prestopDeadlineSeconds * 1000;
     // The action has its own deadline for waiting; this outer limit also covers a data store that hangs.
     const result = await withinMs(
-      work.track(() => hooks.prestop({
+      work.track(() => events.prestop({
         pod: query.pod, dryRun: query.dryRun === true, deadlineSeconds: Math.max(1, prestopDeadlineSeconds - 1), actor: `hook:prestop:${query.pod} (${actorName(identity)})`,
       })),
       deadlineMs,
@@ -74,18 +74,18 @@ export function createHookRoutes({ hooks, work, prestopDeadlineSeconds }) {
   });
 
   mountRoute(router, HOOK_ROUTES.poststart, async ({ query, identity }, res) => {
-    const result = await work.track(() => hooks.poststart({ pod: query.pod, actor: `hook:poststart:${query.pod} (${actorName(identity)})`, byPod: actsAsPod(identity) }));
+    const result = await work.track(() => events.poststart({ pod: query.pod, actor: `hook:poststart:${query.pod} (${actorName(identity)})`, byPod: actsAsPod(identity) }));
     const href = `/v1/operations/${result.operation.id}`;
     res.status(202).location(href).json({ ...result, operation: { id: result.operation.id, status: result.operation.status, href } });
   });
 
   mountRoute(router, HOOK_ROUTES.perfwarning, async ({ body, identity }, res) => {
-    const result = await work.track(() => hooks.perfwarning({ ...body, actor: actorName(identity), byPod: actsAsPod(identity) }));
+    const result = await work.track(() => events.perfwarning({ ...body, actor: actorName(identity), byPod: actsAsPod(identity) }));
     res.status(200).json(result);
   });
 
   mountRoute(router, HOOK_ROUTES.endPerfWarning, async ({ query, identity }, res) => {
-    const result = await work.track(() => hooks.endPerfWarning({ pod: query.pod, reason: 'perf warning withdrawn (DELETE)', actor: actorName(identity), byPod: actsAsPod(identity) }));
+    const result = await work.track(() => events.endPerfWarning({ pod: query.pod, reason: 'perf warning withdrawn (DELETE)', actor: actorName(identity), byPod: actsAsPod(identity) }));
     if (!result.ended) throw new AppError('NOT_FOUND', result.reason);
     res.status(200).json(result);
   });

@@ -207,11 +207,11 @@ describe('PERFWARNING', () => {
     await json(request(h.app).post('/v1/hooks/perfwarning'), { pod: 'rethinkdb-1', durationSeconds: 30 });
     h.model.crashServer('rethinkdb_1', { mode: 'kill' });
     h.clock.advance(31000);
-    const [expired] = await h.hooks.expireDue();
+    const [expired] = await h.events.expireDue();
     expect(expired.restore.action).toBe('wait');
     expect(await primaryMap(h.store)).not.toContain('rethinkdb_1');
     h.model.restoreServer('rethinkdb_1');
-    const [retried] = await h.hooks.expireDue();
+    const [retried] = await h.events.expireDue();
     expect(retried.restore.action).toBe('rebalance-primaries');
     expect(await primaryMap(h.store)).toEqual(INITIAL);
   });
@@ -324,7 +324,7 @@ describe('state that survives the manager', () => {
     await json(request(first.app).post('/v1/hooks/perfwarning'), { pod: 'rethinkdb-1', durationSeconds: 30 });
     first.model.crashServer('rethinkdb_1', { mode: 'kill' });
     first.clock.advance(31000);
-    const [expired] = await first.hooks.expireDue();
+    const [expired] = await first.events.expireDue();
     expect(expired.restore.action).toBe('wait');
     await first.marks.flush();
 

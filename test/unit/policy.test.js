@@ -19,6 +19,8 @@ describe('decidePrestop', () => {
     const d = decidePrestop(input);
     expect(d.action).toBe(action);
     expect(d.reason).toMatch(reason);
+    expect(d.intents.map((i) => i.type)).toEqual(input.server ? ['move-connection', 'demote'] : []);
+    if (input.server) expect(d.intents[1].mark).toEqual({ kind: 'draining', via: 'prestop' });
   });
 });
 
@@ -36,12 +38,27 @@ describe('decidePoststart', () => {
     expect(d.replaces).toBe(replaces);
   });
 
-  test.each([['always', ['wait-for-replicas-ready', 'rebalance-primaries']], ['never', []]])(
-    'when a returning server comes back with POSTSTART_GIVE_BACK=%s, then the actions are %j', (giveBack, actions) => {
+  test.each([['always', ['release', 'wait-for-replicas-ready', 'rebalance-primaries']], ['never', ['release']]])(
+    'when a returning server comes back with POSTSTART_GIVE_BACK=%s, then the intents are %j', (giveBack, types) => {
       const d = decidePoststart(cluster([server('a'), server('d')], [shard(0, 'a', ['a', 'd'])]), { serverId: 'd', wasDraining: true, giveBack });
-      expect(d).toMatchObject({ kind: 'returning', release: true, actions });
+      expect(d).toMatchObject({ kind: 'returning', release: true });
+      expect(d.intents.map((i) => i.type)).toEqual(types);
     },
   );
+
+  test.each([
+    ['a returning server', [server('a'), server('d')], [shard(0, 'a', ['a', 'd'])], [
+      { type: 'release', servers: ['d'] }, { type: 'wait-for-replicas-ready', server: { id: 'd', name: 'd' } },
+      { type: 'rebalance-primaries', server: { id: 'd', name: 'd' }, prefer: [{ tableId: 't', shard: 0 }] },
+    ]],
+    ['a replacement', [server('a'), server('x', false), server('d')], [shard(0, 'x', ['x', 'a'])], [
+      { type: 'release', servers: ['d'] }, { type: 'release', servers: ['x'] }, { type: 'replace-server', lost: 'x', server: { id: 'd', name: 'd' } },
+    ]],
+    ['an expansion', [server('a'), server('d')], [shard(0, 'a', ['a'])], [{ type: 'release', servers: ['d'] }, { type: 'add-server', server: { id: 'd', name: 'd' } }]],
+  ])('when %s was draining, then the intents release it and then act', (_, servers, shards, intents) => {
+    const d = decidePoststart(cluster(servers, shards), { serverId: 'd', wasDraining: true, demoted: [{ tableId: 't', shard: 0 }] });
+    expect(d.intents).toMatchObject(intents);
+  });
 
   test('when the server was draining, then it is released whatever the kind', () => {
     const d = decidePoststart(cluster([server('a'), server('d')], [shard(0, 'a', ['a', 'd'])]), { serverId: 'd', wasDraining: true });
@@ -58,10 +75,20 @@ describe('decidePerfWarning', () => {
     [600, true, /at least 600 s\): demote the primaries and migrate the replicas off/],
     [86400, true, /migrate the replicas off/],
   ])('when durationSeconds is %s, then long=%s', (durationSeconds, long, reason) => {
-    const d = decidePerfWarning({ durationSeconds, longSeconds: 600 });
+    const servers = [{ id: 'b', name: 'b', pod: 'pod-b' }, { id: 'c', name: 'c', pod: 'pod-c' }];
+    const d = decidePerfWarning({ durationSeconds, longSeconds: 600, servers, warning: { long }, reason: 'batch job' });
     expect(d.long).toBe(long);
-    expect(d.actions).toEqual(long ? ['move-primaries-from-server', 'migrate-replicas-off'] : ['move-primaries-from-server']);
     expect(d.reason).toMatch(reason);
+    // Marked first, then demoted together in one plan, then (long) each server's replicas migrate off.
+    expect(d.intents.map((i) => [i.type, i.servers ?? [i.server]].flat().map((x) => x.id ?? x))).toEqual([
+      ['mark-perf-warning', 'b', 'c'], ['move-connection', 'b', 'c'], ['demote', 'b', 'c'],
+      ...(long ? [['migrate-replicas-off', 'b'], ['migrate-replicas-off', 'c']] : []),
+    ]);
+    expect(d.intents.find((i) => i.type === 'demote')).toMatchObject({ mark: { kind: 'perfwarning' }, reason: expect.stringMatching(/^batch job: /) });
+  });
+
+  test('when the warning names no server, then nothing is done', () => {
+    expect(decidePerfWarning({ durationSeconds: 60, longSeconds: 600, servers: [] }).intents).toEqual([]);
   });
 });
 
@@ -75,6 +102,7 @@ describe('decidePerfWarningEnd', () => {
     const d = decidePerfWarningEnd(cluster(servers, shards), { serverId: 'b', warning });
     expect(d.action).toBe(action);
     expect(d.reason).toMatch(reason);
+    expect(d.intents.map((i) => i.type)).toEqual([{ wait: 'await-health' }[action] ?? action]);
   });
 });
 

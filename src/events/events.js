@@ -1,0 +1,223 @@
+// The use-cases of infrastructure events: what PRESTOP, POSTSTART, PERFWARNING and its end, a warning's expiry,
+// and the monitor's raise and clear mean. Each reads the cluster once, asks the pure policy for a decision
+// (a reason and intents), and has the executor run the intents. Routes and the monitor call these and nothing
+// else decides what an event means.
+//   PRESTOP      demote every primary on the pod's server (and keep it draining);
+//   POSTSTART    wait for the new server to join, then restore a lost server's placement or add capacity;
+//   PERFWARNING  demote primaries (short or unknown duration) and also migrate replicas (long), until it ends.
+
+import { AppError } from '../errors.js';
+import { findServerForPod } from '../cluster/cluster-model.js';
+import { createDeadline } from '../lib/clock.js';
+import {
+  decidePerfWarning, decidePerfWarningEnd, decidePoststart, decidePrestop,
+} from '../policy/policy.js';
+import { createExecutor, resultOf } from './executor.js';
+
+export function createEvents({ store, actions, marks, operations, kube, config, clock, logger }) {
+  const log = logger.child({ module: 'events' });
+  const executor = createExecutor({ store, actions, marks, operations, config, clock, logger });
+
+  // The pod, or POD_NOT_FOUND; null when there is no Kubernetes API to ask.
+  async function existingPod(podName) {
+    if (!kube) return null;
+    return kube.getPod(podName).catch((err) => {
+      if (err.code === 'NOT_FOUND') throw new AppError('POD_NOT_FOUND', `pod "${podName}" does not exist in namespace ${config.kubernetes.namespace}`);
+      throw err;
+    });
+  }
+
+  // The pods' RethinkDB servers in one snapshot: by hostname (= pod name in a StatefulSet), canonical address,
+  // pod IP, or override. A server in an intent is { id, name, pod }.
+  async function serversForPods(podNames) {
+    const pods = await Promise.all(podNames.map(existingPod));
+    const cluster = await store.readCluster();
+    const targets = podNames.map((name, i) => {
+      const server = findServerForPod(cluster, { podName: name, podIp: pods[i]?.podIp ?? null, overrides: config.podServerOverrides });
+      return { pod: name, server: server ? { id: server.id, name: server.name, pod: name } : null };
+    });
+    return { cluster, targets };
+  }
+
+  async function prestop({ pod, dryRun = false, deadlineSeconds, actor = `hook:prestop:${pod}` }) {
+    const { targets: [{ server }] } = await serversForPods([pod]);
+    const decision = decidePrestop({ pod, server });
+    if (!server) {
+      log.warn({ pod, reason: decision.reason }, 'preStop: nothing to demote');
+      return { event: 'PRESTOP', pod, server: null, decision: describe(decision), outcome: 'nothing_to_do', primariesOff: true, reason: decision.reason };
+    }
+    const done = await executor.run(decision.intents, { actor, pod, dryRun, deadlineSeconds });
+    const report = resultOf(done, 'demote');
+    const primariesOff = report.skipped.length === 0 && report.notDone.length === 0 && report.settled !== false;
+    log.info({ pod, server: server.name, outcome: report.outcome, primariesOff, reason: decision.reason }, 'preStop handled');
+    return { event: 'PRESTOP', pod, server: server.name, decision: describe(decision), outcome: report.outcome, primariesOff, report };
+  }
+
+  // Answers at once with an operation; the work (join, decide, act) runs in the background.
+  // byPod: the pod itself called (not an operator); it may then release only a drain its own PRESTOP set.
+  // A pod that does not exist is refused before any operation starts (each would poll for its join deadline).
+  async function poststart({ pod, actor = `hook:poststart:${pod}`, byPod = false }) {
+    await existingPod(pod);
+    const running = operations.list().find((op) => op.kind === 'poststart' && op.params.pod === pod && op.status === 'running');
+    if (running) return { event: 'POSTSTART', pod, operation: running, repeated: true };
+    const op = operations.start('poststart', { pod }, (operation) => runPoststart(operation, { pod, actor, byPod }));
+    return { event: 'POSTSTART', pod, operation: op, repeated: false };
+  }
+
+  async function runPoststart(op, { pod, actor, byPod }) {
+    const startedAt = clock.now();
+    const step = (name) => { const s = { step: name, status: 'running', detail: null }; op.steps.push(s); return s; };
+    const join = step('wait-for-join');
+    const server = await waitForJoin(pod);
+    join.status = 'done';
+    join.detail = `${server.name} joined`;
+    const cluster = await store.readCluster();
+    const mark = await marks.getDraining(server.id);
+    // An operator's drain (release-server undoes it) outlives the pod's restarts; a PRESTOP's does not.
+    const draining = mark && (!byPod || mark.via === 'prestop') ? mark : null;
+    const decision = decidePoststart(cluster, {
+      serverId: server.id, wasDraining: Boolean(draining), giveBack: config.poststart.giveBack, demoted: draining?.demoted ?? [],
+    });
+    op.steps.push({ step: 'decide', status: 'done', detail: decision.reason, kind: decision.kind });
+    log.info({ pod, server: server.name, kind: decision.kind, reason: decision.reason }, 'postStart decision');
+    const act = step(decision.kind);
+    const result = poststartResult(await executor.run(decision.intents, { actor, pod: null }));
+    act.status = 'done';
+    act.detail = result.outcome;
+    return { event: 'POSTSTART', pod, server: server.name, decision: describe(decision), ...result, durationMs: clock.now() - startedAt };
+  }
+
+  function poststartResult(done) {
+    const rebalance = resultOf(done, 'rebalance-primaries');
+    const ready = resultOf(done, 'wait-for-replicas-ready');
+    if (rebalance) {
+      return {
+        outcome: ready?.ready === false ? 'partial' : rebalance.outcome, replicasReady: ready?.ready ?? null, rebalance,
+        changes: rebalance.changes, skipped: rebalance.skipped, notDone: rebalance.notDone,
+      };
+    }
+    const inner = resultOf(done, 'replace-server') ?? resultOf(done, 'add-server');
+    if (!inner) return { outcome: 'completed', replicasReady: null, rebalance: null, changes: [], skipped: [], notDone: [] };
+    return { outcome: inner.report?.outcome ?? inner.status, operationId: inner.id, changes: inner.report?.changes ?? [], skipped: inner.report?.skipped ?? [], notDone: inner.report?.notDone ?? [] };
+  }
+
+  async function waitForJoin(pod) {
+    const deadline = createDeadline(clock, config.deadlines.poststartJoinSeconds * 1000);
+    for (;;) {
+      const podInfo = kube ? await kube.getPod(pod).catch(() => null) : null;
+      const cluster = await store.readCluster().catch(() => null);
+      const server = cluster && findServerForPod(cluster, { podName: pod, podIp: podInfo?.podIp ?? null, overrides: config.podServerOverrides });
+      if (server) return server;
+      if (deadline.expired()) throw new AppError('DEADLINE_EXCEEDED', `no RethinkDB server for pod ${pod} joined within ${config.deadlines.poststartJoinSeconds} s`);
+      await clock.sleep(config.waitPollIntervalMs);
+    }
+  }
+
+  // The pods a warning names: one pod, or every RethinkDB pod on a node.
+  async function podsOf({ pod, node }) {
+    if (pod) return [pod];
+    if (!kube) throw new AppError('KUBERNETES_UNAVAILABLE', 'no Kubernetes API is configured, so a node cannot be resolved to pods');
+    if (!(await kube.nodeExists(node))) throw new AppError('NODE_NOT_FOUND', `Kubernetes node "${node}" does not exist`);
+    return (await kube.listRethinkDbPodsOnNode(node)).map((p) => p.name);
+  }
+
+  // byPod: the pod itself raised it (source hook), so that it may withdraw it again, and only it.
+  // Every server the warning names is marked first and demoted in one plan, so that no shard's primary is handed
+  // to a server the same warning is about to demote (a node-wide warning makes one handover per shard).
+  async function perfwarning({ pod, node, durationSeconds = null, reason = null, source: given = 'operator', signal = null, actor = given, byPod = false }) {
+    const source = byPod ? 'hook' : given;
+    const { targets } = await serversForPods(await podsOf({ pod, node }));
+    const servers = targets.filter((t) => t.server).map((t) => t.server);
+    const now = clock.now();
+    const { long, reason: decided } = decidePerfWarning({ durationSeconds, longSeconds: config.perfwarning.longSeconds });
+    const warning = {
+      source, signal, reason: reason ?? null, durationSeconds, long, decision: decided,
+      since: new Date(now).toISOString(), expiresAt: Number.isFinite(durationSeconds) ? new Date(now + durationSeconds * 1000).toISOString() : null,
+    };
+    const decision = decidePerfWarning({ durationSeconds, longSeconds: config.perfwarning.longSeconds, servers, node: node ?? null, warning, reason });
+    const done = await executor.run(decision.intents, { actor, pod: pod ?? null });
+    const demotion = resultOf(done, 'demote');
+    const migrations = done.filter((d) => d.intent.type === 'migrate-replicas-off');
+    const results = targets.map((t) => {
+      if (!t.server) return { pod: t.pod, server: null, outcome: 'nothing_to_do', reason: 'no connected RethinkDB server matches this pod' };
+      const migration = migrations.find((m) => m.intent.server.id === t.server.id)?.result ?? null;
+      return {
+        pod: t.pod, server: t.server.name, outcome: demotion.outcome, demotion,
+        migration: migration ? { ...migration, href: `/v1/operations/${migration.id}` } : null, expiresAt: warning.expiresAt,
+      };
+    });
+    log.info({ pod, node, durationSeconds, source, long: decision.long, reason: decision.reason }, 'perf warning handled');
+    return { event: 'PERFWARNING', target: pod ? { pod } : { node }, source, decision: describe(decision), pods: results };
+  }
+
+  // Ends a warning now (DELETE, expiry, or the monitor) and restores primaries once the pod is healthy.
+  // byPod: the pod itself asks; it may end only a warning it raised. onlySource: end only a warning from it.
+  async function endPerfWarning({ pod, reason = 'perf warning withdrawn', actor = 'operator', onlySource: given = null, byPod = false }) {
+    const onlySource = byPod ? 'hook' : given;
+    // The pod may be gone (the monitor clears warnings of vanished pods); the warning is found by pod name then.
+    const { cluster, targets: [{ server }] } = await serversForPods([pod]).catch(async (err) => {
+      if (err.code !== 'POD_NOT_FOUND') throw err;
+      return { cluster: await store.readCluster(), targets: [{ server: null }] };
+    });
+    const serverId = server?.id ?? (await marks.perfWarnings()).find((w) => w.pod === pod)?.serverId;
+    const warning = serverId ? await marks.getPerfWarning(serverId) : null;
+    if (!warning || (onlySource && warning.source !== onlySource)) {
+      return { event: 'PERFWARNING_END', pod, ended: false, reason: `no active perf warning${onlySource ? ` from ${onlySource}` : ''} for pod ${pod}` };
+    }
+    const decision = decidePerfWarningEnd(cluster, { serverId, warning: { ...warning, serverName: server?.name }, reason });
+    const done = await executor.run([{ type: 'clear-perf-warning', server: { id: serverId } }, ...decision.intents], { actor, pod });
+    return { event: 'PERFWARNING_END', pod, ended: true, reason, restore: restoreResult(decision, done) };
+  }
+
+  function restoreResult(decision, done) {
+    const why = decision.intents[0]?.reason ?? decision.reason;
+    if (decision.action === 'wait') return { action: 'wait', reason: `${why}: ${decision.reason}` };
+    if (decision.action === 'add-server') {
+      const op = resultOf(done, 'add-server');
+      return { action: 'add-server', reason: why, operation: { id: op.id, href: `/v1/operations/${op.id}` } };
+    }
+    const report = resultOf(done, 'rebalance-primaries');
+    return { action: 'rebalance-primaries', reason: why, outcome: report.outcome, changes: report.changes };
+  }
+
+  // Called periodically: end expired warnings, and retry restores that wait for a healthy server.
+  async function expireDue() {
+    const now = clock.now();
+    const ended = [];
+    for (const w of await marks.perfWarnings()) {
+      if (w.expiresAt && Date.parse(w.expiresAt) <= now) {
+        ended.push(await endPerfWarning({ pod: w.pod, reason: `perf warning expired (${w.durationSeconds} s)`, actor: 'manager:expiry' }));
+      }
+    }
+    for (const pending of await marks.restores()) {
+      const cluster = await store.readCluster();
+      const { serverId, pod, warning, reason, actor } = pending;
+      const decision = decidePerfWarningEnd(cluster, { serverId, warning, reason });
+      const done = await executor.run(decision.intents, { actor, pod });
+      ended.push({ event: 'PERFWARNING_RESTORE_RETRY', pod, restore: restoreResult(decision, done) });
+    }
+    return ended;
+  }
+
+  // The monitor's raise and clear: a hot-spot held long enough is a warning of unknown duration from the
+  // monitor; its clearing ends only a warning the monitor raised.
+  const raiseFromMonitor = ({ pod, signal, reason }) => perfwarning({ pod, source: 'monitor', signal, reason: `monitor: ${reason}`, actor: 'monitor' });
+  const clearFromMonitor = ({ pod, reason }) => endPerfWarning({ pod, reason: `monitor: hot-spot ended, ${reason}`, actor: 'monitor', onlySource: 'monitor' });
+
+  return {
+    prestop, poststart, perfwarning, endPerfWarning, expireDue, raiseFromMonitor, clearFromMonitor,
+    pendingRestores: async () => (await marks.restores()).map(({ serverId, pod, reason, persisted }) => ({ serverId, pod, reason, persisted })),
+    poststartRunning: () => operations.list().some((op) => op.kind === 'poststart' && op.status === 'running'),
+  };
+}
+
+// A decision as callers see it: the reason and the actions it leads to (the intents that act on the cluster,
+// not those that only move marks or the manager's connection), without the intents' internals.
+const BOOKKEEPING = new Set(['move-connection', 'mark-perf-warning', 'release', 'clear-perf-warning', 'await-health']);
+
+function describe(decision) {
+  const { intents, ...rest } = decision;
+  const names = intents.filter((i) => !BOOKKEEPING.has(i.type))
+    .map((i) => (i.type === 'demote' ? `move-primaries-from-${i.node ? 'node' : 'server'}` : i.type));
+  return { ...rest, actions: [...new Set(names)] };
+}

@@ -1,0 +1,104 @@
+// Runs the intents the policy returns, in order, through the actions, and writes the server marks that events
+// set (draining by PRESTOP, perf warnings, restores waiting for a healthy server, what each demotion took).
+// Each intent is a plain object with a `type`; its result is returned next to it, so the caller reports both.
+
+import { AppError } from '../errors.js';
+import { createDeadline } from '../lib/clock.js';
+import { votingReplicas } from '../planner/eligibility.js';
+
+// context: { actor, pod, dryRun, deadlineSeconds } for every intent of one event.
+export function createExecutor({ store, actions, marks, operations, config, clock, logger }) {
+  const log = logger.child({ module: 'executor' });
+
+  const steps = {
+    // The manager's own connection leaves the servers about to stop or be drained (and those already marked).
+    async 'move-connection'({ servers }, { dryRun }) {
+      if (dryRun) return { moved: false, reason: 'dry run' };
+      const moved = await store.steerAwayFrom([...new Set([...(await marks.drainingIds()), ...servers.map((s) => s.id)])])
+        .catch((err) => ({ moved: false, reason: err.message }));
+      if (moved.moved) log.info({ from: moved.from, to: moved.to }, 'connection moved off a server about to be drained');
+      return moved;
+    },
+    async 'mark-perf-warning'({ servers, warning }) {
+      for (const s of servers) {
+        await marks.setPerfWarning(s.id, warning, { serverName: s.name, pod: s.pod });
+        await marks.clearRestore(s.id);
+      }
+      return { marked: servers.map((s) => s.name) };
+    },
+    // One plan for every server named; what each lost is kept with its mark so that it can be given back.
+    async demote({ servers, node = null, mark, reason }, { actor, dryRun, deadlineSeconds }) {
+      const report = await actions.movePrimariesFromServers({
+        servers: servers.map((s) => s.id), node, dryRun, deadlineSeconds, reason, actor, mark: mark.kind === 'draining', via: mark.via,
+      });
+      if (!dryRun) {
+        for (const s of servers) await marks.noteDemoted(s.id, mark.kind, report.changes.filter((c) => c.from === s.name));
+      }
+      return report;
+    },
+    async 'migrate-replicas-off'({ server, reason }, { actor }) {
+      const started = await actions.migrateReplicasOff({ server: server.id, reason, actor, mark: false });
+      return { id: started.operation.id, status: started.operation.status };
+    },
+    async release({ servers }) {
+      for (const id of servers) await marks.release(id);
+      return { released: servers };
+    },
+    async 'clear-perf-warning'({ server }) {
+      return { cleared: await marks.clearPerfWarning(server.id) };
+    },
+    // Persisted, so that a restarted manager still gives the primaries back once the server is healthy.
+    async 'await-health'({ server, warning, reason }, { actor, pod }) {
+      await marks.setRestore(server.id, { warning, reason, actor }, { serverName: server.name, pod });
+      return { waiting: true };
+    },
+    async 'wait-for-replicas-ready'({ server }) {
+      return { ready: await waitForReplicasReady(server.id) };
+    },
+    // prefer: shards to give back ([{ tableId, shard }]), e.g. what the server held before it was demoted.
+    async 'rebalance-primaries'({ server = null, prefer = [], reason, clearsRestore = false }, { actor, pod }) {
+      if (clearsRestore) await marks.clearRestore(server.id);
+      return actions.rebalancePrimaries({ reason, actor, pod, prefer: prefer.map((d) => ({ ...d, serverId: server.id })) });
+    },
+    async 'add-server'({ server, reason, clearsRestore = false, wait = true }, { actor }) {
+      if (clearsRestore) await marks.clearRestore(server.id);
+      const started = await actions.addServer({ server: server.id, reason, actor });
+      return wait ? operations.wait(started.operation.id) : { id: started.operation.id, status: started.operation.status };
+    },
+    async 'replace-server'({ lost, server, reason }, { actor }) {
+      const started = await actions.replaceServer({ lost, server: server.id, reason, actor });
+      return operations.wait(started.operation.id);
+    },
+  };
+
+  async function waitForReplicasReady(serverId) {
+    const deadline = createDeadline(clock, config.deadlines.migrationSeconds * 1000);
+    for (;;) {
+      const cluster = await store.readCluster();
+      const pending = cluster.tables.flatMap((t) => t.shards.filter((s) => votingReplicas(s).includes(serverId) && s.states[serverId] !== 'ready'));
+      if (pending.length === 0) return true;
+      if (deadline.expired()) return false;
+      await clock.sleep(config.waitPollIntervalMs);
+    }
+  }
+
+  // Runs the intents in order and returns [{ intent, result }]. A failing intent stops the rest (its error
+  // propagates); dry runs skip every intent that would change a mark.
+  async function run(intents, context) {
+    const done = [];
+    for (const intent of intents) {
+      const step = steps[intent.type];
+      if (!step) throw new AppError('INTERNAL', `no executor step for intent ${intent.type}`);
+      if (context.dryRun && !['demote', 'move-connection'].includes(intent.type)) continue;
+      done.push({ intent, result: await step(intent, context) });
+    }
+    return done;
+  }
+
+  return { run };
+}
+
+// The result of the first intent of a type, or null.
+export function resultOf(done, type) {
+  return done.find((d) => d.intent.type === type)?.result ?? null;
+}
