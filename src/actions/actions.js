@@ -5,6 +5,7 @@ import { AppError } from '../errors.js';
 import {
   findServer, findServerForPod, findTable, podNameForServer, tableLabel,
 } from '../cluster/cluster-model.js';
+import { describeActor, managerActor } from '../audit/actor.js';
 import { createDeadline } from '../lib/clock.js';
 import { backoffMs } from '../lib/retry.js';
 import { createView, isSettling } from '../planner/eligibility.js';
@@ -119,7 +120,7 @@ export function createActions({
   async function drainServers({ action, target, servers, dryRun, deadlineSeconds, reason, actor, mark, via = 'action' }) {
     const ids = servers.map((s) => s.id);
     if (!dryRun && mark) {
-      for (const s of servers) await marks.markDraining(s.id, { reason: reason ?? action, serverName: s.name, pod: podNameOf(s), by: actor ?? null, via });
+      for (const s of servers) await marks.markDraining(s.id, { reason: reason ?? action, serverName: s.name, pod: podNameOf(s), by: actor ? describeActor(actor) : null, via });
     }
     const planFn = (c, draining) => planMovePrimariesFromServers(c, ids, { draining });
     const pod = servers.length === 1 ? podNameOf(servers[0]) : null;
@@ -253,7 +254,7 @@ export function createActions({
 
   // Periodic: migrations whose retry is due run again, until they finish or are no longer needed (their
   // servers are gone, or the lost server came back).
-  async function retryDueMigrations({ actor = 'manager:retry' } = {}) {
+  async function retryDueMigrations({ actor = managerActor('retry') } = {}) {
     const results = [];
     for (const m of await marks.migrations()) {
       if (!m.retry || Date.parse(m.retry.at) > clock.now() || operations.get(m.operationId)?.status === 'running') continue;

@@ -66,8 +66,3 @@ export function actsAsPod(identity) {
   return Boolean(identity?.pod) && !identity.roles?.operator;
 }
 
-// How an identity appears in the audit trail and the logs.
-export function actorName(identity) {
-  if (!identity) return 'anonymous';
-  return identity.pod ? `${identity.username} (pod ${identity.pod})` : identity.username;
-}

@@ -6,6 +6,7 @@
 //   POSTSTART    wait for the new server to join, then restore a lost server's placement or add capacity;
 //   PERFWARNING  demote primaries (short or unknown duration) and also migrate replicas (long), until it ends.
 
+import { MONITOR_ACTOR, hookActor, managerActor } from '../audit/actor.js';
 import { AppError } from '../errors.js';
 import { findServerForPod } from '../cluster/cluster-model.js';
 import { createDeadline } from '../lib/clock.js';
@@ -39,7 +40,7 @@ export function createEvents({ store, actions, marks, operations, kube, config, 
     return { cluster, targets };
   }
 
-  async function prestop({ pod, dryRun = false, deadlineSeconds, actor = `hook:prestop:${pod}` }) {
+  async function prestop({ pod, dryRun = false, deadlineSeconds, actor = hookActor('prestop', pod) }) {
     const { targets: [{ server }] } = await serversForPods([pod]);
     const decision = decidePrestop({ pod, server });
     if (!server) {
@@ -56,7 +57,7 @@ export function createEvents({ store, actions, marks, operations, kube, config, 
   // Answers at once with an operation; the work (join, decide, act) runs in the background.
   // byPod: the pod itself called (not an operator); it may then release only a drain its own PRESTOP set.
   // A pod that does not exist is refused before any operation starts (each would poll for its join deadline).
-  async function poststart({ pod, actor = `hook:poststart:${pod}`, byPod = false }) {
+  async function poststart({ pod, actor = hookActor('poststart', pod), byPod = false }) {
     await existingPod(pod);
     const running = operations.list().find((op) => op.kind === 'poststart' && op.params.pod === pod && op.status === 'running');
     if (running) return { event: 'POSTSTART', pod, operation: running, repeated: true };
@@ -186,7 +187,7 @@ export function createEvents({ store, actions, marks, operations, kube, config, 
     const ended = [];
     for (const w of await marks.perfWarnings()) {
       if (w.expiresAt && Date.parse(w.expiresAt) <= now) {
-        ended.push(await endPerfWarning({ pod: w.pod, reason: `perf warning expired (${w.durationSeconds} s)`, actor: 'manager:expiry' }));
+        ended.push(await endPerfWarning({ pod: w.pod, reason: `perf warning expired (${w.durationSeconds} s)`, actor: managerActor('expiry') }));
       }
     }
     for (const pending of await marks.restores()) {
@@ -201,8 +202,8 @@ export function createEvents({ store, actions, marks, operations, kube, config, 
 
   // The monitor's raise and clear: a hot-spot held long enough is a warning of unknown duration from the
   // monitor; its clearing ends only a warning the monitor raised.
-  const raiseFromMonitor = ({ pod, signal, reason }) => perfwarning({ pod, source: 'monitor', signal, reason: `monitor: ${reason}`, actor: 'monitor' });
-  const clearFromMonitor = ({ pod, reason }) => endPerfWarning({ pod, reason: `monitor: hot-spot ended, ${reason}`, actor: 'monitor', onlySource: 'monitor' });
+  const raiseFromMonitor = ({ pod, signal, reason }) => perfwarning({ pod, source: 'monitor', signal, reason: `monitor: ${reason}`, actor: MONITOR_ACTOR });
+  const clearFromMonitor = ({ pod, reason }) => endPerfWarning({ pod, reason: `monitor: hot-spot ended, ${reason}`, actor: MONITOR_ACTOR, onlySource: 'monitor' });
 
   return {
     prestop, poststart, perfwarning, endPerfWarning, expireDue, raiseFromMonitor, clearFromMonitor,

@@ -42,8 +42,9 @@ export function createMetrics({ prefix = DEFAULT_METRICS_PREFIX, processMetrics 
     hookRequests.inc({ hook, outcome });
   }
 
-  function recordAction({ action, actor, outcome, durationMs }) {
-    actions.inc({ action, actor: actorKind(actor), outcome });
+  // actorLabel: the actor's label (src/audit/actor.js), without the pod a hook names.
+  function recordAction({ action, actorLabel, outcome, durationMs }) {
+    actions.inc({ action, actor: actorLabel ?? 'unknown', outcome });
     if (Number.isFinite(durationMs)) actionDuration.observe({ action }, durationMs / 1000);
   }
 
@@ -89,13 +90,6 @@ export function createMetrics({ prefix = DEFAULT_METRICS_PREFIX, processMetrics 
     render: () => registry.metrics(),
     recordHook, recordAction, recordPoll, recordPollFailure, setClusterState,
   };
-}
-
-// An actor as a label: hooks name their pod (hook:prestop:rethinkdb-1), which would make one series per pod
-// and action; the pod is in the audit record and the log line, so the label keeps the hook only.
-export function actorKind(actor) {
-  if (typeof actor !== 'string' || actor === '') return 'unknown';
-  return actor.startsWith('hook:') ? actor.split(':').slice(0, 2).join(':') : actor.replace(/ \(pod [^)]*\)$/, '');
 }
 
 // A hook request's outcome: the error code (lower case) when it failed, 'aborted' when the caller went away

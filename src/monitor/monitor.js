@@ -3,6 +3,7 @@
 // cooldown ends it; uniform overload scales the StatefulSet out by one. Polls never overlap, and a failed
 // poll is logged and counted while the loop goes on.
 
+import { MONITOR_ACTOR } from '../audit/actor.js';
 import { decideMonitorStep, initialMonitorState } from '../policy/policy.js';
 import { evaluateHotspots, utilizationSamples } from './hotspot.js';
 
@@ -99,7 +100,7 @@ export function createMonitor({ kube, events, marks, config, clock, logger, metr
     scale.lastAt = clock.now();
     const startedMs = clock.now();
     const record = (outcome, notDone = []) => audit?.record({
-      actor: 'monitor', action: 'scale-out', target: { replicas: decision.to }, reason: decision.reason, outcome, notDone, durationMs: clock.now() - startedMs,
+      actor: MONITOR_ACTOR, action: 'scale-out', target: { replicas: decision.to }, reason: decision.reason, outcome, notDone, durationMs: clock.now() - startedMs,
     });
     try {
       await kube.patchStatefulSetScale(decision.to);

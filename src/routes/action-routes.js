@@ -2,7 +2,7 @@
 // Data-moving actions answer 202 with an operation to follow; `?dryRun=true` returns the plan only.
 
 import { Router } from 'express';
-import { actorName } from '../auth/access-policy.js';
+import { callerActor } from '../audit/actor.js';
 import { dryRunQuery, fields, mountRoute, objectSchema } from './validation.js';
 
 const common = { deadlineSeconds: fields.deadlineSeconds, reason: fields.reason };
@@ -64,7 +64,7 @@ export function createActionRoutes({ actions, work }) {
   const router = Router();
   for (const spec of ACTION_ROUTE_SPECS) {
     mountRoute(router, spec, async ({ query, body, identity }, res) => {
-      const result = await work.track(() => actions[spec.run]({ ...body, dryRun: query.dryRun === true, actor: actorName(identity) }));
+      const result = await work.track(() => actions[spec.run]({ ...body, dryRun: query.dryRun === true, actor: callerActor(identity) }));
       if (result.operation) {
         const href = `/v1/operations/${result.operation.id}`;
         res.status(202).location(href).json({ ...result, operation: { id: result.operation.id, status: result.operation.status, href } });

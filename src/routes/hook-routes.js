@@ -4,7 +4,8 @@
 // postStart must never hold up (or kill) the container, so it answers 202 at once and works in the background.
 
 import { Router } from 'express';
-import { actorName, actsAsPod } from '../auth/access-policy.js';
+import { callerActor, hookActor } from '../audit/actor.js';
+import { actsAsPod } from '../auth/access-policy.js';
 import { AppError } from '../errors.js';
 import { withinMs } from '../lib/clock.js';
 import { fields, mountRoute, objectSchema } from './validation.js';
@@ -65,7 +66,7 @@ export function createHookRoutes({ events, work, prestopDeadlineSeconds }) {
     // The action has its own deadline for waiting; this outer limit also covers a data store that hangs.
     const result = await withinMs(
       work.track(() => events.prestop({
-        pod: query.pod, dryRun: query.dryRun === true, deadlineSeconds: Math.max(1, prestopDeadlineSeconds - 1), actor: `hook:prestop:${query.pod} (${actorName(identity)})`,
+        pod: query.pod, dryRun: query.dryRun === true, deadlineSeconds: Math.max(1, prestopDeadlineSeconds - 1), actor: hookActor('prestop', query.pod, callerActor(identity)),
       })),
       deadlineMs,
       () => new AppError('DEADLINE_EXCEEDED', `preStop for ${query.pod} did not finish within ${prestopDeadlineSeconds} s; the pod may stop with primaries still on it`),
@@ -74,18 +75,18 @@ export function createHookRoutes({ events, work, prestopDeadlineSeconds }) {
   });
 
   mountRoute(router, HOOK_ROUTES.poststart, async ({ query, identity }, res) => {
-    const result = await work.track(() => events.poststart({ pod: query.pod, actor: `hook:poststart:${query.pod} (${actorName(identity)})`, byPod: actsAsPod(identity) }));
+    const result = await work.track(() => events.poststart({ pod: query.pod, actor: hookActor('poststart', query.pod, callerActor(identity)), byPod: actsAsPod(identity) }));
     const href = `/v1/operations/${result.operation.id}`;
     res.status(202).location(href).json({ ...result, operation: { id: result.operation.id, status: result.operation.status, href } });
   });
 
   mountRoute(router, HOOK_ROUTES.perfwarning, async ({ body, identity }, res) => {
-    const result = await work.track(() => events.perfwarning({ ...body, actor: actorName(identity), byPod: actsAsPod(identity) }));
+    const result = await work.track(() => events.perfwarning({ ...body, actor: callerActor(identity), byPod: actsAsPod(identity) }));
     res.status(200).json(result);
   });
 
   mountRoute(router, HOOK_ROUTES.endPerfWarning, async ({ query, identity }, res) => {
-    const result = await work.track(() => events.endPerfWarning({ pod: query.pod, reason: 'perf warning withdrawn (DELETE)', actor: actorName(identity), byPod: actsAsPod(identity) }));
+    const result = await work.track(() => events.endPerfWarning({ pod: query.pod, reason: 'perf warning withdrawn (DELETE)', actor: callerActor(identity), byPod: actsAsPod(identity) }));
     if (!result.ended) throw new AppError('NOT_FOUND', result.reason);
     res.status(200).json(result);
   });

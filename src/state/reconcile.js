@@ -6,6 +6,7 @@
 // nothing half-loaded and the caller simply tries again; a migration whose resumption meets an unavailable
 // store is retried on its own, so that none is resumed twice.
 
+import { managerActor } from '../audit/actor.js';
 import { retryUntilDone } from '../lib/retry.js';
 
 const transient = (err) => err?.statusCode === 503;
@@ -50,12 +51,12 @@ async function resumeMigration(m, progress, { marks, actions, operations }) {
     return { server: m.serverName, action: m.action, outcome: 'dropped', reason: 'unknown action' };
   }
   if (m.inFlight && !progress.finished) {
-    const { operation } = await actions.finishMove({ move: m.inFlight, reason: 'finish the move a stopped manager left half-done', actor: 'manager:reconcile' });
+    const { operation } = await actions.finishMove({ move: m.inFlight, reason: 'finish the move a stopped manager left half-done', actor: managerActor('reconcile') });
     // eslint-disable-next-line no-param-reassign
     progress.finished = await operations.wait(operation.id);
   }
   const { finished } = progress;
-  const started = await actions.restartMigration(m, { reason: `resumed after a manager restart (was operation ${m.operationId})`, actor: 'manager:reconcile' });
+  const started = await actions.restartMigration(m, { reason: `resumed after a manager restart (was operation ${m.operationId})`, actor: managerActor('reconcile') });
   return {
     server: m.serverName, action: m.action, previousOperation: m.operationId, operation: started.operation.id, outcome: 'resumed',
     halfDoneMove: finished ? { operation: finished.id, status: finished.status } : null,

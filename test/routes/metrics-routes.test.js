@@ -3,7 +3,6 @@
 
 import request from 'supertest';
 import { AppError } from '../../src/errors.js';
-import { actorKind } from '../../src/metrics/metrics.js';
 import { scrape } from '../helpers/exposition.js';
 import { createSandboxHarness, postJson, waitForOperation } from '../helpers/harness.js';
 
@@ -111,8 +110,8 @@ describe('GET /metrics', () => {
     const s = await scrape(h.app);
     const [moved, migrated] = await events(h.app);
     expect([moved.action, migrated.action]).toEqual(['move-primaries-from-server', 'migrate-replicas-off']);
-    expect(s.value(m('actions_total'), { action: 'move-primaries-from-server', actor: actorKind(moved.actor), outcome: 'completed' })).toBe(1);
-    expect(s.value(m('actions_total'), { action: 'migrate-replicas-off', actor: actorKind(migrated.actor), outcome: 'completed' })).toBe(1);
+    expect(s.value(m('actions_total'), { action: 'move-primaries-from-server', actor: moved.actorLabel, outcome: 'completed' })).toBe(1);
+    expect(s.value(m('actions_total'), { action: 'migrate-replicas-off', actor: migrated.actorLabel, outcome: 'completed' })).toBe(1);
     expect(s.value(m('action_duration_seconds_count'), { action: 'migrate-replicas-off' })).toBe(1);
     expect(s.value(m('action_duration_seconds_sum'), { action: 'migrate-replicas-off' })).toBe(migrated.durationMs / 1000);
     expect(migrated.durationMs).toBeGreaterThan(1000); // backfills take (virtual) seconds
@@ -133,7 +132,7 @@ describe('GET /metrics', () => {
     expect(audited.length).toBeGreaterThanOrEqual(4);
     const expected = {};
     for (const e of audited) {
-      const key = JSON.stringify({ action: e.action, actor: actorKind(e.actor), outcome: e.outcome });
+      const key = JSON.stringify({ action: e.action, actor: e.actorLabel, outcome: e.outcome });
       expected[key] = (expected[key] ?? 0) + 1;
     }
     const counted = Object.fromEntries((await scrape(h.app)).series(m('actions_total')).map(({ labels, value }) => [JSON.stringify({ action: labels.action, actor: labels.actor, outcome: labels.outcome }), value]));

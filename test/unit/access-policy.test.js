@@ -1,7 +1,8 @@
 // The access rules, table by table: which requests need what, and who gets through.
 
+import { actorLabel, callerActor, describeActor } from '../../src/audit/actor.js';
 import {
-  actorName, authorize, classifyRequest, identityFromReview, rolesOf,
+  authorize, classifyRequest, identityFromReview, rolesOf,
 } from '../../src/auth/access-policy.js';
 
 const hookPod = (pod) => ({ username: 'system:serviceaccount:rethinkdb:rethinkdb', pod, roles: { hook: true, operator: false } });
@@ -105,12 +106,13 @@ describe('identityFromReview', () => {
   });
 });
 
-describe('actorName', () => {
+describe('callerActor', () => {
   test.each([
-    [null, 'anonymous'],
-    [operator, 'alice'],
-    [hookPod('rethinkdb-1'), 'system:serviceaccount:rethinkdb:rethinkdb (pod rethinkdb-1)'],
-  ])('when the identity is %j, then the actor is %s', (identity, name) => {
-    expect(actorName(identity)).toBe(name);
+    [null, 'anonymous', 'anonymous'],
+    [operator, 'alice', 'alice'],
+    [hookPod('rethinkdb-1'), 'system:serviceaccount:rethinkdb:rethinkdb (pod rethinkdb-1)', 'system:serviceaccount:rethinkdb:rethinkdb'],
+  ])('when the identity is %j, then the actor reads %s and is labelled %s', (identity, text, label) => {
+    expect(describeActor(callerActor(identity))).toBe(text);
+    expect(actorLabel(callerActor(identity))).toBe(label);
   });
 });

@@ -1,7 +1,10 @@
 // The metrics module without HTTP: registries per manager, label values, and gauges that forget what is gone.
 
 import { register as globalRegistry } from 'prom-client';
-import { actorKind, createMetrics, hookOutcome } from '../../src/metrics/metrics.js';
+import {
+  MONITOR_ACTOR, actorLabel, callerActor, hookActor, managerActor,
+} from '../../src/audit/actor.js';
+import { createMetrics, hookOutcome } from '../../src/metrics/metrics.js';
 import { parseExposition } from '../helpers/exposition.js';
 
 const render = async (metrics) => parseExposition(await metrics.render());
@@ -36,8 +39,8 @@ describe('createMetrics', () => {
 
   test('when an action is recorded, then it is counted by action, kind of actor and outcome, and its duration is observed in seconds; one without a duration is counted only', async () => {
     const metrics = createMetrics();
-    metrics.recordAction({ action: 'migrate-replicas-off', actor: 'hook:prestop:rethinkdb-1', outcome: 'completed', durationMs: 125000 });
-    metrics.recordAction({ action: 'release-server', actor: 'operator', outcome: 'completed', durationMs: null });
+    metrics.recordAction({ action: 'migrate-replicas-off', actorLabel: 'hook:prestop', outcome: 'completed', durationMs: 125000 });
+    metrics.recordAction({ action: 'release-server', actorLabel: 'operator', outcome: 'completed', durationMs: null });
     const s = await render(metrics);
     expect(s.value('rethinkdb_manager_actions_total', { action: 'migrate-replicas-off', actor: 'hook:prestop', outcome: 'completed' })).toBe(1);
     expect(s.value('rethinkdb_manager_actions_total', { action: 'release-server', actor: 'operator', outcome: 'completed' })).toBe(1);
@@ -82,19 +85,19 @@ describe('createMetrics', () => {
 
 describe('label values', () => {
   test.each([
-    ['hook:prestop:rethinkdb-1', 'hook:prestop'],
-    ['hook:poststart:rethinkdb-12', 'hook:poststart'],
-    ['monitor', 'monitor'],
-    ['manager:expiry', 'manager:expiry'],
-    ['manager:reconcile', 'manager:reconcile'],
+    [hookActor('prestop', 'rethinkdb-1'), 'hook:prestop'],
+    [hookActor('poststart', 'rethinkdb-12'), 'hook:poststart'],
+    [MONITOR_ACTOR, 'monitor'],
+    [managerActor('expiry'), 'manager:expiry'],
+    [managerActor('reconcile'), 'manager:reconcile'],
     ['operator', 'operator'],
-    ['hook:prestop:rethinkdb-2 (system:serviceaccount:rethinkdb:rethinkdb (pod rethinkdb-2))', 'hook:prestop'],
-    ['system:serviceaccount:rethinkdb:rethinkdb (pod rethinkdb-2)', 'system:serviceaccount:rethinkdb:rethinkdb'],
-    ['system:serviceaccount:rethinkdb:rethinkdb-manager-operator', 'system:serviceaccount:rethinkdb:rethinkdb-manager-operator'],
+    [hookActor('prestop', 'rethinkdb-2', callerActor({ username: 'system:serviceaccount:rethinkdb:rethinkdb', pod: 'rethinkdb-2' })), 'hook:prestop'],
+    [callerActor({ username: 'system:serviceaccount:rethinkdb:rethinkdb', pod: 'rethinkdb-2' }), 'system:serviceaccount:rethinkdb:rethinkdb'],
+    [callerActor({ username: 'system:serviceaccount:rethinkdb:rethinkdb-manager-operator' }), 'system:serviceaccount:rethinkdb:rethinkdb-manager-operator'],
     [undefined, 'unknown'],
     ['', 'unknown'],
-  ])('when the actor is %j, then its label is %j', (actor, label) => {
-    expect(actorKind(actor)).toBe(label);
+  ])('when the actor is %j, then its label is %j (the pod a hook names is left out)', (actor, label) => {
+    expect(actorLabel(actor)).toBe(label);
   });
 
   test.each([
