@@ -44,10 +44,12 @@ export function createActions({
 
   // Plans, and unless dryRun, commits and waits for the new primaries to act (and, for a drain, until none of
   // the drained servers acts as primary any more, except where the plan could not move it).
-  async function runPrimaryPlan({ action, target, planFn, dryRun, deadlineSeconds, reason, extraDraining = [], leaving = [], actor, pod }) {
+  // snapshot: the cluster as the caller read it to decide (one read per decision); read here otherwise. The
+  // commit reads it again under the table locks before it writes.
+  async function runPrimaryPlan({ action, target, planFn, dryRun, deadlineSeconds, reason, extraDraining = [], leaving = [], actor, pod, snapshot = null }) {
     const startedAt = clock.now();
     const deadline = createDeadline(clock, (deadlineSeconds ?? config.deadlines.actionSeconds) * 1000);
-    const cluster = await store.readCluster();
+    const cluster = snapshot ?? await store.readCluster();
     const plan = planFn(cluster, [...new Set([...(await marks.drainingIds()), ...extraDraining])]);
     const base = { action, target, dryRun, reason: reason ?? null };
     if (dryRun) {
@@ -91,12 +93,12 @@ export function createActions({
 
   // Several servers in one plan (the servers of one warning): none receives another's primaries. node: the
   // node they share, when that is why they are named together.
-  async function movePrimariesFromServers({ servers, node = null, dryRun = false, deadlineSeconds, reason, actor, mark = true, via = 'action' }) {
-    const cluster = await store.readCluster();
+  async function movePrimariesFromServers({ servers, node = null, dryRun = false, deadlineSeconds, reason, actor, mark = true, via = 'action', snapshot = null }) {
+    const cluster = snapshot ?? await store.readCluster();
     const resolved = servers.map((ref) => resolveServer(cluster, ref));
     const target = node ? { node, servers: resolved.map((s) => s.name) } : { server: resolved.map((s) => s.name).join(', ') };
     const action = node ? 'move-primaries-from-node' : 'move-primaries-from-server';
-    return drainServers({ action, target, servers: resolved, dryRun, deadlineSeconds, reason, actor, mark, via });
+    return drainServers({ action, target, servers: resolved, dryRun, deadlineSeconds, reason, actor, mark, via, snapshot: cluster });
   }
 
   async function movePrimariesFromNode({ node, dryRun = false, deadlineSeconds, reason, actor }) {
@@ -117,19 +119,19 @@ export function createActions({
     return { ...report, unmappedPods: unmapped };
   }
 
-  async function drainServers({ action, target, servers, dryRun, deadlineSeconds, reason, actor, mark, via = 'action' }) {
+  async function drainServers({ action, target, servers, dryRun, deadlineSeconds, reason, actor, mark, via = 'action', snapshot = null }) {
     const ids = servers.map((s) => s.id);
     if (!dryRun && mark) {
       for (const s of servers) await marks.markDraining(s.id, { reason: reason ?? action, serverName: s.name, pod: podNameOf(s), by: actor ? describeActor(actor) : null, via });
     }
     const planFn = (c, draining) => planMovePrimariesFromServers(c, ids, { draining });
     const pod = servers.length === 1 ? podNameOf(servers[0]) : null;
-    return runPrimaryPlan({ action, target, planFn, dryRun, deadlineSeconds, reason, extraDraining: ids, leaving: ids, actor, pod });
+    return runPrimaryPlan({ action, target, planFn, dryRun, deadlineSeconds, reason, extraDraining: ids, leaving: ids, actor, pod, snapshot });
   }
 
-  async function rebalancePrimaries({ dryRun = false, deadlineSeconds, reason, tableIds = null, actor, pod, prefer = [] } = {}) {
+  async function rebalancePrimaries({ dryRun = false, deadlineSeconds, reason, tableIds = null, actor, pod, prefer = [], snapshot = null } = {}) {
     const planFn = (c, draining) => planRebalancePrimaries(c, { draining, tableIds, prefer });
-    return runPrimaryPlan({ action: 'rebalance-primaries', target: {}, planFn, dryRun, deadlineSeconds, reason, actor, pod });
+    return runPrimaryPlan({ action: 'rebalance-primaries', target: {}, planFn, dryRun, deadlineSeconds, reason, actor, pod, snapshot });
   }
 
   async function releaseServer({ server, rebalance = true, dryRun = false, deadlineSeconds, reason, actor }) {

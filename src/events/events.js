@@ -41,13 +41,13 @@ export function createEvents({ store, actions, marks, operations, kube, config, 
   }
 
   async function prestop({ pod, dryRun = false, deadlineSeconds, actor = hookActor('prestop', pod) }) {
-    const { targets: [{ server }] } = await serversForPods([pod]);
+    const { cluster, targets: [{ server }] } = await serversForPods([pod]);
     const decision = decidePrestop({ pod, server });
     if (!server) {
       log.warn({ pod, reason: decision.reason }, 'preStop: nothing to demote');
       return { event: 'PRESTOP', pod, server: null, decision: describe(decision), outcome: 'nothing_to_do', primariesOff: true, reason: decision.reason };
     }
-    const done = await executor.run(decision.intents, { actor, pod, dryRun, deadlineSeconds });
+    const done = await executor.run(decision.intents, { actor, pod, dryRun, deadlineSeconds, snapshot: cluster });
     const report = resultOf(done, 'demote');
     const primariesOff = report.skipped.length === 0 && report.notDone.length === 0 && report.settled !== false;
     log.info({ pod, server: server.name, outcome: report.outcome, primariesOff, reason: decision.reason }, 'preStop handled');
@@ -127,7 +127,7 @@ export function createEvents({ store, actions, marks, operations, kube, config, 
   // to a server the same warning is about to demote (a node-wide warning makes one handover per shard).
   async function perfwarning({ pod, node, durationSeconds = null, reason = null, source: given = 'operator', signal = null, actor = given, byPod = false }) {
     const source = byPod ? 'hook' : given;
-    const { targets } = await serversForPods(await podsOf({ pod, node }));
+    const { cluster, targets } = await serversForPods(await podsOf({ pod, node }));
     const servers = targets.filter((t) => t.server).map((t) => t.server);
     const now = clock.now();
     const { long, reason: decided } = decidePerfWarning({ durationSeconds, longSeconds: config.perfwarning.longSeconds });
@@ -136,7 +136,7 @@ export function createEvents({ store, actions, marks, operations, kube, config, 
       since: new Date(now).toISOString(), expiresAt: Number.isFinite(durationSeconds) ? new Date(now + durationSeconds * 1000).toISOString() : null,
     };
     const decision = decidePerfWarning({ durationSeconds, longSeconds: config.perfwarning.longSeconds, servers, node: node ?? null, warning, reason });
-    const done = await executor.run(decision.intents, { actor, pod: pod ?? null });
+    const done = await executor.run(decision.intents, { actor, pod: pod ?? null, snapshot: cluster });
     const demotion = resultOf(done, 'demote');
     const migrations = done.filter((d) => d.intent.type === 'migrate-replicas-off');
     const results = targets.map((t) => {
@@ -166,7 +166,7 @@ export function createEvents({ store, actions, marks, operations, kube, config, 
       return { event: 'PERFWARNING_END', pod, ended: false, reason: `no active perf warning${onlySource ? ` from ${onlySource}` : ''} for pod ${pod}` };
     }
     const decision = decidePerfWarningEnd(cluster, { serverId, warning: { ...warning, serverName: server?.name }, reason });
-    const done = await executor.run([{ type: 'clear-perf-warning', server: { id: serverId } }, ...decision.intents], { actor, pod });
+    const done = await executor.run([{ type: 'clear-perf-warning', server: { id: serverId } }, ...decision.intents], { actor, pod, snapshot: cluster });
     return { event: 'PERFWARNING_END', pod, ended: true, reason, restore: restoreResult(decision, done) };
   }
 
@@ -194,7 +194,7 @@ export function createEvents({ store, actions, marks, operations, kube, config, 
       const cluster = await store.readCluster();
       const { serverId, pod, warning, reason, actor } = pending;
       const decision = decidePerfWarningEnd(cluster, { serverId, warning, reason });
-      const done = await executor.run(decision.intents, { actor, pod });
+      const done = await executor.run(decision.intents, { actor, pod, snapshot: cluster });
       ended.push({ event: 'PERFWARNING_RESTORE_RETRY', pod, restore: restoreResult(decision, done) });
     }
     return ended;

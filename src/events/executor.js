@@ -6,7 +6,8 @@ import { AppError } from '../errors.js';
 import { createDeadline } from '../lib/clock.js';
 import { votingReplicas } from '../planner/eligibility.js';
 
-// context: { actor, pod, dryRun, deadlineSeconds } for every intent of one event.
+// context: { actor, pod, dryRun, deadlineSeconds, snapshot } for every intent of one event; snapshot is the
+// cluster the decision was made on, which the first action plans on instead of reading it again.
 export function createExecutor({ store, actions, marks, operations, config, clock, logger }) {
   const log = logger.child({ module: 'executor' });
 
@@ -27,9 +28,9 @@ export function createExecutor({ store, actions, marks, operations, config, cloc
       return { marked: servers.map((s) => s.name) };
     },
     // One plan for every server named; what each lost is kept with its mark so that it can be given back.
-    async demote({ servers, node = null, mark, reason }, { actor, dryRun, deadlineSeconds }) {
+    async demote({ servers, node = null, mark, reason }, { actor, dryRun, deadlineSeconds, snapshot }) {
       const report = await actions.movePrimariesFromServers({
-        servers: servers.map((s) => s.id), node, dryRun, deadlineSeconds, reason, actor, mark: mark.kind === 'draining', via: mark.via,
+        servers: servers.map((s) => s.id), node, dryRun, deadlineSeconds, reason, actor, mark: mark.kind === 'draining', via: mark.via, snapshot,
       });
       if (!dryRun) {
         for (const s of servers) await marks.noteDemoted(s.id, mark.kind, report.changes.filter((c) => c.from === s.name));
@@ -56,9 +57,9 @@ export function createExecutor({ store, actions, marks, operations, config, cloc
       return { ready: await waitForReplicasReady(server.id) };
     },
     // prefer: shards to give back ([{ tableId, shard }]), e.g. what the server held before it was demoted.
-    async 'rebalance-primaries'({ server = null, prefer = [], reason, clearsRestore = false }, { actor, pod }) {
+    async 'rebalance-primaries'({ server = null, prefer = [], reason, clearsRestore = false }, { actor, pod, snapshot }) {
       if (clearsRestore) await marks.clearRestore(server.id);
-      return actions.rebalancePrimaries({ reason, actor, pod, prefer: prefer.map((d) => ({ ...d, serverId: server.id })) });
+      return actions.rebalancePrimaries({ reason, actor, pod, prefer: prefer.map((d) => ({ ...d, serverId: server.id })), snapshot });
     },
     async 'add-server'({ server, reason, clearsRestore = false, wait = true }, { actor }) {
       if (clearsRestore) await marks.clearRestore(server.id);

@@ -92,6 +92,20 @@ describe('POST /v1/hooks/prestop', () => {
     expect(through.atWrites).not.toContain(id0);
   });
 
+  test('when a pod is about to stop, then the cluster is read once to decide and once more under the table lock before the write', async () => {
+    const reads = { count: 0, beforeWrite: null };
+    const h = createSandboxHarness({
+      wrapSource: (source) => ({
+        ...source,
+        readSystemTables: async () => { reads.count += 1; return source.readSystemTables(); },
+        updateTableShards: async (...args) => { reads.beforeWrite ??= reads.count; return source.updateTableShards(...args); },
+      }),
+    });
+    const res = await prestop(h.app, 'rethinkdb-1');
+    expect(res.body.report.changes).toHaveLength(1);
+    expect(reads.beforeWrite).toBe(2);
+  });
+
   test.each([
     ['rethinkdb-9', 404, 'POD_NOT_FOUND'],
     ['Bad_Pod', 400, 'BAD_REQUEST'],
