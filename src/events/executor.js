@@ -21,10 +21,8 @@ export function createExecutor({ store, actions, marks, operations, config, cloc
       return moved;
     },
     async 'mark-perf-warning'({ servers, warning }) {
-      for (const s of servers) {
-        await marks.setPerfWarning(s.id, warning, { serverName: s.name, pod: s.pod });
-        await marks.clearRestore(s.id);
-      }
+      // A new warning also cancels a restore that was waiting to give the server its primaries back.
+      for (const s of servers) await marks.setPerfWarning(s.id, warning, { serverName: s.name, pod: s.pod });
       return { marked: servers.map((s) => s.name) };
     },
     // One plan for every server named; what each lost is kept with its mark so that it can be given back.

@@ -1,8 +1,13 @@
 // The manager's state that must survive a restart of the manager: which servers are draining, which pods have
 // an active perf warning, which ended warnings still wait to give their primaries back, and which data
-// migrations are in flight. Reads come from memory; every change is
-// written through to an annotation on the pod concerned (when there is a Kubernetes port), and load() reads
-// them back at start-up. A pod that is gone takes its annotations with it.
+// migrations are in flight. It is the one owner of these marks: every change is a pure transition
+// (./mark-transitions.js) applied here. Reads come from memory; every change is written through to an
+// annotation on the pod concerned (when there is a Kubernetes port), and load() reads them back at start-up.
+// A pod that is gone takes its annotations with it.
+
+import {
+  NO_MARKS, awaitHealth, clearMigration, endWarning, keepsOff, noteDemoted, release, restored, setMigration, startDraining, warn,
+} from './mark-transitions.js';
 
 const STATE_ANNOTATIONS = Object.freeze({
   draining: 'rethinkdb-manager.io/draining',
@@ -81,45 +86,51 @@ export function createStateStore({ kube = null, clock, logger }) {
     return { loaded, unreadable };
   }
 
+  // Applies a pure transition (./mark-transitions.js) to a server's marks and persists the kinds it changed.
+  function apply(serverId, transition, ref) {
+    const entry = entryFor(serverId, ref);
+    const before = Object.fromEntries(KINDS.map((kind) => [kind, entry[kind]]));
+    const after = transition(before);
+    for (const kind of KINDS) {
+      if (after[kind] !== before[kind]) set(kind, serverId, after[kind]);
+    }
+    return after;
+  }
+  const marksOf = (serverId) => {
+    const entry = entries.get(serverId);
+    return entry ? Object.fromEntries(KINDS.map((kind) => [kind, entry[kind]])) : NO_MARKS;
+  };
+
   return {
     // by: who asked; via: why ('prestop' may be undone by the pod's own POSTSTART, an operator's 'action' may not).
     async markDraining(serverId, { reason, serverName, pod, by = null, via = 'action' }) {
-      const entry = entryFor(serverId, { serverName, pod });
-      if (!entry.draining) set('draining', serverId, { reason, since: new Date(clock.now()).toISOString(), by, via });
-      return entry.draining;
+      return apply(serverId, (m) => startDraining(m, { reason, since: new Date(clock.now()).toISOString(), by, via }), { serverName, pod }).draining;
     },
     async release(serverId) {
-      const had = Boolean(entries.get(serverId)?.draining);
-      if (had) set('draining', serverId, null);
+      const had = Boolean(marksOf(serverId).draining);
+      if (had) apply(serverId, release);
       return had;
     },
-    isDraining: async (serverId) => Boolean(entries.get(serverId)?.draining),
-    // Which primaries a demotion took from the server, kept with its mark so that they can be given back.
+    isDraining: async (serverId) => Boolean(marksOf(serverId).draining),
     async noteDemoted(serverId, kind, changes) {
-      const mark = entries.get(serverId)?.[kind];
-      if (!mark || changes.length === 0) return;
-      const seen = new Set((mark.demoted ?? []).map((d) => `${d.tableId}:${d.shard}`));
-      const added = changes.map((c) => ({ tableId: c.tableId, shard: c.shard })).filter((d) => !seen.has(`${d.tableId}:${d.shard}`));
-      set(kind, serverId, { ...mark, demoted: [...(mark.demoted ?? []), ...added] });
+      if (entries.has(serverId)) apply(serverId, (m) => noteDemoted(m, kind, changes));
     },
-    getDraining: async (serverId) => entries.get(serverId)?.draining ?? null,
-    // Servers the planners keep primaries and new replicas away from: draining or under a perf warning.
-    drainingIds: async () => [...entries.values()].filter((e) => e.draining || e.perfwarning).map((e) => e.serverId),
+    getDraining: async (serverId) => marksOf(serverId).draining,
+    drainingIds: async () => [...entries.keys()].filter((id) => keepsOff(marksOf(id))),
     list: async () => pick('draining'),
-    setPerfWarning: async (serverId, warning, ref) => set('perfwarning', serverId, warning, ref).perfwarning,
-    getPerfWarning: async (serverId) => entries.get(serverId)?.perfwarning ?? null,
+    setPerfWarning: async (serverId, warning, ref) => apply(serverId, (m) => warn(m, warning), ref).perfwarning,
+    getPerfWarning: async (serverId) => marksOf(serverId).perfwarning,
     async clearPerfWarning(serverId) {
-      const had = Boolean(entries.get(serverId)?.perfwarning);
-      if (had) set('perfwarning', serverId, null);
+      const had = Boolean(marksOf(serverId).perfwarning);
+      if (had) apply(serverId, endWarning);
       return had;
     },
     perfWarnings: async () => pick('perfwarning'),
-    setMigration: async (serverId, migration, ref) => set('migration', serverId, migration, ref).migration,
-    clearMigration: async (serverId) => { if (entries.get(serverId)?.migration) set('migration', serverId, null); },
+    setMigration: async (serverId, migration, ref) => apply(serverId, (m) => setMigration(m, migration), ref).migration,
+    clearMigration: async (serverId) => { if (entries.has(serverId)) apply(serverId, clearMigration); },
     migrations: async () => pick('migration'),
-    // An ended warning whose primaries return once the server is healthy: { warning, reason, actor }.
-    setRestore: async (serverId, restore, ref) => set('restore', serverId, restore, ref).restore,
-    clearRestore: async (serverId) => { if (entries.get(serverId)?.restore) set('restore', serverId, null); },
+    setRestore: async (serverId, restore, ref) => apply(serverId, (m) => awaitHealth(m, restore), ref).restore,
+    clearRestore: async (serverId) => { if (entries.has(serverId)) apply(serverId, restored); },
     restores: async () => pick('restore'),
     load,
     // Resolves when every queued annotation write has been attempted (tests, shutdown).

@@ -121,6 +121,17 @@ describe('POST /v1/hooks/poststart', () => {
   });
 });
 
+// A 30 s warning on rethinkdb-1 whose server is killed before it expires: the restore waits for it.
+async function warningExpiredWhileDown() {
+  const h = createSandboxHarness();
+  await json(request(h.app).post('/v1/hooks/perfwarning'), { pod: 'rethinkdb-1', durationSeconds: 30 });
+  h.model.crashServer('rethinkdb_1', { mode: 'kill' });
+  h.clock.advance(31000);
+  const [expired] = await h.events.expireDue();
+  expect(expired.restore.action).toBe('wait');
+  return h;
+}
+
 describe('PERFWARNING', () => {
   test.each([
     [{}, /exactly one of pod, node/],
@@ -203,12 +214,7 @@ describe('PERFWARNING', () => {
   });
 
   test('when a warning ends while the server is down, then primaries return only once it is healthy again', async () => {
-    const h = createSandboxHarness();
-    await json(request(h.app).post('/v1/hooks/perfwarning'), { pod: 'rethinkdb-1', durationSeconds: 30 });
-    h.model.crashServer('rethinkdb_1', { mode: 'kill' });
-    h.clock.advance(31000);
-    const [expired] = await h.events.expireDue();
-    expect(expired.restore.action).toBe('wait');
+    const h = await warningExpiredWhileDown();
     expect(await primaryMap(h.store)).not.toContain('rethinkdb_1');
     h.model.restoreServer('rethinkdb_1');
     const [retried] = await h.events.expireDue();
@@ -320,12 +326,7 @@ describe('state that survives the manager', () => {
   });
 
   test('when the manager restarts while a restore waits for the warned server to be healthy, then the new one gives the primaries back', async () => {
-    const first = createSandboxHarness();
-    await json(request(first.app).post('/v1/hooks/perfwarning'), { pod: 'rethinkdb-1', durationSeconds: 30 });
-    first.model.crashServer('rethinkdb_1', { mode: 'kill' });
-    first.clock.advance(31000);
-    const [expired] = await first.events.expireDue();
-    expect(expired.restore.action).toBe('wait');
+    const first = await warningExpiredWhileDown();
     await first.marks.flush();
 
     // A new manager over the same cluster and pods; the first one is abandoned, as if killed.

@@ -1,0 +1,56 @@
+// Pure: the marks a server carries and how events change them. A server's marks are
+// { draining, perfwarning, restore, migration } (each null or an object); every transition takes the marks and
+// returns the new ones, the same object when nothing changes. The state store applies them and persists
+// exactly the kinds that changed.
+
+export const NO_MARKS = Object.freeze({ draining: null, perfwarning: null, restore: null, migration: null });
+
+// A drain already under way keeps its first reason, time and origin (a repeat PRESTOP changes nothing).
+export function startDraining(marks, { reason, since, by = null, via = 'action' }) {
+  return marks.draining ? marks : { ...marks, draining: { reason, since, by, via } };
+}
+
+export function release(marks) {
+  return marks.draining ? { ...marks, draining: null } : marks;
+}
+
+// A new warning replaces the old one and cancels a restore that was waiting to give primaries back.
+export function warn(marks, warning) {
+  return { ...marks, perfwarning: warning, restore: null };
+}
+
+export function endWarning(marks) {
+  return marks.perfwarning ? { ...marks, perfwarning: null } : marks;
+}
+
+// An ended warning whose primaries return once the server is healthy: { warning, reason, actor }.
+export function awaitHealth(marks, restore) {
+  return { ...marks, restore };
+}
+
+export function restored(marks) {
+  return marks.restore ? { ...marks, restore: null } : marks;
+}
+
+export function setMigration(marks, migration) {
+  return { ...marks, migration };
+}
+
+export function clearMigration(marks) {
+  return marks.migration ? { ...marks, migration: null } : marks;
+}
+
+// Which primaries a demotion took from the server, kept with the mark that caused it (kind: 'draining' or
+// 'perfwarning') so that they can be given back; each shard once.
+export function noteDemoted(marks, kind, changes) {
+  const mark = marks[kind];
+  if (!mark || changes.length === 0) return marks;
+  const seen = new Set((mark.demoted ?? []).map((d) => `${d.tableId}:${d.shard}`));
+  const added = changes.map((c) => ({ tableId: c.tableId, shard: c.shard })).filter((d) => !seen.has(`${d.tableId}:${d.shard}`));
+  return added.length === 0 ? marks : { ...marks, [kind]: { ...mark, demoted: [...(mark.demoted ?? []), ...added] } };
+}
+
+// The planners keep primaries and new replicas off a server that is draining or under a perf warning.
+export function keepsOff(marks) {
+  return Boolean(marks.draining || marks.perfwarning);
+}
