@@ -17,6 +17,9 @@ import {
   describeShard, namedItems, outcomeOf, plannedPrimaryChanges, plannedReplicaMoves, primaryChanges,
 } from './report.js';
 
+// The shape of a persisted migration record ({ version, action, intent, ... }); older shapes are not replayed.
+export const MIGRATION_VERSION = 1;
+
 export function createActions({
   store, reconfigurer, marks, operations, kube, clock, logger, config, audit,
 }) {
@@ -154,7 +157,7 @@ export function createActions({
     const s = resolveServer(cluster, server);
     const plan = planCreateReplica(cluster, t.id, shard, s.id, { draining: await marks.drainingIds() });
     return startReplicaMoves({
-      action: 'create-replica', target: { table: tableLabel(t), shard, server: s.name }, params: { table, shard, server }, stateServer: s,
+      action: 'create-replica', target: { table: tableLabel(t), shard, server: s.name }, intent: { type: 'create-replica', tableId: t.id, shard, serverId: s.id }, stateServer: s,
       cluster, plan, dryRun, deadlineSeconds, reason, actor,
     });
   }
@@ -166,7 +169,7 @@ export function createActions({
     const draining = [...new Set([...(await marks.drainingIds()), s.id])];
     const plan = planMigrateReplicasOff(cluster, s.id, { draining });
     return startReplicaMoves({
-      action: 'migrate-replicas-off', target: { server: s.name }, params: { server: s.name, mark }, stateServer: s,
+      action: 'migrate-replicas-off', target: { server: s.name }, intent: { type: 'migrate-replicas-off', serverId: s.id, mark }, stateServer: s,
       cluster, plan, dryRun, deadlineSeconds, reason, actor,
     });
   }
@@ -179,7 +182,7 @@ export function createActions({
     if (gone.connected) throw new AppError('BAD_REQUEST', `${gone.name} is connected; only a lost (disconnected) server can be replaced`);
     const plan = planReplaceServer(cluster, gone.id, s.id);
     return startReplicaMoves({
-      action: 'replace-server', target: { lost: gone.name, server: s.name }, params: { lost: gone.id, server: s.name }, stateServer: s,
+      action: 'replace-server', target: { lost: gone.name, server: s.name }, intent: { type: 'replace-server', lostId: gone.id, serverId: s.id }, stateServer: s,
       cluster, plan, dryRun, deadlineSeconds, reason, actor,
       afterMoves: (touched) => rebalancePrimaries({ tableIds: touched, reason: `give ${s.name} its share of primaries`, actor, pod: podNameOf(s) }),
     });
@@ -191,7 +194,7 @@ export function createActions({
     const tableIds = tables ? tables.map((ref) => resolveTable(cluster, ref).id) : null;
     const plan = planAddServer(cluster, s.id, { draining: await marks.drainingIds(), tableIds, grow });
     return startReplicaMoves({
-      action: 'add-server', target: { server: s.name, tables: tables ?? null, grow }, params: { server: s.name, tables, grow }, stateServer: s,
+      action: 'add-server', target: { server: s.name, tables: tables ?? null, grow }, intent: { type: 'add-server', serverId: s.id, tableIds, grow }, stateServer: s,
       cluster, plan, dryRun, deadlineSeconds, reason, actor,
       afterMoves: (touched) => rebalancePrimaries({ tableIds: touched, reason: `give ${s.name} its share of primaries`, actor, pod: podNameOf(s) }),
     });
@@ -199,13 +202,13 @@ export function createActions({
 
   // Data moves: a dry run returns the plan; otherwise an operation runs them one replica at a time. While it
   // runs, the migration is recorded on the server concerned, so that a restarted manager can resume it.
-  async function startReplicaMoves({ action, target, params, stateServer, cluster, plan, dryRun, deadlineSeconds, reason, afterMoves, actor }) {
+  async function startReplicaMoves({ action, target, intent, stateServer, cluster, plan, dryRun, deadlineSeconds, reason, afterMoves, actor }) {
     const planned = plannedReplicaMoves(cluster, plan.moves);
     const skipped = namedItems(cluster, plan.skipped);
     if (dryRun) return { action, target, dryRun, outcome: 'planned', changes: planned, skipped, notDone: [] };
     const pod = podNameOf(stateServer);
     const op = operations.start(action, target, async (operation) => {
-      const migration = { action, params, operationId: operation.id, reason: reason ?? null, startedAt: operation.createdAt, inFlight: null };
+      const migration = { version: MIGRATION_VERSION, action, intent, operationId: operation.id, reason: reason ?? null, startedAt: operation.createdAt, inFlight: null };
       const ref = { serverName: stateServer.name, pod };
       await marks.setMigration(stateServer.id, migration, ref);
       // The move being made is recorded too, so that a restarted manager can finish it before re-planning.
@@ -247,11 +250,19 @@ export function createActions({
     return { attempt, at: new Date(clock.now() + delayMs).toISOString(), reason: why };
   }
 
-  // A recorded migration, started again from its parameters (re-planned from the cluster as it is now).
+  // A recorded migration, started again from its intent (re-planned from the cluster as it is now). Servers and
+  // tables are named by id, which a rename or a replacement under the same name does not change.
   function restartMigration(migration, { reason, actor }) {
-    const fn = { 'migrate-replicas-off': migrateReplicasOff, 'add-server': addServer, 'replace-server': replaceServer, 'create-replica': createReplica }[migration.action];
-    if (!fn) throw new AppError('BAD_REQUEST', `unknown migration action ${migration.action}`);
-    return fn({ ...migration.params, reason, actor });
+    const { version, intent } = migration;
+    if (version !== MIGRATION_VERSION || !intent) throw new AppError('BAD_REQUEST', `migration record version ${version ?? 'none'} is not ${MIGRATION_VERSION}; it is not resumed`);
+    const run = {
+      'migrate-replicas-off': () => migrateReplicasOff({ server: intent.serverId, mark: intent.mark, reason, actor }),
+      'add-server': () => addServer({ server: intent.serverId, tables: intent.tableIds ?? undefined, grow: intent.grow, reason, actor }),
+      'replace-server': () => replaceServer({ lost: intent.lostId, server: intent.serverId, reason, actor }),
+      'create-replica': () => createReplica({ table: intent.tableId, shard: intent.shard, server: intent.serverId, reason, actor }),
+    }[intent.type];
+    if (!run) throw new AppError('BAD_REQUEST', `unknown migration intent ${intent.type}`);
+    return run();
   }
 
   // Periodic: migrations whose retry is due run again, until they finish or are no longer needed (their

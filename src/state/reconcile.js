@@ -6,6 +6,7 @@
 // nothing half-loaded and the caller simply tries again; a migration whose resumption meets an unavailable
 // store is retried on its own, so that none is resumed twice.
 
+import { MIGRATION_VERSION } from '../actions/actions.js';
 import { managerActor } from '../audit/actor.js';
 import { retryUntilDone } from '../lib/retry.js';
 
@@ -43,12 +44,10 @@ export async function reconcileState({ kube, store, marks, actions, operations, 
   return result;
 }
 
-const RESUMABLE = ['migrate-replicas-off', 'add-server', 'replace-server', 'create-replica'];
-
 async function resumeMigration(m, progress, { marks, actions, operations }) {
-  if (!RESUMABLE.includes(m.action)) {
+  if (m.version !== MIGRATION_VERSION || !m.intent) {
     await marks.clearMigration(m.serverId);
-    return { server: m.serverName, action: m.action, outcome: 'dropped', reason: 'unknown action' };
+    return { server: m.serverName, action: m.action, outcome: 'dropped', reason: `a migration record of version ${m.version ?? 'none'}, not ${MIGRATION_VERSION}` };
   }
   if (m.inFlight && !progress.finished) {
     const { operation } = await actions.finishMove({ move: m.inFlight, reason: 'finish the move a stopped manager left half-done', actor: managerActor('reconcile') });

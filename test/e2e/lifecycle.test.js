@@ -341,6 +341,21 @@ describe('state that survives the manager', () => {
     expect((await second.kube.getPod('rethinkdb-1')).annotations).toEqual({});
   });
 
+  test('when a pod carries a migration record without a version (raw call arguments), then it is dropped with the reason, not replayed', async () => {
+    const first = createSandboxHarness();
+    const cluster = await first.store.readCluster();
+    const id1 = cluster.servers.find((s) => s.name === 'rethinkdb_1').id;
+    await first.kube.annotatePod('rethinkdb-1', {
+      'rethinkdb-manager.io/migration': JSON.stringify({ serverId: id1, serverName: 'rethinkdb_1', action: 'migrate-replicas-off', params: { server: 'rethinkdb_1' } }),
+    });
+    const second = createSandboxHarness({ clock: first.clock, existing: { model: first.model, kube: first.kube } });
+    const reconciled = await second.reconcile();
+    expect(reconciled.resumed).toEqual([expect.objectContaining({ server: 'rethinkdb_1', outcome: 'dropped', reason: expect.stringMatching(/version none, not 1/) })]);
+    expect(second.operations.list()).toEqual([]);
+    await second.marks.flush();
+    expect((await second.kube.getPod('rethinkdb-1')).annotations).toEqual({});
+  });
+
   test('when reconciling fails twice at start-up, then it is retried until it succeeds: until then no work and /readyz 503, then the state is loaded and the migration resumed', async () => {
     const { first, release } = await managerMidMigration();
     const before = await primaryMap(first.store);
