@@ -144,7 +144,7 @@ export function createEvents({ store, actions, marks, operations, kube, config, 
       const migration = migrations.find((m) => m.intent.server.id === t.server.id)?.result ?? null;
       return {
         pod: t.pod, server: t.server.name, outcome: demotion.outcome, demotion,
-        migration: migration ? { ...migration, href: `/v1/operations/${migration.id}` } : null, expiresAt: warning.expiresAt,
+        migration, expiresAt: warning.expiresAt,
       };
     });
     log.info({ pod, node, durationSeconds, source, long: decision.long, reason: decision.reason }, 'perf warning handled');
@@ -175,7 +175,7 @@ export function createEvents({ store, actions, marks, operations, kube, config, 
     if (decision.action === 'wait') return { action: 'wait', reason: `${why}: ${decision.reason}` };
     if (decision.action === 'add-server') {
       const op = resultOf(done, 'add-server');
-      return { action: 'add-server', reason: why, operation: { id: op.id, href: `/v1/operations/${op.id}` } };
+      return { action: 'add-server', reason: why, operation: { id: op.id, status: op.status } };
     }
     const report = resultOf(done, 'rebalance-primaries');
     return { action: 'rebalance-primaries', reason: why, outcome: report.outcome, changes: report.changes };

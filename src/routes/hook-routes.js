@@ -58,6 +58,11 @@ export const HOOK_ROUTES = {
   },
 };
 
+// An operation as answered: its id, status and where to follow it.
+function withHref({ id, status }) {
+  return { id, status, href: `/v1/operations/${id}` };
+}
+
 export function createHookRoutes({ events, work, prestopDeadlineSeconds }) {
   const router = Router();
 
@@ -76,19 +81,20 @@ export function createHookRoutes({ events, work, prestopDeadlineSeconds }) {
 
   mountRoute(router, HOOK_ROUTES.poststart, async ({ query, identity }, res) => {
     const result = await work.track(() => events.poststart({ pod: query.pod, actor: hookActor('poststart', query.pod, callerActor(identity)), byPod: actsAsPod(identity) }));
-    const href = `/v1/operations/${result.operation.id}`;
-    res.status(202).location(href).json({ ...result, operation: { id: result.operation.id, status: result.operation.status, href } });
+    const operation = withHref(result.operation);
+    res.status(202).location(operation.href).json({ ...result, operation });
   });
 
   mountRoute(router, HOOK_ROUTES.perfwarning, async ({ body, identity }, res) => {
     const result = await work.track(() => events.perfwarning({ ...body, actor: callerActor(identity), byPod: actsAsPod(identity) }));
-    res.status(200).json(result);
+    res.status(200).json({ ...result, pods: result.pods.map((p) => (p.migration ? { ...p, migration: withHref(p.migration) } : p)) });
   });
 
   mountRoute(router, HOOK_ROUTES.endPerfWarning, async ({ query, identity }, res) => {
     const result = await work.track(() => events.endPerfWarning({ pod: query.pod, reason: 'perf warning withdrawn (DELETE)', actor: callerActor(identity), byPod: actsAsPod(identity) }));
     if (!result.ended) throw new AppError('NOT_FOUND', result.reason);
-    res.status(200).json(result);
+    const restore = result.restore.operation ? { ...result.restore, operation: withHref(result.restore.operation) } : result.restore;
+    res.status(200).json({ ...result, restore });
   });
 
   return router;

@@ -162,6 +162,15 @@ describe('PERFWARNING', () => {
     expect(again.status).toBe(404);
   });
 
+  test('when a long warning is raised, then the answer links the replica migration it started', async () => {
+    const h = createSandboxHarness();
+    const res = await json(request(h.app).post('/v1/hooks/perfwarning'), { pod: 'rethinkdb-1', durationSeconds: 3600 });
+    const { migration } = res.body.pods[0];
+    expect(migration).toEqual({ id: expect.any(String), status: 'running', href: `/v1/operations/${migration.id}` });
+    expect((await request(h.app).get(migration.href)).body).toMatchObject({ id: migration.id, kind: 'migrate-replicas-off' });
+    await settle(h);
+  });
+
   test('when primaries are rebalanced while a warning is active, then none goes back onto the warned server until it ends', async () => {
     const h = createSandboxHarness();
     await json(request(h.app).post('/v1/hooks/perfwarning'), { pod: 'rethinkdb-1' });
