@@ -129,13 +129,10 @@ export function createEvents({ store, actions, marks, operations, kube, config, 
     const source = byPod ? 'hook' : given;
     const { cluster, targets } = await serversForPods(await podsOf({ pod, node }));
     const servers = targets.filter((t) => t.server).map((t) => t.server);
-    const now = clock.now();
-    const { long, reason: decided } = decidePerfWarning({ durationSeconds, longSeconds: config.perfwarning.longSeconds });
-    const warning = {
-      source, signal, reason: reason ?? null, durationSeconds, long, decision: decided,
-      since: new Date(now).toISOString(), expiresAt: Number.isFinite(durationSeconds) ? new Date(now + durationSeconds * 1000).toISOString() : null,
-    };
-    const decision = decidePerfWarning({ durationSeconds, longSeconds: config.perfwarning.longSeconds, servers, node: node ?? null, warning, reason });
+    const decision = decidePerfWarning({
+      durationSeconds, longSeconds: config.perfwarning.longSeconds, servers, node: node ?? null, reason, now: clock.now(), source, signal,
+    });
+    const { warning } = decision;
     const done = await executor.run(decision.intents, { actor, pod: pod ?? null, snapshot: cluster });
     const demotion = resultOf(done, 'demote');
     const migrations = done.filter((d) => d.intent.type === 'migrate-replicas-off');

@@ -4,7 +4,7 @@
 
 import { AppError } from '../errors.js';
 import { createDeadline } from '../lib/clock.js';
-import { votingReplicas } from '../planner/eligibility.js';
+import { unreadyReplicasOf } from '../planner/eligibility.js';
 
 // context: { actor, pod, dryRun, deadlineSeconds, snapshot } for every intent of one event; snapshot is the
 // cluster the decision was made on, which the first action plans on instead of reading it again.
@@ -74,8 +74,7 @@ export function createExecutor({ store, actions, marks, operations, config, cloc
     const deadline = createDeadline(clock, config.deadlines.migrationSeconds * 1000);
     for (;;) {
       const cluster = await store.readCluster();
-      const pending = cluster.tables.flatMap((t) => t.shards.filter((s) => votingReplicas(s).includes(serverId) && s.states[serverId] !== 'ready'));
-      if (pending.length === 0) return true;
+      if (unreadyReplicasOf(cluster, serverId).length === 0) return true;
       if (deadline.expired()) return false;
       await clock.sleep(config.waitPollIntervalMs);
     }

@@ -39,6 +39,11 @@ export function hasLiveMajority(view, shard) {
   return live * 2 > voters.length;
 }
 
+// The shards in which `serverId` is a voter whose replica is not ready yet (backfilling, or not seen at all).
+export function unreadyReplicasOf(cluster, serverId) {
+  return cluster.tables.flatMap((t) => t.shards.filter((s) => votingReplicas(s).includes(serverId) && s.states[serverId] !== 'ready'));
+}
+
 // Still settling: a live majority of voters is connected, but the shard has no acting primary yet or a connected
 // voter is not ready (an election or a catch-up under way). Work refused now may be possible in a moment.
 export function isSettling(view, shard) {

@@ -3,7 +3,7 @@
 // plain objects the executor (src/events/executor.js) runs in order. No I/O and no clock: callers pass `now`.
 // A server in an intent is { id, name, pod }.
 
-import { votingReplicas } from '../planner/eligibility.js';
+import { unreadyReplicasOf } from '../planner/eligibility.js';
 
 // PRESTOP: the pod is about to stop; demote every primary on its server (paper III, IV-B2).
 export function decidePrestop({ pod, server }) {
@@ -77,9 +77,10 @@ function replicaCount(cluster, serverId) {
 // replicas off, one at a time, so that a second failure cannot leave shards without a live, up-to-date
 // majority (IV-B5).
 // servers: the servers the warning names (one pod's, or all of a node's), demoted together in one plan;
-// warning: the mark they get; reason: why it was raised (prefixed to the decision's own reason).
+// reason: why it was raised (prefixed to the decision's own reason); now, source, signal: for the mark the
+// servers get (the decision's `warning`), which says when it expires.
 export function decidePerfWarning({
-  durationSeconds = null, longSeconds, servers = [], node = null, warning = null, reason: given = null,
+  durationSeconds = null, longSeconds, servers = [], node = null, reason: given = null, now = 0, source = 'operator', signal = null,
 }) {
   const known = Number.isFinite(durationSeconds);
   const long = known && durationSeconds >= longSeconds;
@@ -87,13 +88,17 @@ export function decidePerfWarning({
   if (long) reason = `interference expected for ${durationSeconds} s (at least ${longSeconds} s): demote the primaries and migrate the replicas off`;
   else if (known) reason = `interference expected for ${durationSeconds} s (under ${longSeconds} s): demote the primaries only`;
   const why = `${given ? `${given}: ` : ''}${reason}`;
+  const warning = {
+    source, signal, reason: given ?? null, durationSeconds, long, decision: reason,
+    since: new Date(now).toISOString(), expiresAt: known ? new Date(now + durationSeconds * 1000).toISOString() : null,
+  };
   const intents = servers.length === 0 ? [] : [
     { type: 'mark-perf-warning', servers, warning },
     { type: 'move-connection', servers },
     { type: 'demote', servers, node, mark: { kind: 'perfwarning' }, reason: why },
     ...(long ? servers.map((server) => ({ type: 'migrate-replicas-off', server, reason: why })) : []),
   ];
-  return { long, reason, intents };
+  return { long, reason, warning, intents };
 }
 
 // The end of a perf warning (expiry, DELETE, or the monitor seeing the hot-spot clear): the primaries (and
@@ -107,7 +112,7 @@ export function decidePerfWarningEnd(cluster, { serverId, warning, reason: given
     const reason = `${warning.serverName ?? serverId} is not connected; primaries return once it is healthy`;
     return decide('wait', reason, [{ type: 'await-health', server: ref, warning, reason: given }]);
   }
-  const notReady = cluster.tables.flatMap((t) => t.shards.filter((s) => votingReplicas(s).includes(serverId) && s.states[serverId] !== 'ready'));
+  const notReady = unreadyReplicasOf(cluster, serverId);
   if (notReady.length > 0) {
     const reason = `${server.name} has ${notReady.length} replicas that are not ready yet; primaries return once they are`;
     return decide('wait', reason, [{ type: 'await-health', server: ref, warning, reason: given }]);

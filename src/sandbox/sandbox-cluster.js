@@ -221,8 +221,8 @@ export function createSandboxCluster({ clock, topology = paperTopology(), electi
     if (error) return writeResult({ errors: 1, first_error: error });
     // Observed on 2.4.4 (test/data/rethinkdb-2.4.4/table-config-write-without-quorum.json): a table one of whose
     // shards has lost its voting majority takes no config write at all.
-    const now0 = clock.now();
-    if (table.shards.some((_, i) => !liveMajority(table, i, now0))) return writeResult({ errors: 1, first_error: unreachableError(table) });
+    const writtenAt = clock.now();
+    if (table.shards.some((_, i) => !liveMajority(table, i, writtenAt))) return writeResult({ errors: 1, first_error: unreachableError(table) });
     const next = rawShards.map((s) => ({ primary: s.primary_replica, replicas: [...s.replicas], nonvoting: [...(s.nonvoting_replicas ?? [])] }));
     if (JSON.stringify(next) === JSON.stringify(table.shards)) return writeResult({ unchanged: 1 });
     const now = clock.now();

@@ -76,7 +76,7 @@ describe('decidePerfWarning', () => {
     [86400, true, /migrate the replicas off/],
   ])('when durationSeconds is %s, then long=%s', (durationSeconds, long, reason) => {
     const servers = [{ id: 'b', name: 'b', pod: 'pod-b' }, { id: 'c', name: 'c', pod: 'pod-c' }];
-    const d = decidePerfWarning({ durationSeconds, longSeconds: 600, servers, warning: { long }, reason: 'batch job' });
+    const d = decidePerfWarning({ durationSeconds, longSeconds: 600, servers, reason: 'batch job', now: Date.parse('2026-11-21T12:00:00Z'), source: 'hook' });
     expect(d.long).toBe(long);
     expect(d.reason).toMatch(reason);
     // Marked first, then demoted together in one plan, then (long) each server's replicas migrate off.
@@ -85,6 +85,11 @@ describe('decidePerfWarning', () => {
       ...(long ? [['migrate-replicas-off', 'b'], ['migrate-replicas-off', 'c']] : []),
     ]);
     expect(d.intents.find((i) => i.type === 'demote')).toMatchObject({ mark: { kind: 'perfwarning' }, reason: expect.stringMatching(/^batch job: /) });
+    // The mark the servers get says what was decided and when it ends.
+    expect(d.intents[0].warning).toEqual({
+      source: 'hook', signal: null, reason: 'batch job', durationSeconds: durationSeconds ?? null, long, decision: d.reason,
+      since: '2026-11-21T12:00:00.000Z', expiresAt: durationSeconds ? new Date(Date.parse('2026-11-21T12:00:00Z') + durationSeconds * 1000).toISOString() : null,
+    });
   });
 
   test('when the warning names no server, then nothing is done', () => {
