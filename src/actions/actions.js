@@ -7,8 +7,7 @@ import {
 } from '../cluster/cluster-model.js';
 import { describeActor, managerActor } from '../audit/actor.js';
 import { createDeadline } from '../lib/clock.js';
-import { backoffMs } from '../lib/retry.js';
-import { createView, isSettling } from '../planner/eligibility.js';
+import { decideMigrationRetry } from '../policy/policy.js';
 import { planMovePrimariesFromServers, planRebalancePrimaries } from '../planner/primary-planner.js';
 import {
   planAddServer, planCreateReplica, planFinalizeReplica, planMigrateReplicasOff, planReplaceServer, planStageReplica,
@@ -233,21 +232,13 @@ export function createActions({
     return { action, target, dryRun, operation: op };
   }
 
-  // When a migration ended unfinished because the cluster was still settling (an election or catch-up under
-  // way), or RethinkDB or Kubernetes was unavailable: when to try again. Null when it is done, or not for that.
-  async function retryLater({ report, failure, tableIds, attempt }) {
-    if (failure && failure.statusCode !== 503) return null;
-    if (report && report.notDone.length === 0 && report.skipped.length === 0) return null;
-    if (report) {
-      const cluster = await store.readCluster().catch(() => null);
-      const view = cluster && createView(cluster);
-      const settling = !cluster || cluster.tables.some((t) => tableIds.includes(t.id) && t.shards.some((s) => isSettling(view, s)));
-      if (!settling) return null;
-    }
-    const delayMs = backoffMs(attempt, config.retry);
-    const why = failure ? failure.message : 'the cluster was still settling';
-    log.info({ attempt, retryInMs: delayMs, reason: why }, 'migration unfinished; it will be retried');
-    return { attempt, at: new Date(clock.now() + delayMs).toISOString(), reason: why };
+  // When a migration that ended unfinished is tried again (decided by the policy); null when not at all.
+  async function retryLater({ report = null, failure = null, tableIds = [], attempt }) {
+    const unfinished = report && (report.notDone.length > 0 || report.skipped.length > 0);
+    const cluster = unfinished ? await store.readCluster().catch(() => null) : null;
+    const retry = decideMigrationRetry({ report, failure, cluster, tableIds, attempt, now: clock.now(), retry: config.retry });
+    if (retry) log.info({ attempt, retryAt: retry.at, reason: retry.reason }, 'migration unfinished; it will be retried');
+    return retry;
   }
 
   // A recorded migration, started again from its intent (re-planned from the cluster as it is now). Servers and

@@ -3,7 +3,8 @@
 // plain objects the executor (src/events/executor.js) runs in order. No I/O and no clock: callers pass `now`.
 // A server in an intent is { id, name, pod }.
 
-import { unreadyReplicasOf } from '../planner/eligibility.js';
+import { backoffMs } from '../lib/retry.js';
+import { createView, isSettling, unreadyReplicasOf } from '../planner/eligibility.js';
 
 // PRESTOP: the pod is about to stop; demote every primary on its server (paper III, IV-B2).
 export function decidePrestop({ pod, server }) {
@@ -123,6 +124,20 @@ export function decidePerfWarningEnd(cluster, { serverId, warning, reason: given
   }
   const reason = `the hot-spot on ${server.name} ended: give it back its share of primaries`;
   return decide('rebalance-primaries', reason, [{ type: 'rebalance-primaries', server: ref, prefer: warning.demoted ?? [], reason: why(reason), clearsRestore: true }]);
+}
+
+// A migration that ended unfinished: retried later (with backoff) when RethinkDB or Kubernetes was unavailable
+// (a 503), or when it left work undone while its tables were still settling (an election or a catch-up under
+// way: the work may be possible in a moment); null when it is done, or failed for good. cluster: read after
+// the migration ended (null when that read failed: then it counts as settling).
+export function decideMigrationRetry({ report, failure, cluster, tableIds = [], attempt, now, retry }) {
+  if (failure && failure.statusCode !== 503) return null;
+  if (report && report.notDone.length === 0 && report.skipped.length === 0) return null;
+  if (report && cluster) {
+    const view = createView(cluster);
+    if (!cluster.tables.some((t) => tableIds.includes(t.id) && t.shards.some((s) => isSettling(view, s)))) return null;
+  }
+  return { attempt, at: new Date(now + backoffMs(attempt, retry)).toISOString(), reason: failure ? failure.message : 'the cluster was still settling' };
 }
 
 // The monitor's state machine. `evaluation` is this poll's verdict (src/monitor/hotspot.js). A skewed hot-spot

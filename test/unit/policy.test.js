@@ -1,7 +1,7 @@
 // The policy is pure: table-driven tests of which action each event leads to, and why.
 
 import {
-  decideMonitorStep, decidePerfWarning, decidePerfWarningEnd, decidePoststart, decidePrestop, initialMonitorState,
+  decideMigrationRetry, decideMonitorStep, decidePerfWarning, decidePerfWarningEnd, decidePoststart, decidePrestop, initialMonitorState,
 } from '../../src/policy/policy.js';
 import { evaluateHotspots, utilizationSamples } from '../../src/monitor/hotspot.js';
 
@@ -94,6 +94,25 @@ describe('decidePerfWarning', () => {
 
   test('when the warning names no server, then nothing is done', () => {
     expect(decidePerfWarning({ durationSeconds: 60, longSeconds: 600, servers: [] }).intents).toEqual([]);
+  });
+});
+
+describe('decideMigrationRetry', () => {
+  const unfinished = { notDone: [], skipped: [{ tableId: 't', shard: 0, reason: 'no eligible replica' }] };
+  const electing = { ...shard(0, 'a', ['a', 'b', 'c']), acting: [] };
+  const settled = { ...shard(0, 'a', ['a', 'b', 'c']), acting: ['a'] };
+  const retry = { minMs: 500, maxMs: 30000 };
+  test.each([
+    ['it finished', { report: { notDone: [], skipped: [] } }, null],
+    ['it failed for good (not a 503)', { failure: { statusCode: 409, message: 'conflict' } }, null],
+    ['RethinkDB was unavailable', { failure: { statusCode: 503, message: 'down' } }, 'down'],
+    ['work is left while a shard elects a primary', { report: unfinished, cluster: cluster([server('a'), server('b'), server('c')], [electing]) }, 'the cluster was still settling'],
+    ['work is left and the cluster has settled', { report: unfinished, cluster: cluster([server('a'), server('b'), server('c')], [settled]) }, null],
+    ['work is left and the cluster could not be read', { report: unfinished, cluster: null }, 'the cluster was still settling'],
+  ])('when %s, then the retry reason is %j', (_, input, reason) => {
+    const d = decideMigrationRetry({ tableIds: ['t'], attempt: 2, now: 0, retry, ...input });
+    if (reason === null) expect(d).toBeNull();
+    else expect(d).toEqual({ attempt: 2, at: new Date(1000).toISOString(), reason });
   });
 });
 
