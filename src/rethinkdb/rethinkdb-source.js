@@ -94,7 +94,16 @@ export function createConnectionManager({
       attempts += 1;
       try {
         const c = await connect(address);
+        // Until it is adopted, a connection that breaks (a server going down right now) is refused here; its
+        // 'error' event must have a listener, or it would be an uncaught exception.
+        let broken = null;
+        const onBroken = (err) => { broken = err ?? new Error('connection closed'); };
+        c.on?.('error', onBroken);
+        c.on?.('close', onBroken);
         const server = c.server ? await c.server().catch(() => null) : null;
+        c.removeListener?.('error', onBroken);
+        c.removeListener?.('close', onBroken);
+        if (broken) throw broken;
         return { c, address: { host: address.host, port: address.port, serverId: server?.id ?? address.serverId, name: server?.name ?? address.name ?? null } };
       } catch (err) {
         failure = err;

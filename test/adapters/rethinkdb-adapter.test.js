@@ -208,6 +208,19 @@ describe('connection manager', () => {
     return { manager, sleeps };
   }
 
+  test('when a new connection breaks while it is asked which server it reaches, then no error escapes and it connects through the next', async () => {
+    const cluster = fakeCluster();
+    const connect = async (address) => {
+      const conn = await cluster.connect(address);
+      if (conn.serverName === 'rethinkdb_0') {
+        conn.server = async () => { conn.open = false; conn.emit('error', new Error('read ECONNRESET')); throw new Error('read ECONNRESET'); };
+      }
+      return conn;
+    };
+    const { manager } = await connectedManager({ ...cluster, connect }, { seeds: [{ host: 'rethinkdb-0', port: 28015 }, { host: 'rethinkdb-2', port: 28015 }] });
+    expect(manager.get().serverName).toBe('rethinkdb_2');
+  });
+
   test('when RETHINKDB_HOST names several hosts and the first refuses, then it connects through the next at once', async () => {
     const cluster = fakeCluster();
     cluster.down.add('rethinkdb_0');
