@@ -2,12 +2,8 @@
 // load through three servers, a scenario's timeline of infrastructure events, and the op records it produced.
 
 import r from 'rethinkdb';
+import { createLabManager } from '../lab/lab-manager.js';
 import { createRethinkDbCluster, resolveBinary } from '../lab/rethinkdb-cluster.js';
-import { loadConfig } from '../../src/config.js';
-import { createSystemClock } from '../../src/lib/clock.js';
-import { createLogger } from '../../src/logger.js';
-import { createManager } from '../../src/manager.js';
-import { createRethinkDbStore } from '../../src/rethinkdb/connect.js';
 import { createLoadGenerator } from './load-generator.js';
 import { createKeyChooser } from './zipf.js';
 
@@ -74,20 +70,11 @@ async function pinLayout(cluster, { keyCount, seed, hotServer }) {
 
 // The manager in this process on a loopback port, as deployed (no Kubernetes API: pods map to servers by hostname).
 async function startManager(cluster, { via, env = {} }) {
-  const s = cluster.servers[via];
-  const config = loadConfig({
-    RETHINKDB_HOST: s.host, RETHINKDB_PORT: String(s.driverPort), AUTH_MODE: 'none', MONITOR_ENABLED: 'false', LOG_LEVEL: 'warn',
-    WAIT_POLL_INTERVAL_MS: '100', RETHINKDB_RECONNECT_MIN_MS: '100', RETHINKDB_RECONNECT_MAX_MS: '1000', ...env,
-  });
-  const logger = createLogger({ level: config.logLevel, destination: process.stderr });
-  const clock = createSystemClock();
-  const { store, connections, close } = createRethinkDbStore({ r, config, clock, logger });
-  const manager = createManager({ config, store, kube: null, clock, logger });
-  const server = await new Promise((res) => { const srv = manager.app.listen(0, '127.0.0.1', () => res(srv)); });
+  const m = createLabManager(cluster, { via, env: { LOG_LEVEL: 'warn', RETHINKDB_RECONNECT_MAX_MS: '1000', RETHINKDB_QUERY_TIMEOUT_MS: '5000', ...env } });
+  const server = await new Promise((res) => { const srv = m.app.listen(0, '127.0.0.1', () => res(srv)); });
   const base = `http://127.0.0.1:${server.address().port}`;
-  for (let i = 0; i < 100 && !connections.status().connected; i += 1) await sleep(100);
-  await manager.reconcile();
-  const timer = setInterval(() => { manager.tick({ poll: false }).catch(() => {}); }, 1000);
+  await m.ready();
+  const timer = setInterval(() => { m.tick({ poll: false }).catch(() => {}); }, 1000);
   // A pod's hook: the same HTTP call its curl makes. Resolves with { status, body }.
   async function hook(method, path) {
     const res = await fetch(`${base}${path}`, { method });
@@ -105,8 +92,8 @@ async function startManager(cluster, { via, env = {} }) {
     clearInterval(timer);
     server.closeAllConnections?.();
     await new Promise((res) => { server.close(res); });
-    await manager.shutdown(2000);
-    await close();
+    await m.shutdown(2000);
+    await m.close();
   }
   return { hook, waitOperation, stop, base };
 }

@@ -2,12 +2,8 @@
 // driver path (src/rethinkdb/connect.js), and reads of table_config/table_status straight through the driver.
 
 import r from 'rethinkdb';
+import { createLabManager } from '../../bench/lab/lab-manager.js';
 import { createRethinkDbCluster, resolveBinary } from '../../bench/lab/rethinkdb-cluster.js';
-import { loadConfig } from '../../src/config.js';
-import { createSystemClock } from '../../src/lib/clock.js';
-import { createLogger } from '../../src/logger.js';
-import { createManager } from '../../src/manager.js';
-import { createRethinkDbStore } from '../../src/rethinkdb/connect.js';
 import { createLogSink } from './harness.js';
 
 // The paper's data: ycsb.usertable 4 shards x 3 replicas, and a second table.
@@ -29,31 +25,15 @@ export async function startRealCluster({ size = 4, tables = PAPER_TABLES, networ
   return cluster;
 }
 
-// A manager on the real cluster, connected through server `via` (system clock: real elections take real time).
-export function createRealManager(cluster, { via = 0, env = {}, kube = null } = {}) {
-  const s = cluster.servers[via];
-  const config = loadConfig({
-    RETHINKDB_HOST: s.host, RETHINKDB_PORT: String(s.driverPort), WAIT_POLL_INTERVAL_MS: '100', RETHINKDB_RECONNECT_MIN_MS: '100',
-    RETHINKDB_RECONNECT_MAX_MS: '500', RETHINKDB_QUERY_TIMEOUT_MS: '3000', MONITOR_ENABLED: 'false', LOG_LEVEL: 'info', AUTH_MODE: 'none', ...env,
-  });
+// A manager on the real cluster, connected through server `via`, its log lines kept for the test.
+export function createRealManager(cluster, { via = 0, env = {} } = {}) {
   const sink = createLogSink();
-  const logger = createLogger({ level: config.logLevel, destination: sink.stream });
-  const clock = createSystemClock();
-  const { store, connections, close } = createRethinkDbStore({ r, config, clock, logger });
-  const manager = createManager({ config, store, kube, clock, logger });
-  return { ...manager, config, logs: sink.lines, connections, close: async () => { await manager.marks.flush(); await close(); } };
+  return { ...createLabManager(cluster, { via, env, destination: sink.stream }), logs: sink.lines };
 }
 
 // Until the manager's connection is up (it connects in the background) and, as src/server.js does at start-up,
 // it has reconciled its persisted state (it takes no work before).
-export async function waitConnected(m, timeoutMs = 10000) {
-  const until = Date.now() + timeoutMs;
-  while (!m.connections.status().connected) {
-    if (Date.now() > until) throw new Error(`manager not connected: ${m.connections.status().lastError}`);
-    await new Promise((res) => { setTimeout(res, 50); });
-  }
-  await m.reconcile();
-}
+export const waitConnected = (m, timeoutMs = 10000) => m.ready(timeoutMs);
 
 // table_config and table_status by names, read through the driver, not through the manager.
 export async function readTables(cluster, index = null) {
@@ -67,6 +47,19 @@ export async function readTables(cluster, index = null) {
 
 export const primariesOf = (tables, name = 'ycsb.usertable') => tables.config[name].shards.map((s) => s.primary_replica);
 export const actingOf = (tables, name = 'ycsb.usertable') => tables.status[name].shards.map((s) => s.primary_replicas);
+// Both tables' configured primaries (names).
+export const allPrimaries = (tables) => [...primariesOf(tables), ...primariesOf(tables, 'ycsb.accounts')];
+
+// The tables when every shard's acting primary is its configured one and every replica is ready; else false.
+export async function settled(cluster) {
+  const t = await readTables(cluster);
+  const ok = Object.keys(t.config).every((name) => {
+    const acting = actingOf(t, name);
+    return primariesOf(t, name).every((p, i) => acting[i].length === 1 && acting[i][0] === p) && t.status[name].status.all_replicas_ready;
+  });
+  return ok && t;
+}
+
 export const replicasOf = (tables, name = 'ycsb.usertable') => tables.config[name].shards.map((s) => [...s.replicas].sort());
 
 // Polls fn until it returns a truthy value (real time), or throws with the last value seen.

@@ -5,7 +5,7 @@
 import { jest } from '@jest/globals';
 import request from 'supertest';
 import {
-  actingOf, createRealManager, eventually, primariesOf, readTables, replicasOf, startRealCluster, waitConnected,
+  actingOf, allPrimaries, createRealManager, eventually, primariesOf, readTables, replicasOf, settled, startRealCluster, waitConnected,
 } from '../helpers/real-cluster.js';
 import { postJson, waitForOperation } from '../helpers/harness.js';
 
@@ -27,9 +27,8 @@ afterAll(async () => {
   await cluster?.destroy();
 });
 
-const names = (list) => list.map((id) => Object.entries(ids).find(([, v]) => v === id)?.[0] ?? id);
+// readTables reads table_config by names, so primaries and replicas below are server names.
 const countOn = (list, name) => list.filter((n) => n === name).length;
-const allPrimaries = (t) => names([...primariesOf(t), ...primariesOf(t, 'ycsb.accounts')]);
 // The difference between the most and the fewest primaries on a connected server.
 function spread(primaryNames) {
   const counts = Object.keys(ids).filter((n) => cluster.running(Number(n.split('_')[1]))).map((n) => countOn(primaryNames, n));
@@ -44,19 +43,7 @@ async function setShard0Replicas(replicaNames) {
     const shards = conf.shards.map((s, i) => (i === 0 ? { ...s, replicas: replicaNames } : s));
     await r.db('ycsb').table('usertable').config().update({ shards }).run(c);
   });
-  await eventually(settled, { what: 'shard 0 back to three replicas' });
-}
-
-// Every shard's acting primary is its configured one, and every replica is ready.
-async function settled() {
-  const t = await readTables(cluster);
-  for (const name of Object.keys(t.config)) {
-    const conf = primariesOf(t, name);
-    const acting = actingOf(t, name);
-    if (conf.some((p, i) => acting[i].length !== 1 || acting[i][0] !== p)) return false;
-    if (!t.status[name].status.all_replicas_ready) return false;
-  }
-  return t;
+  await eventually(() => settled(cluster), { what: 'shard 0 back to three replicas' });
 }
 
 describe('actions on a real RethinkDB cluster', () => {
@@ -66,7 +53,7 @@ describe('actions on a real RethinkDB cluster', () => {
     expect(res.body).toMatchObject({ outcome: 'completed', settled: true, skipped: [], notDone: [] });
     const t = await readTables(cluster);
     for (const name of ['ycsb.usertable', 'ycsb.accounts']) {
-      expect(names(primariesOf(t, name))).not.toContain('rethinkdb_1');
+      expect(primariesOf(t, name)).not.toContain('rethinkdb_1');
       // Checked right after the answer: the action waited for the acting primaries, not only for ready_for_writes.
       expect(actingOf(t, name)).toEqual(primariesOf(t, name).map((p) => [p]));
     }
@@ -76,11 +63,11 @@ describe('actions on a real RethinkDB cluster', () => {
   test('when a rebalance runs while rethinkdb_1 drains, then it gets no primary; when it is released, then it gets its share back', async () => {
     const during = await postJson(m.app, '/v1/actions/rebalance-primaries', {});
     expect(during.status).toBe(200);
-    expect(names(primariesOf(await readTables(cluster)))).not.toContain('rethinkdb_1');
+    expect(primariesOf(await readTables(cluster))).not.toContain('rethinkdb_1');
     const res = await postJson(m.app, '/v1/actions/release-server', { server: 'rethinkdb_1' });
     expect(res.status).toBe(200);
     expect(res.body.rebalance).toMatchObject({ outcome: 'completed', settled: true });
-    const t = await eventually(settled, { what: 'acting primaries and ready replicas' });
+    const t = await eventually(() => settled(cluster), { what: 'acting primaries and ready replicas' });
     expect(countOn(allPrimaries(t), 'rethinkdb_1')).toBeGreaterThanOrEqual(1);
     expect(spread(allPrimaries(t))).toBeLessThanOrEqual(1);
   });
@@ -93,24 +80,24 @@ describe('actions on a real RethinkDB cluster', () => {
       await r.db('ycsb').table('usertable').config().update({ shards }).run(c);
       await r.db('ycsb').table('usertable').wait({ waitFor: 'all_replicas_ready', timeout: 30 }).run(c);
     });
-    await eventually(settled, { what: 'the hand-made layout to settle' });
+    await eventually(() => settled(cluster), { what: 'the hand-made layout to settle' });
     const res = await postJson(m.app, '/v1/actions/rebalance-primaries', {});
     expect(res.body).toMatchObject({ outcome: 'completed', settled: true });
-    const t = await eventually(settled, { what: 'acting primaries and ready replicas' });
+    const t = await eventually(() => settled(cluster), { what: 'acting primaries and ready replicas' });
     // Six primaries (4 + 2 shards) over four servers: two or one each.
     expect(spread(allPrimaries(t))).toBeLessThanOrEqual(1);
-    expect(countOn(names(primariesOf(t)), 'rethinkdb_0')).toBeLessThanOrEqual(2);
+    expect(countOn(primariesOf(t), 'rethinkdb_0')).toBeLessThanOrEqual(2);
   });
 
   test('when create-replica adds a fourth replica to shard 0, then it backfills and is ready on that server', async () => {
-    const before = names(replicasOf(await readTables(cluster))[0]);
+    const before = replicasOf(await readTables(cluster))[0];
     const missing = ['rethinkdb_0', 'rethinkdb_1', 'rethinkdb_2', 'rethinkdb_3'].find((n) => !before.includes(n));
     const res = await postJson(m.app, '/v1/actions/create-replica', { table: 'ycsb.usertable', shard: 0, server: missing });
     expect(res.status).toBe(202);
     const op = await waitForOperation(m.app, res.body.operation.href, { tries: 20000 });
     expect(op).toMatchObject({ status: 'succeeded', report: { outcome: 'completed' } });
-    const t = await eventually(settled, { what: 'acting primaries and ready replicas' });
-    expect(names(replicasOf(t)[0]).sort()).toEqual(['rethinkdb_0', 'rethinkdb_1', 'rethinkdb_2', 'rethinkdb_3']);
+    const t = await eventually(() => settled(cluster), { what: 'acting primaries and ready replicas' });
+    expect(replicasOf(t)[0].sort()).toEqual(['rethinkdb_0', 'rethinkdb_1', 'rethinkdb_2', 'rethinkdb_3']);
     expect(t.status['ycsb.usertable'].shards[0].replicas.map((x) => x.state)).toEqual(['ready', 'ready', 'ready', 'ready']);
     // Back to three replicas, so that the next test finds a target for every replica it moves.
     await setShard0Replicas(before);
@@ -125,9 +112,9 @@ describe('actions on a real RethinkDB cluster', () => {
     expect({ status: op.status, report: op.report }).toMatchObject({ status: 'succeeded', report: { outcome: 'completed' } });
     expect(op.steps.length).toBeGreaterThan(0);
     for (const step of op.steps) expect(step).toMatchObject({ status: 'done', progress: 1 });
-    const t = await eventually(settled, { what: 'acting primaries and ready replicas' });
+    const t = await eventually(() => settled(cluster), { what: 'acting primaries and ready replicas' });
     for (const name of ['ycsb.usertable', 'ycsb.accounts']) {
-      expect(replicasOf(t, name).flat().map((id) => names([id])[0])).not.toContain('rethinkdb_3');
+      expect(replicasOf(t, name).flat()).not.toContain('rethinkdb_3');
       expect(replicasOf(t, name).map((r) => r.length)).toEqual(replicasOf(before, name).map((r) => r.length));
     }
   });
@@ -143,7 +130,7 @@ describe('actions on a real RethinkDB cluster', () => {
     expect(res.status).toBe(202);
     const op = await waitForOperation(m.app, res.body.operation.href, { tries: 20000 });
     expect(op).toMatchObject({ status: 'succeeded', report: { outcome: 'completed' } });
-    const t = await eventually(settled, { what: 'acting primaries and ready replicas' });
+    const t = await eventually(() => settled(cluster), { what: 'acting primaries and ready replicas' });
     expect(replicasOf(t).flat().filter((id) => id === `rethinkdb_${index}`).length).toBeGreaterThan(0);
     expect(primariesOf(t).filter((id) => id === `rethinkdb_${index}`).length + primariesOf(t, 'ycsb.accounts').filter((id) => id === `rethinkdb_${index}`).length).toBeGreaterThan(0);
   });

@@ -7,7 +7,7 @@ import { jest } from '@jest/globals';
 import r from 'rethinkdb';
 import request from 'supertest';
 import {
-  actingOf, createRealManager, eventually, primariesOf, readTables, replicasOf, startRealCluster, waitConnected,
+  actingOf, allPrimaries, createRealManager, eventually, primariesOf, readTables, replicasOf, settled, startRealCluster, waitConnected,
 } from '../helpers/real-cluster.js';
 import { waitForOperation } from '../helpers/harness.js';
 
@@ -31,21 +31,12 @@ const post = (path) => request(m.app).post(path);
 const postJsonRelease = (server) => post('/v1/actions/release-server').set('content-type', 'application/json').send(JSON.stringify({ server, rebalance: false }));
 const NO_QUORUM_WRITE = JSON.parse(readFileSync(new URL('../data/rethinkdb-2.4.4/table-config-write-without-quorum.json', import.meta.url), 'utf8')).error;
 const serverIds = async () => Object.fromEntries((await request(m.app).get('/v1/cluster')).body.servers.map((s) => [s.name, s.id]));
-const allPrimaries = (t) => [...primariesOf(t), ...primariesOf(t, 'ycsb.accounts')];
 
 async function writableEverywhere() {
   const t = await readTables(cluster);
   return Object.values(t.status).every((s) => s.status.ready_for_writes) && t;
 }
 
-async function settled() {
-  const t = await readTables(cluster);
-  const ok = Object.keys(t.config).every((name) => {
-    const conf = primariesOf(t, name);
-    return conf.every((p, i) => actingOf(t, name)[i].length === 1 && actingOf(t, name)[i][0] === p) && t.status[name].status.all_replicas_ready;
-  });
-  return ok && t;
-}
 
 describe('hooks on a real RethinkDB cluster', () => {
   test('when PRESTOP for rethinkdb-3 answers and the server then gets SIGTERM, then every table stays writable while it is away', async () => {
@@ -71,7 +62,7 @@ describe('hooks on a real RethinkDB cluster', () => {
     const op = await waitForOperation(m.app, res.body.operation.href, { tries: 40000 });
     expect(op.status).toBe('succeeded');
     expect(op.report).toMatchObject({ decision: { kind: 'returning', release: true }, replicasReady: true });
-    const t = await eventually(settled, { what: 'primaries back and acting' });
+    const t = await eventually(() => settled(cluster), { what: 'primaries back and acting' });
     expect(allPrimaries(t)).toContain('rethinkdb_3');
     expect((await request(m.app).get('/v1/cluster')).body.servers.find((s) => s.name === 'rethinkdb_3').draining).toBe(false);
   });
@@ -88,7 +79,7 @@ describe('hooks on a real RethinkDB cluster', () => {
     if (op.status !== 'succeeded') process.stderr.write(`replacement: ${JSON.stringify({ status: op.status, skipped: op.report?.skipped, notDone: op.report?.notDone, steps: op.steps })}\n`);
     expect({ status: op.status, outcome: op.report?.outcome }).toEqual({ status: 'succeeded', outcome: 'completed' });
     expect(op.report.decision.kind).toBe('replacement');
-    const t = await eventually(settled, { what: 'the replacement to hold the lost replicas, all ready' });
+    const t = await eventually(() => settled(cluster), { what: 'the replacement to hold the lost replicas, all ready' });
     const oldId = before.rethinkdb_2;
     const configs = await cluster.withConnection((c) => r.db('rethinkdb').table('table_config', { identifierFormat: 'uuid' }).coerceTo('array').run(c));
     for (const conf of configs) {
@@ -105,7 +96,7 @@ describe('hooks on a real RethinkDB cluster', () => {
     const op = await waitForOperation(m.app, res.body.operation.href, { tries: 60000 });
     expect(op.status).toBe('succeeded');
     expect(op.report.decision.kind).toBe('expansion');
-    const t = await eventually(settled, { what: 'the new server to hold ready replicas' });
+    const t = await eventually(() => settled(cluster), { what: 'the new server to hold ready replicas' });
     expect(replicasOf(t).flat()).toContain(`rethinkdb_${index}`);
   });
 
@@ -116,7 +107,7 @@ describe('hooks on a real RethinkDB cluster', () => {
       const shards = conf.shards.map((sh, i) => (i === 0 ? { primary_replica: 'rethinkdb_0', replicas: ['rethinkdb_0', 'rethinkdb_1', 'rethinkdb_4'], nonvoting_replicas: [] } : sh));
       await r.db('ycsb').table('accounts').config().update({ shards }).run(c);
     });
-    await eventually(settled, { what: 'the hand-made accounts layout' });
+    await eventually(() => settled(cluster), { what: 'the hand-made accounts layout' });
     await cluster.stopServer(4, 'SIGKILL');
     await cluster.stopServer(1, 'SIGKILL');
     await eventually(async () => !(await readTables(cluster)).status['ycsb.accounts'].status.ready_for_writes, { what: 'accounts to lose its quorum' });
@@ -187,7 +178,7 @@ describe('POSTSTART_GIVE_BACK=never on a real cluster', () => {
       const res = await request(keep.app).post('/v1/hooks/poststart?pod=rethinkdb-2');
       const op = await waitForOperation(keep.app, res.body.operation.href, { tries: 40000 });
       expect(op).toMatchObject({ status: 'succeeded', report: { decision: { kind: 'returning', release: true, actions: [] }, changes: [] } });
-      const after = await eventually(settled, { what: 'the returned server to be ready' });
+      const after = await eventually(() => settled(cluster), { what: 'the returned server to be ready' });
       expect(allPrimaries(after)).not.toContain('rethinkdb_2');
       expect([primariesOf(after), primariesOf(after, 'ycsb.accounts')]).toEqual([primariesOf(before), primariesOf(before, 'ycsb.accounts')]);
       expect((await request(keep.app).get('/v1/cluster')).body.servers.find((s) => s.name === 'rethinkdb_2').draining).toBe(false);
