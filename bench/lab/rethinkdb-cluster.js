@@ -145,8 +145,6 @@ export function createRethinkDbCluster({
         await r.db(spec.db).table(spec.table).rebalance().run(c);
         await r.db(spec.db).table(spec.table).wait({ waitFor: 'all_replicas_ready', timeout: 60 }).run(c);
       }
-      await r.db('rethinkdb').wait({ waitFor: 'all_replicas_ready', timeout: 60 }).run(c).catch(() => {});
-      for (const spec of specs) await r.db(spec.db).table(spec.table).wait({ waitFor: 'all_replicas_ready', timeout: 60 }).run(c);
     });
   }
 
