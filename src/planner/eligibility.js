@@ -48,6 +48,14 @@ export function isSettling(view, shard) {
   return shard.acting.length === 0 || connected.some((id) => shard.states[id] !== 'ready');
 }
 
+// Whether RethinkDB may still elect one of `leaving` (a Set of ids) as this shard's acting primary: its configured
+// primary is lost, one of them votes, and no other live server acts for it yet (an election under way, about
+// 0.5 s after a crash: fixture 09).
+export function mayElectOneOf(view, shard, leaving) {
+  return !leaving.has(shard.primary) && !view.isConnected(shard.primary) && votingReplicas(shard).some((id) => leaving.has(id))
+    && !shard.acting.some((id) => !leaving.has(id) && view.isConnected(id));
+}
+
 // Why a server may not receive a new replica ('disconnected' or 'draining'), or null if it may.
 export function replicaHostIneligibility(view, id) {
   if (!view.isConnected(id)) return 'disconnected';

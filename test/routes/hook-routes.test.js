@@ -56,6 +56,21 @@ describe('POST /v1/hooks/prestop', () => {
     expect(await actingOn(h, 'rethinkdb_1')).toEqual([0]);
   });
 
+  // Seen on real servers (test/real/events.test.js): a PRESTOP that arrives while RethinkDB is still failing over
+  // a lost primary plans on a snapshot where nobody acts for that shard yet; the election then picks the stopping
+  // server. The drain must hand that shard over too, not wait for the deadline and answer primariesOff false.
+  test('when the stopping server is elected for a lost primary\'s shard after the PRESTOP planned, then that shard is handed over too', async () => {
+    const h = createSandboxHarness();
+    h.model.crashServer('rethinkdb_0', { mode: 'kill' });
+    const shard0 = (await request(h.app).get('/v1/cluster')).body.tables[0].shards[0];
+    expect({ primary: shard0.primary, acting: shard0.acting }).toEqual({ primary: 'rethinkdb_0', acting: [] });
+    const res = await prestop(h.app, 'rethinkdb-1');
+    expect(res.status).toBe(200);
+    expect(res.body.primariesOff).toBe(true);
+    expect(res.body.report.changes).toEqual(expect.arrayContaining([expect.objectContaining({ shard: 0, from: 'rethinkdb_0', to: 'rethinkdb_2' })]));
+    expect(await actingOn(h, 'rethinkdb_1')).toEqual([]);
+  });
+
   test('when the stopping server still acts for a shard whose handover to another server is under way, then the answer waits until it no longer acts', async () => {
     const h = createSandboxHarness();
     const cluster = await h.store.readCluster();
