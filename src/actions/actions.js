@@ -80,8 +80,9 @@ export function createActions({
 
   // Commits the plan and waits for its new primaries to act; for a drain (leaving), also until the drained
   // servers act for no shard they could leave. RethinkDB may still be electing a lost primary's successor when
-  // the plan is made (about 0.5 s after a crash) and then elect a drained server: so a drain that still waits
-  // after a round plans again on a fresh read and hands such shards over too, until its deadline.
+  // the plan is made (about 0.5 s after a crash) and then elect a drained server, or the other replicas may still
+  // be waiting_for_primary just after it elected one: so a drain that still waits after a round plans again on a
+  // fresh read and hands such shards over too, until its deadline.
   async function commitAndWait({ planFn, plan, cluster, deadline, extraDraining, leaving }) {
     const changes = [];
     const notDone = [];
@@ -98,11 +99,21 @@ export function createActions({
       const done = { changes, notDone, skipped: committed.plan.skipped, cluster: committed.cluster };
       if (leaving.length === 0 || !primaries.settled) return { ...done, wait: primaries };
       const round = createDeadline(clock, Math.min(deadline.remainingMs(), drainReplanIntervalMs));
-      const wait = await reconfigurer.waitUntilNotActing(leaving, round, { except: [...committed.plan.skipped, ...notDone] });
+      const wait = await reconfigurer.waitUntilNotActing(leaving, round, { except: [...givenUp(committed.cluster, committed.plan.skipped), ...notDone] });
       if (wait.settled || deadline.expired()) return { ...done, wait };
       const fresh = await store.readCluster();
       current = { cluster: fresh, plan: planFn(fresh, [...new Set([...(await marks.drainingIds()), ...extraDraining])]) };
     }
+  }
+
+  // Skipped shards a drain stops waiting for: not those still settling (an election or catch-up under way),
+  // whose replicas may be eligible in a moment.
+  function givenUp(cluster, skipped) {
+    const view = createView(cluster);
+    return skipped.filter((item) => {
+      const shard = cluster.tables.find((t) => t.id === item.tableId)?.shards[item.shard];
+      return !shard || !isSettling(view, shard);
+    });
   }
 
   // mark: false demotes without a draining mark (a perf warning keeps its own mark on the server).
