@@ -1,6 +1,8 @@
 // Real RethinkDB servers for the tests: the paper's tables on a lab cluster, a manager wired to it through the real
 // driver path (src/rethinkdb/connect.js), and reads of table_config/table_status straight through the driver.
 
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import r from 'rethinkdb';
 import { createRethinkDbCluster, resolveBinary } from '../../bench/lab/rethinkdb-cluster.js';
 import { loadConfig } from '../../src/config.js';
@@ -17,16 +19,29 @@ export const PAPER_TABLES = [
 ];
 
 // Starts `size` servers and creates the tables. Fails (never skips) without a binary, saying how to provide one.
-export async function startRealCluster({ size = 4, tables = PAPER_TABLES, network = 'loopback' } = {}) {
-  const cluster = createRethinkDbCluster({ binary: resolveBinary(), size, network });
+// The loopback ports are picked free and then released before the server binds them, so a test file running in
+// parallel can take one first: such a start ("Address already in use" in a server's log) is tried once more.
+// labIndex: a netns lab's own bridge and subnet (the evaluation uses 0).
+export async function startRealCluster({ size = 4, tables = PAPER_TABLES, network = 'loopback', labIndex = 0 } = {}, attempt = 1) {
+  const cluster = createRethinkDbCluster({ binary: resolveBinary(), size, network, labIndex });
   try {
     await cluster.start();
     await cluster.createTables(tables);
   } catch (err) {
+    const logs = serverLogs(cluster);
     await cluster.destroy();
-    throw err;
+    if (attempt === 1 && /already in use/i.test(logs)) return startRealCluster({ size, tables, network, labIndex }, 2);
+    throw new Error(`${err.message}\n${logs}`);
   }
   return cluster;
+}
+
+// The tail of each server's log, for a start that failed (the directory goes with destroy()).
+function serverLogs(cluster) {
+  return cluster.servers.map((s) => {
+    const path = join(cluster.baseDir, `${s.hostname}.log`);
+    return existsSync(path) ? `${s.hostname}.log: ${readFileSync(path, 'utf8').slice(-600)}` : '';
+  }).filter(Boolean).join('\n');
 }
 
 // A manager on the real cluster, connected through server `via` (system clock: real elections take real time).
