@@ -7,6 +7,7 @@ import {
 } from '../cluster/cluster-model.js';
 import { describeActor, managerActor } from '../audit/actor.js';
 import { createDeadline } from '../lib/clock.js';
+import { settledSkips } from '../planner/eligibility.js';
 import { decideMigrationRetry } from '../policy/policy.js';
 import { planMovePrimariesFromServers, planRebalancePrimaries } from '../planner/primary-planner.js';
 import {
@@ -18,6 +19,9 @@ import {
 
 // The shape of a persisted migration record ({ version, action, intent, ... }); older shapes are not replayed.
 export const MIGRATION_VERSION = 1;
+
+// How long a drain waits for its servers to stop acting before it reads the cluster and plans again.
+const drainReplanIntervalMs = 1000;
 
 export function createActions({
   store, reconfigurer, marks, operations, kube, clock, logger, config, audit,
@@ -58,19 +62,14 @@ export function createActions({
       const changes = plannedPrimaryChanges(cluster, plan);
       return { ...base, outcome: 'planned', changes, skipped: namedItems(cluster, plan.skipped), notDone: [], settled: null, durationMs: clock.now() - startedAt };
     }
-    const tableIds = plan.changes.map((c) => c.tableId);
-    const committed = tableIds.length > 0
-      ? await reconfigurer.commit(planFn, { tableIds, deadline, extraDraining })
-      : { cluster, plan, written: [], notDone: [] };
-    const targets = committed.written.map((w) => ({ tableId: w.change.tableId, shards: w.change.moves.map((m) => m.shard) }));
-    const wait = await waitUntilDrained(targets, leaving, [...committed.plan.skipped, ...committed.notDone], deadline);
+    const committed = await commitAndWait({ planFn, plan, cluster, deadline, extraDraining, leaving });
     const report = {
       ...base,
-      changes: primaryChanges(committed.cluster, committed.written),
-      skipped: namedItems(committed.cluster, committed.plan.skipped),
+      changes: committed.changes,
+      skipped: namedItems(committed.cluster, committed.skipped),
       notDone: namedItems(committed.cluster, committed.notDone),
-      settled: wait.settled,
-      pending: wait.settled ? [] : namedItems(committed.cluster, wait.pending),
+      settled: committed.wait.settled,
+      pending: committed.wait.settled ? [] : namedItems(committed.cluster, committed.wait.pending),
       durationMs: clock.now() - startedAt,
     };
     report.outcome = outcomeOf(report);
@@ -79,10 +78,32 @@ export function createActions({
     return report;
   }
 
-  async function waitUntilDrained(targets, leaving, reported, deadline) {
-    const primaries = targets.length > 0 ? await reconfigurer.waitForPrimaries(targets, deadline) : { settled: true, pending: [] };
-    if (leaving.length === 0 || !primaries.settled) return primaries;
-    return reconfigurer.waitUntilNotActing(leaving, deadline, { except: reported });
+  // Commits the plan and waits for its new primaries to act; for a drain (leaving), also until the drained
+  // servers act for no shard they could leave. RethinkDB may still be electing a lost primary's successor when
+  // the plan is made (about 0.5 s after a crash) and then elect a drained server, or the other replicas may still
+  // be waiting_for_primary just after it elected one: so a drain that still waits after a round plans again on a
+  // fresh read and hands such shards over too, until its deadline.
+  async function commitAndWait({ planFn, plan, cluster, deadline, extraDraining, leaving }) {
+    const changes = [];
+    const notDone = [];
+    let current = { cluster, plan };
+    for (;;) {
+      const tableIds = current.plan.changes.map((c) => c.tableId);
+      const committed = tableIds.length > 0
+        ? await reconfigurer.commit(planFn, { tableIds, deadline, extraDraining })
+        : { cluster: current.cluster, plan: current.plan, written: [], notDone: [] };
+      changes.push(...primaryChanges(committed.cluster, committed.written));
+      notDone.push(...committed.notDone);
+      const targets = committed.written.map((w) => ({ tableId: w.change.tableId, shards: w.change.moves.map((m) => m.shard) }));
+      const primaries = targets.length > 0 ? await reconfigurer.waitForPrimaries(targets, deadline) : { settled: true, pending: [] };
+      const done = { changes, notDone, skipped: committed.plan.skipped, cluster: committed.cluster };
+      if (leaving.length === 0 || !primaries.settled) return { ...done, wait: primaries };
+      const round = createDeadline(clock, Math.min(deadline.remainingMs(), drainReplanIntervalMs));
+      const wait = await reconfigurer.waitUntilNotActing(leaving, round, { except: [...settledSkips(committed.cluster, committed.plan.skipped), ...notDone] });
+      if (wait.settled || deadline.expired()) return { ...done, wait };
+      const fresh = await store.readCluster();
+      current = { cluster: fresh, plan: planFn(fresh, [...new Set([...(await marks.drainingIds()), ...extraDraining])]) };
+    }
   }
 
   // mark: false demotes without a draining mark (a perf warning keeps its own mark on the server).

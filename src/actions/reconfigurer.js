@@ -4,7 +4,9 @@
 
 import { AppError } from '../errors.js';
 import { tableLabel } from '../cluster/cluster-model.js';
-import { createView, hasLiveMajority } from '../planner/eligibility.js';
+import {
+  createView, hasLiveMajority, isSettling, mayElectOneOf,
+} from '../planner/eligibility.js';
 import { checkTransition } from '../planner/safety.js';
 
 export function createReconfigurer({ store, locks, marks, clock, logger, waitPollIntervalMs }) {
@@ -83,16 +85,25 @@ export function createReconfigurer({ store, locks, marks, clock, logger, waitPol
     });
   }
 
-  // Until none of `serverIds` acts as primary of any shard (a drain is done only then, whatever the configs say).
+  // Until none of `serverIds` acts as primary of any shard (a drain is done only then, whatever the configs say),
+  // nor may be elected for one: a lost primary's shard whose election is under way, with one of them voting.
   // except: shards known to stay, reported as such (skipped by the plan: { tableId, shard }; not written:
   // { tableId }, the whole table), which are not waited for.
   async function waitUntilNotActing(serverIds, deadline, { except = [] } = {}) {
     const leaving = new Set(serverIds);
     const staying = new Set(except.map((s) => (s.shard === undefined ? s.tableId : `${s.tableId}:${s.shard}`)));
     const stays = (table, shard) => staying.has(table.id) || staying.has(`${table.id}:${shard.index}`);
-    return pollUntil(deadline, (cluster) => cluster.tables.flatMap((table) => table.shards
-      .filter((shard) => shard.acting.some((id) => leaving.has(id)) && !stays(table, shard))
-      .map((shard) => ({ tableId: table.id, shard: shard.index, reason: 'still the acting primary' }))));
+    return pollUntil(deadline, (cluster) => {
+      const view = createView(cluster);
+      const why = (shard) => {
+        if (shard.acting.some((id) => leaving.has(id))) return 'still the acting primary';
+        if (mayElectOneOf(view, shard, leaving) && isSettling(view, shard)) return 'an election that may pick it is under way';
+        return null;
+      };
+      return cluster.tables.flatMap((table) => table.shards
+        .filter((shard) => why(shard) && !stays(table, shard))
+        .map((shard) => ({ tableId: table.id, shard: shard.index, reason: why(shard) })));
+    });
   }
 
   // Until `serverId`'s replica of the shard is ready; reports backfill progress from jobs as it goes.

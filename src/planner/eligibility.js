@@ -53,6 +53,24 @@ export function isSettling(view, shard) {
   return shard.acting.length === 0 || connected.some((id) => shard.states[id] !== 'ready');
 }
 
+// Whether RethinkDB may still elect one of `leaving` (a Set of ids) as this shard's acting primary: its configured
+// primary is lost, one of them votes, and no other live server acts for it yet (an election under way, about
+// 0.5 s after a crash: fixture 09).
+export function mayElectOneOf(view, shard, leaving) {
+  return !leaving.has(shard.primary) && !view.isConnected(shard.primary) && votingReplicas(shard).some((id) => leaving.has(id))
+    && !shard.acting.some((id) => !leaving.has(id) && view.isConnected(id));
+}
+
+// The skipped shards ({ tableId, shard }) a drain stops waiting for: not those still settling (an election or a
+// catch-up under way), whose replicas may be eligible in a moment.
+export function settledSkips(cluster, skipped) {
+  const view = createView(cluster);
+  return skipped.filter((item) => {
+    const shard = cluster.tables.find((t) => t.id === item.tableId)?.shards[item.shard];
+    return !shard || !isSettling(view, shard);
+  });
+}
+
 // Why a server may not receive a new replica ('disconnected' or 'draining'), or null if it may.
 export function replicaHostIneligibility(view, id) {
   if (!view.isConnected(id)) return 'disconnected';

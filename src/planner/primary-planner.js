@@ -1,7 +1,9 @@
 // Pure: where shard primaries should go. Moving a primary is cheap (no data moves), so these plans are the
 // manager's first answer to a stopping, returning or overloaded server.
 
-import { countPrimaries, createView, pickLeastLoaded, primaryIneligibility, votingReplicas } from './eligibility.js';
+import {
+  countPrimaries, createView, mayElectOneOf, pickLeastLoaded, primaryIneligibility, votingReplicas,
+} from './eligibility.js';
 
 // A plan is { changes: [{ tableId, shards, moves: [{ shard, from, to }] }], skipped: [{ tableId, shard, reason }] }.
 // `shards` is the table's whole new shards array: one write per table.
@@ -9,7 +11,9 @@ import { countPrimaries, createView, pickLeastLoaded, primaryIneligibility, voti
 // Demote every primary on these servers (one, or all servers of a node) to the least-loaded eligible replica of
 // the same shard: none of them receives another's primaries.
 // A shard whose configured primary cannot serve (lost, draining) but which one of these servers still acts
-// for is handed to another replica too: otherwise it would be left without a primary when they stop.
+// for is handed to another replica too: otherwise it would be left without a primary when they stop. So is a
+// shard whose configured primary is lost and for which no other live server acts yet: RethinkDB is still
+// electing (about 0.5 s after a crash, fixture 09), and could elect one of these servers just after the plan.
 export function planMovePrimariesFromServers(cluster, serverIds, { draining = [] } = {}) {
   const leaving = new Set(serverIds);
   const view = createView(cluster, { draining: [...draining, ...serverIds] });
@@ -21,8 +25,10 @@ export function planMovePrimariesFromServers(cluster, serverIds, { draining = []
     for (const shard of table.shards) {
       const from = shard.primary;
       const actsForIneligible = shard.acting.some((id) => leaving.has(id)) && primaryIneligibility(view, shard, from);
-      if (!leaving.has(from) && !actsForIneligible) continue;
+      if (!leaving.has(from) && !actsForIneligible && !mayElectOneOf(view, shard, leaving)) continue;
       const candidates = votingReplicas(shard).filter((id) => !leaving.has(id) && !primaryIneligibility(view, shard, id));
+      // Not acting for it, with nobody to take it: nothing these servers hold stays behind, so nothing to report.
+      if (candidates.length === 0 && !leaving.has(from) && !actsForIneligible) continue;
       if (candidates.length === 0) {
         const acting = !leaving.has(from) ? `${view.nameOf(shard.acting[0])} acts for ${view.nameOf(from)}, which is ${primaryIneligibility(view, shard, from)}; ` : '';
         skipped.push({ tableId: table.id, shard: shard.index, reason: `${acting}${explainNoCandidate(view, shard, from)}` });

@@ -13,8 +13,9 @@ export const PAPER_TABLES = [
 ];
 
 // Starts `size` servers and creates the tables. Fails (never skips) without a binary, saying how to provide one.
-export async function startRealCluster({ size = 4, tables = PAPER_TABLES, network = 'loopback' } = {}) {
-  const cluster = createRethinkDbCluster({ binary: resolveBinary(), size, network });
+// labIndex: a netns lab's own bridge and subnet (the evaluation uses 0).
+export async function startRealCluster({ size = 4, tables = PAPER_TABLES, network = 'loopback', labIndex = 0 } = {}) {
+  const cluster = createRethinkDbCluster({ binary: resolveBinary(), size, network, labIndex });
   try {
     await cluster.start();
     await cluster.createTables(tables);

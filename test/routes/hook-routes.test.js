@@ -56,6 +56,50 @@ describe('POST /v1/hooks/prestop', () => {
     expect(await actingOn(h, 'rethinkdb_1')).toEqual([0]);
   });
 
+  // Seen on real servers (test/real/events.test.js): a PRESTOP that arrives while RethinkDB is still failing over
+  // a lost primary plans on a snapshot where nobody acts for that shard yet; the election then picks the stopping
+  // server. The drain must hand that shard over too, not wait for the deadline and answer primariesOff false.
+  test('when the stopping server is elected for a lost primary\'s shard after the PRESTOP planned, then that shard is handed over too', async () => {
+    const h = createSandboxHarness();
+    h.model.crashServer('rethinkdb_0', { mode: 'kill' });
+    const shard0 = (await request(h.app).get('/v1/cluster')).body.tables[0].shards[0];
+    expect({ primary: shard0.primary, acting: shard0.acting }).toEqual({ primary: 'rethinkdb_0', acting: [] });
+    const res = await prestop(h.app, 'rethinkdb-1');
+    expect(res.status).toBe(200);
+    expect(res.body.primariesOff).toBe(true);
+    expect(res.body.report.changes).toEqual(expect.arrayContaining([expect.objectContaining({ shard: 0, from: 'rethinkdb_0', to: 'rethinkdb_2' })]));
+    expect(await actingOn(h, 'rethinkdb_1')).toEqual([]);
+  });
+
+  // Also seen on real servers: just after RethinkDB elected the stopping server for a lost primary's shard, the
+  // shard's other replica was still waiting_for_primary (ineligible) for a moment. The drain must wait for it to be
+  // ready and hand the shard over, not give up at once with primariesOff false.
+  test('when the only other replica of a shard the stopping server acts for is not ready yet after the election, then the drain waits for it and hands the shard over', async () => {
+    let waitingUntil = Infinity;
+    const h = createSandboxHarness({
+      wrapSource: (source) => ({
+        ...source,
+        async readSystemTables() {
+          const raw = await source.readSystemTables();
+          if (h.clock.now() >= waitingUntil) return raw;
+          const rethinkdb2 = raw.serverStatus.find((x) => x.name === 'rethinkdb_2').id;
+          const replica = raw.tableStatus[0].shards[0].replicas.find((x) => x.server === rethinkdb2);
+          if (replica) replica.state = 'waiting_for_primary';
+          return raw;
+        },
+      }),
+    });
+    h.model.crashServer('rethinkdb_0', { mode: 'kill' });
+    h.clock.advance(60000);
+    waitingUntil = h.clock.now() + 2000;
+    const res = await prestop(h.app, 'rethinkdb-1');
+    expect(res.status).toBe(200);
+    expect(res.body.primariesOff).toBe(true);
+    expect(res.body.report.skipped).toEqual([]);
+    expect(res.body.report.changes).toEqual(expect.arrayContaining([expect.objectContaining({ shard: 0, from: 'rethinkdb_0', to: 'rethinkdb_2' })]));
+    expect(await actingOn(h, 'rethinkdb_1')).toEqual([]);
+  });
+
   test('when the stopping server still acts for a shard whose handover to another server is under way, then the answer waits until it no longer acts', async () => {
     const h = createSandboxHarness();
     const cluster = await h.store.readCluster();
