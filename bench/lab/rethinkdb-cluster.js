@@ -2,7 +2,7 @@
 // each with its own hostname (rethinkdb-i, like a StatefulSet pod), on loopback ports or one per network namespace.
 
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, openSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -68,7 +68,7 @@ export function createRethinkDbCluster({
   }
 
   // Starts (or restarts, on its data directory) server `s`; resolves once its driver port answers.
-  async function launch(s, { join: joinTo = true } = {}) {
+  async function launch(s, { join: joinTo = true, retryOnPortClash = true } = {}) {
     if (!existsSync(s.dir)) {
       mkdirSync(dirname(s.dir), { recursive: true });
       await run(binary, ['create', '-d', s.dir, '-n', s.name, '-t', s.tag]);
@@ -84,7 +84,21 @@ export function createRethinkDbCluster({
     live.add(child);
     s.exited = new Promise((res) => child.once('exit', (code, signal) => { live.delete(child); if (s.child === child) s.child = null; res({ code, signal }); }));
     log({ server: s.name, host: s.host, driverPort: s.driverPort }, 'rethinkdb server starting');
-    await waitForDriverPort(s, 30000);
+    try {
+      await waitForDriverPort(s, 30000);
+    } catch (err) {
+      // Loopback ports are picked free and released before the server binds them, so another process can take
+      // one first: that server starts again once on new ports.
+      if (!retryOnPortClash || s.netns || !/already in use/i.test(logTail(s))) throw new Error(`${err.message}\n${logTail(s)}`);
+      await s.exited;
+      Object.assign(s, { driverPort: await freePort(), clusterPort: await freePort() });
+      await launch(s, { join: joinTo, retryOnPortClash: false });
+    }
+  }
+
+  function logTail(s) {
+    const path = join(baseDir, `${s.hostname}.log`);
+    return existsSync(path) ? `${s.hostname}.log: ${readFileSync(path, 'utf8').slice(-600)}` : '';
   }
 
   async function waitForDriverPort(s, timeoutMs) {
@@ -93,8 +107,10 @@ export function createRethinkDbCluster({
       if (!s.child) throw new Error(`${s.name} exited while starting; see ${join(baseDir, `${s.hostname}.log`)}`);
       try {
         const conn = await r.connect({ host: s.host, port: s.driverPort, timeout: 2 });
-        await conn.close();
-        return;
+        // Another process may hold the port (then this server exits): only this server's answer counts.
+        const { name } = await conn.server().finally(() => conn.close().catch(() => {}));
+        if (name === s.name) return;
+        throw new Error(`port ${s.driverPort} answers as ${name}`);
       } catch (err) {
         if (Date.now() > until) throw new Error(`${s.name} did not accept driver connections within ${timeoutMs} ms: ${err.message}`);
         await sleep(100);
