@@ -35,6 +35,8 @@ const KEYS = [
   { env: 'RETRY_MIN_MS', field: 'retry.minMs', parse: integer(10, 600000), default: 500 },
   { env: 'RETRY_MAX_MS', field: 'retry.maxMs', parse: integer(10, 3600000), default: 30000 },
   { env: 'WAIT_POLL_INTERVAL_MS', field: 'waitPollIntervalMs', parse: integer(10, 60000), default: 250 },
+  { env: 'PRESTOP_HEARTBEAT_TIMEOUT_SECONDS', field: 'prestop.heartbeatTimeoutSeconds', parse: offOrInteger(2, 3600), default: 2 },
+  { env: 'PRESTOP_HEARTBEAT_WINDOW_SECONDS', field: 'prestop.heartbeatWindowSeconds', parse: integer(1, 86400), default: 120 },
   { env: 'POSTSTART_GIVE_BACK', field: 'poststart.giveBack', parse: oneOf(['always', 'never']), default: 'always' },
   { env: 'POSTSTART_JOIN_TIMEOUT_SECONDS', field: 'deadlines.poststartJoinSeconds', parse: integer(1, 3600), default: 300 },
   { env: 'PERFWARNING_LONG_SECONDS', field: 'perfwarning.longSeconds', parse: integer(1, 604800), default: 600 },
@@ -130,6 +132,16 @@ function setPath(target, path, value) {
   let node = target;
   for (const part of parts.slice(0, -1)) node = node[part] ??= {};
   node[parts.at(-1)] = value;
+}
+
+// 0 turns the feature off; otherwise an integer in [min, max].
+function offOrInteger(min, max) {
+  const parse = integer(min, max);
+  return (raw) => {
+    if (raw.trim() === '0') return { value: 0 };
+    const parsed = parse(raw);
+    return parsed.error ? { error: `must be 0 (off) or an integer between ${min} and ${max}` } : parsed;
+  };
 }
 
 function nonEmptyString(raw) {

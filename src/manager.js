@@ -74,14 +74,16 @@ export function createManager({
     return reconciliation;
   }
 
-  // One round of periodic work: expire perf warnings (and retry restores), retry unfinished migrations that are
+  // One round of periodic work: expire perf warnings (and retry restores), end departures (and restore the
+  // heartbeat timeout), retry unfinished migrations that are
   // due, then poll the metrics. Nothing runs before the persisted state is loaded.
   async function tick({ poll = true } = {}) {
-    if (!work.started()) return { expired: [], retried: [], polled: null };
+    if (!work.started()) return { expired: [], heartbeat: null, retried: [], polled: null };
     const expired = await events.expireDue().catch((err) => { log.warn({ err: err.message }, 'perf warning expiry failed'); return []; });
+    const heartbeat = await events.restoreHeartbeatDue().catch((err) => { log.warn({ err: err.message }, 'heartbeat restore failed; retried next tick'); return null; });
     const retried = await actions.retryDueMigrations().catch((err) => { log.warn({ err: err.message }, 'migration retry failed'); return []; });
     const polled = poll && monitor.view().enabled ? await monitor.pollOnce() : null;
-    return { expired, retried, polled };
+    return { expired, heartbeat, retried, polled };
   }
 
   // Stop taking work, let running actions and operations finish within graceMs, then close the store.

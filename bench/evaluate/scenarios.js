@@ -10,7 +10,7 @@ async function prestopThen(ctx, stop) {
     const started = performance.now();
     const res = await manager.hook('POST', `/v1/hooks/prestop?pod=rethinkdb-${hotServer}`);
     notes.prestopMs = Math.round(performance.now() - started);
-    notes.prestop = { status: res.status, outcome: res.body?.outcome, primariesOff: res.body?.primariesOff };
+    notes.prestop = { status: res.status, outcome: res.body?.outcome, primariesOff: res.body?.primariesOff, heartbeat: res.body?.heartbeat?.lowered ? res.body.heartbeat.to : null };
     mark('PRESTOP answered');
   }
   await stop();
@@ -23,7 +23,7 @@ async function poststart(ctx) {
   const res = await manager.hook('POST', `/v1/hooks/poststart?pod=rethinkdb-${hotServer}`);
   mark('POSTSTART');
   const op = res.body?.operation?.href ? await manager.waitOperation(res.body.operation.href) : null;
-  notes.poststart = { status: op?.status, outcome: op?.report?.outcome, kind: op?.report?.decision?.kind };
+  notes.poststart = { status: op?.status, outcome: op?.report?.outcome, kind: op?.report?.decision?.kind, moved: op?.report?.changes?.length ?? null };
   mark('POSTSTART done');
 }
 

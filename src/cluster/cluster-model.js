@@ -47,6 +47,8 @@ export function normalizeSystemTables(raw) {
     servers: [...servers.values()].sort(byName),
     tables: tables.sort((a, b) => `${a.db}.${a.name}`.localeCompare(`${b.db}.${b.name}`)),
     backfills,
+    // null when the read did not include it (recorded fixtures older than this field).
+    heartbeatTimeoutSecs: raw.heartbeat?.heartbeat_timeout_secs ?? null,
   };
 }
 

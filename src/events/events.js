@@ -11,7 +11,7 @@ import { AppError } from '../errors.js';
 import { findServerForPod } from '../cluster/cluster-model.js';
 import { createDeadline } from '../lib/clock.js';
 import {
-  decidePerfWarning, decidePerfWarningEnd, decidePoststart, decidePrestop,
+  decideHeartbeatRestore, decidePerfWarning, decidePerfWarningEnd, decidePoststart, decidePrestop,
 } from '../policy/policy.js';
 import { createExecutor, resultOf } from './executor.js';
 
@@ -42,16 +42,21 @@ export function createEvents({ store, actions, marks, operations, kube, config, 
 
   async function prestop({ pod, dryRun = false, deadlineSeconds, actor = hookActor('prestop', pod) }) {
     const { cluster, targets: [{ server }] } = await serversForPods([pod]);
-    const decision = decidePrestop({ pod, server });
+    const heartbeat = { seconds: config.prestop.heartbeatTimeoutSeconds, windowSeconds: config.prestop.heartbeatWindowSeconds };
+    const decision = decidePrestop({ pod, server, heartbeat });
     if (!server) {
       log.warn({ pod, reason: decision.reason }, 'preStop: nothing to demote');
       return { event: 'PRESTOP', pod, server: null, decision: describe(decision), outcome: 'nothing_to_do', primariesOff: true, reason: decision.reason };
     }
     const done = await executor.run(decision.intents, { actor, pod, dryRun, deadlineSeconds, snapshot: cluster });
     const report = resultOf(done, 'demote');
+    const heartbeatResult = resultOf(done, 'lower-heartbeat');
     const primariesOff = report.skipped.length === 0 && report.notDone.length === 0 && report.settled !== false;
     log.info({ pod, server: server.name, outcome: report.outcome, primariesOff, reason: decision.reason }, 'preStop handled');
-    return { event: 'PRESTOP', pod, server: server.name, decision: describe(decision), outcome: report.outcome, primariesOff, report };
+    return {
+      event: 'PRESTOP', pod, server: server.name, decision: describe(decision), outcome: report.outcome, primariesOff, report,
+      ...(heartbeatResult ? { heartbeat: heartbeatResult } : {}),
+    };
   }
 
   // Answers at once with an operation; the work (join, decide, act) runs in the background.
@@ -197,13 +202,27 @@ export function createEvents({ store, actions, marks, operations, kube, config, 
     return ended;
   }
 
+  // Called periodically: ends the departures of servers that have left (or outstayed their window), and puts the
+  // heartbeat timeout back once none is left. Reads the cluster only while a departure exists.
+  async function restoreHeartbeatDue() {
+    const departures = await marks.departures();
+    if (departures.length === 0) return null;
+    const cluster = await store.readCluster();
+    const decision = decideHeartbeatRestore(cluster, { departures, now: clock.now() });
+    if (decision.intents.length === 0) return null;
+    await executor.run(decision.intents, { actor: managerActor('heartbeat'), pod: null });
+    log.info({ reason: decision.reason }, 'departures ended');
+    const set = decision.intents.find((i) => i.type === 'set-heartbeat');
+    return { event: 'HEARTBEAT_RESTORE', reason: decision.reason, heartbeatTimeoutSecs: set?.seconds ?? null };
+  }
+
   // The monitor's raise and clear: a hot-spot held long enough is a warning of unknown duration from the
   // monitor; its clearing ends only a warning the monitor raised.
   const raiseFromMonitor = ({ pod, signal, reason }) => perfwarning({ pod, source: 'monitor', signal, reason: `monitor: ${reason}`, actor: MONITOR_ACTOR });
   const clearFromMonitor = ({ pod, reason }) => endPerfWarning({ pod, reason: `monitor: hot-spot ended, ${reason}`, actor: MONITOR_ACTOR, onlySource: 'monitor' });
 
   return {
-    prestop, poststart, perfwarning, endPerfWarning, expireDue, raiseFromMonitor, clearFromMonitor,
+    prestop, poststart, perfwarning, endPerfWarning, expireDue, restoreHeartbeatDue, raiseFromMonitor, clearFromMonitor,
     pendingRestores: async () => (await marks.restores()).map(({ serverId, pod, reason, persisted }) => ({ serverId, pod, reason, persisted })),
     poststartRunning: () => operations.list().some((op) => op.kind === 'poststart' && op.status === 'running'),
   };
@@ -211,7 +230,7 @@ export function createEvents({ store, actions, marks, operations, kube, config, 
 
 // A decision as callers see it: the reason and the actions it leads to (the intents that act on the cluster,
 // not those that only move marks or the manager's connection), without the intents' internals.
-const BOOKKEEPING = new Set(['move-connection', 'mark-perf-warning', 'release', 'clear-perf-warning', 'await-health']);
+const BOOKKEEPING = new Set(['move-connection', 'mark-perf-warning', 'release', 'clear-perf-warning', 'await-health', 'end-departure']);
 
 function describe(decision) {
   const { intents, ...rest } = decision;

@@ -5,6 +5,7 @@
 import { AppError } from '../errors.js';
 import { createDeadline } from '../lib/clock.js';
 import { unreadyReplicasOf } from '../planner/eligibility.js';
+import { decideHeartbeatLowering } from '../policy/policy.js';
 
 // context: { actor, pod, dryRun, deadlineSeconds, snapshot } for every intent of one event; snapshot is the
 // cluster the decision was made on, which the first action plans on instead of reading it again.
@@ -34,6 +35,31 @@ export function createExecutor({ store, actions, marks, operations, config, cloc
         for (const s of servers) await marks.noteDemoted(s.id, mark.kind, report.changes.filter((c) => c.from === s.name));
       }
       return report;
+    },
+    // Marks the departure first, so that a manager restarted after the write still restores the heartbeat.
+    // A failure is reported, not thrown: the demotion before it is what the PRESTOP is for.
+    async 'lower-heartbeat'({ server, seconds, windowSeconds }, { snapshot }) {
+      try {
+        const current = (snapshot ?? await store.readCluster()).heartbeatTimeoutSecs;
+        const plan = decideHeartbeatLowering({ current, departures: await marks.departures(), seconds, windowSeconds, now: clock.now() });
+        if (!plan.departure) return { lowered: false, reason: plan.reason };
+        await marks.setDeparture(server.id, plan.departure, { serverName: server.name, pod: server.pod });
+        if (plan.write !== null) await store.writeHeartbeatTimeout(plan.write);
+        log.info({ server: server.name, from: current, to: seconds, until: plan.departure.until }, 'heartbeat timeout lowered for a departing server');
+        return { lowered: true, from: current, to: seconds, until: plan.departure.until, reason: plan.reason };
+      } catch (err) {
+        log.warn({ server: server.name, err: err.message }, 'heartbeat timeout not lowered');
+        return { lowered: false, reason: `not lowered: ${err.message}` };
+      }
+    },
+    async 'set-heartbeat'({ seconds, reason }) {
+      await store.writeHeartbeatTimeout(seconds);
+      log.info({ seconds, reason }, 'heartbeat timeout set');
+      return { seconds };
+    },
+    async 'end-departure'({ servers }) {
+      for (const id of servers) await marks.clearDeparture(id);
+      return { ended: servers };
     },
     async 'migrate-replicas-off'({ server, reason }, { actor }) {
       const started = await actions.migrateReplicasOff({ server: server.id, reason, actor, mark: false });

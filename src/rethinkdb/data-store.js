@@ -16,10 +16,20 @@ export function createDataStore({ source, managedTables = [] }) {
     return checkWriteResult(result, tableId);
   }
 
+  // The cluster's heartbeat timeout (rethinkdb.cluster_config); RethinkDB refuses less than 2 s.
+  async function writeHeartbeatTimeout(seconds) {
+    const result = await source.updateHeartbeatTimeout(seconds);
+    if (!result || result.errors > 0) {
+      throw new AppError('RECONFIGURATION_REJECTED', `RethinkDB rejected the heartbeat timeout ${seconds} s: ${result?.first_error ?? 'no result'}`);
+    }
+    return { changed: result.replaced > 0 };
+  }
+
   return {
     kind: source.kind,
     readCluster,
     writeTableShards,
+    writeHeartbeatTimeout,
     ping: () => source.ping(),
     // Moves the manager's own connection off servers about to stop or be drained (a no-op for the sandbox).
     steerAwayFrom: async (serverIds) => (source.steerAwayFrom ? source.steerAwayFrom(serverIds) : { moved: false, reason: 'one connection to every server' }),

@@ -13,7 +13,13 @@ export function buildReadSystemTables(r) {
     serverConfig: sys.table('server_config').pluck('id', 'name', 'tags').coerceTo('array'),
     dbConfig: sys.table('db_config').coerceTo('array'),
     jobs: sys.table('jobs').filter({ type: 'backfill' }).coerceTo('array'),
+    heartbeat: sys.table('cluster_config').get('heartbeat'),
   });
+}
+
+// The cluster-wide heartbeat timeout: how long servers wait before they declare a silent peer gone (min 2 s).
+export function buildSetHeartbeatTimeout(r, seconds) {
+  return r.db('rethinkdb').table('cluster_config').get('heartbeat').update({ heartbeat_timeout_secs: seconds });
 }
 
 // ONE update per table carrying the whole shards array, addressed by the table's uuid.

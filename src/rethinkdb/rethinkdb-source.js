@@ -2,7 +2,9 @@
 
 import { AppError } from '../errors.js';
 import { withinMs } from '../lib/clock.js';
-import { buildPing, buildReadSystemTables, buildUpdateTableShards } from './queries.js';
+import {
+  buildPing, buildReadSystemTables, buildSetHeartbeatTimeout, buildUpdateTableShards,
+} from './queries.js';
 
 // runQuery(term) -> Promise<result>. Tests pass a fake that records term.build() and replays fixtures.
 // connections: the connection manager, which learns the servers' addresses from each read.
@@ -16,6 +18,7 @@ export function createRethinkDbSource({ r, runQuery, connections = null }) {
     },
     steerAwayFrom: async (serverIds) => connections?.steerAwayFrom(serverIds) ?? { moved: false, reason: 'no connection manager' },
     updateTableShards: (tableId, rawShards) => runQuery(buildUpdateTableShards(r, tableId, rawShards), 'update table_config'),
+    updateHeartbeatTimeout: (seconds) => runQuery(buildSetHeartbeatTimeout(r, seconds), 'update cluster_config heartbeat'),
     ping: async () => { await runQuery(buildPing(r), 'ping'); return true; },
     close: async () => {},
   };

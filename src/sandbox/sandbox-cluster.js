@@ -28,6 +28,8 @@ export function createSandboxCluster({ clock, topology = paperTopology(), electi
   const servers = new Map();
   const dbs = new Map();
   const tables = new Map();
+  // rethinkdb.cluster_config's heartbeat: a network cut goes unnoticed for this long (RethinkDB's minimum is 2 s).
+  let heartbeatTimeoutSecs = electionTimeoutMs / 1000;
 
   function addServer({ name, hostname = name.replace(/_/g, '-'), tags = ['default'], address = null }) {
     const id = sandboxUuid(nextId++);
@@ -210,7 +212,16 @@ export function createSandboxCluster({ clock, topology = paperTopology(), electi
       serverConfig: connected.map((s) => ({ id: s.id, name: s.name, tags: s.tags })),
       dbConfig: [...dbs.entries()].map(([id, name]) => ({ id, name })),
       jobs: backfillJobs(now),
+      heartbeat: { id: 'heartbeat', heartbeat_timeout_secs: heartbeatTimeoutSecs },
     };
+  }
+
+  // r.db('rethinkdb').table('cluster_config').get('heartbeat').update({ heartbeat_timeout_secs })
+  function updateHeartbeatTimeout(seconds) {
+    if (typeof seconds !== 'number' || seconds < 2) return writeResult({ errors: 1, first_error: 'The heartbeat timeout must be at least two seconds' });
+    if (seconds === heartbeatTimeoutSecs) return writeResult({ unchanged: 1 });
+    heartbeatTimeoutSecs = seconds;
+    return writeResult({ replaced: 1 });
   }
 
   // r.db('rethinkdb').table('table_config', {identifierFormat: 'uuid'}).get(id).update({ shards })
@@ -277,7 +288,7 @@ export function createSandboxCluster({ clock, topology = paperTopology(), electi
   // How fast survivors notice depends on how the server went (fixtures 09): a killed or terminated process
   // closes its connections; a network cut is only noticed when heartbeats time out.
   function crashServer(name, { mode = 'cut' } = {}) {
-    const detectionMs = { kill: KILL_DETECTION_MS, term: TERM_DETECTION_MS, cut: electionTimeoutMs }[mode];
+    const detectionMs = { kill: KILL_DETECTION_MS, term: TERM_DETECTION_MS, cut: heartbeatTimeoutSecs * 1000 }[mode];
     if (detectionMs === undefined) throw new Error(`sandbox: unknown crash mode ${mode} (kill, term or cut)`);
     const s = servers.get(idOf(name));
     s.connected = false;
@@ -299,6 +310,7 @@ export function createSandboxCluster({ clock, topology = paperTopology(), electi
     kind: 'sandbox',
     readSystemTables,
     updateTableShards,
+    updateHeartbeatTimeout,
     addServer,
     addTable,
     crashServer,
@@ -318,6 +330,7 @@ export function createSandboxSource(model) {
     kind: 'sandbox',
     readSystemTables: async () => structuredClone(model.readSystemTables()),
     updateTableShards: async (tableId, rawShards) => model.updateTableShards(tableId, structuredClone(rawShards)),
+    updateHeartbeatTimeout: async (seconds) => model.updateHeartbeatTimeout(seconds),
     ping: async () => true,
     close: async () => {},
   };

@@ -3,7 +3,7 @@
 // returns the new ones, the same object when nothing changes. The state store applies them and persists
 // exactly the kinds that changed.
 
-export const NO_MARKS = Object.freeze({ draining: null, perfwarning: null, restore: null, migration: null });
+export const NO_MARKS = Object.freeze({ draining: null, perfwarning: null, restore: null, migration: null, departing: null });
 
 // A drain already under way keeps its first reason, time and origin (a repeat PRESTOP changes nothing).
 export function startDraining(marks, { reason, since, by = null, via = 'action' }) {
@@ -38,6 +38,16 @@ export function setMigration(marks, migration) {
 
 export function clearMigration(marks) {
   return marks.migration ? { ...marks, migration: null } : marks;
+}
+
+// A server about to leave (PRESTOP) while the cluster's heartbeat timeout is lowered for it:
+// { originalSecs, loweredSecs, until }. originalSecs is what the heartbeat goes back to.
+export function depart(marks, departure) {
+  return { ...marks, departing: departure };
+}
+
+export function departed(marks) {
+  return marks.departing ? { ...marks, departing: null } : marks;
 }
 
 // Which primaries a demotion took from the server, kept with the mark that caused it (kind: 'draining' or

@@ -1,12 +1,13 @@
 // The manager's state that must survive a restart of the manager: which servers are draining, which pods have
 // an active perf warning, which ended warnings still wait to give their primaries back, and which data
-// migrations are in flight. It is the one owner of these marks: every change is a pure transition
+// migrations are in flight, and which departing servers the heartbeat timeout is lowered for. It is the one owner of these marks: every change is a pure transition
 // (./mark-transitions.js) applied here. Reads come from memory; every change is written through to an
 // annotation on the pod concerned (when there is a Kubernetes port), and load() reads them back at start-up.
 // A pod that is gone takes its annotations with it.
 
 import {
-  NO_MARKS, awaitHealth, clearMigration, endWarning, keepsOff, noteDemoted, release, restored, setMigration, startDraining, warn,
+  NO_MARKS, awaitHealth, clearMigration, depart, departed, endWarning, keepsOff, noteDemoted, release, restored, setMigration,
+  startDraining, warn,
 } from './mark-transitions.js';
 
 const STATE_ANNOTATIONS = Object.freeze({
@@ -14,12 +15,13 @@ const STATE_ANNOTATIONS = Object.freeze({
   perfwarning: 'rethinkdb-manager.io/perfwarning',
   migration: 'rethinkdb-manager.io/migration',
   restore: 'rethinkdb-manager.io/restore',
+  departing: 'rethinkdb-manager.io/departing',
 });
 const KINDS = Object.keys(STATE_ANNOTATIONS);
 
 export function createStateStore({ kube = null, clock, logger }) {
   const log = logger.child({ module: 'state' });
-  // serverId -> { serverId, serverName, pod, draining, perfwarning, migration, restore, persistence }
+  // serverId -> { serverId, serverName, pod, draining, perfwarning, migration, restore, departing, persistence }
   const entries = new Map();
   const queues = new Map();
 
@@ -27,7 +29,7 @@ export function createStateStore({ kube = null, clock, logger }) {
     let entry = entries.get(serverId);
     if (!entry) {
       entry = {
-        serverId, serverName: serverName ?? serverId, pod: pod ?? null, draining: null, perfwarning: null, migration: null, restore: null, persistence: {},
+        serverId, serverName: serverName ?? serverId, pod: pod ?? null, ...NO_MARKS, persistence: {},
       };
       entries.set(serverId, entry);
     }
@@ -132,6 +134,9 @@ export function createStateStore({ kube = null, clock, logger }) {
     setRestore: async (serverId, restore, ref) => apply(serverId, (m) => awaitHealth(m, restore), ref).restore,
     clearRestore: async (serverId) => { if (entries.has(serverId)) apply(serverId, restored); },
     restores: async () => pick('restore'),
+    setDeparture: async (serverId, departure, ref) => apply(serverId, (m) => depart(m, departure), ref).departing,
+    clearDeparture: async (serverId) => { if (entries.has(serverId)) apply(serverId, departed); },
+    departures: async () => pick('departing'),
     load,
     // Resolves when every queued annotation write has been attempted (tests, shutdown).
     flush: () => Promise.all([...queues.values()]),

@@ -40,7 +40,17 @@ describe('RethinkDB adapter: queries', () => {
       serverConfig: [51, [[33, [[15, [sys, 'server_config']], 'id', 'name', 'tags']], 'array']],
       dbConfig: [51, [[15, [sys, 'db_config']], 'array']],
       jobs: [51, [[39, [[15, [sys, 'jobs']], { type: 'backfill' }]], 'array']],
+      heartbeat: [16, [[15, [sys, 'cluster_config']], 'heartbeat']],
     }]);
+  });
+
+  test('when lowering the heartbeat timeout, then one update of cluster_config\'s heartbeat document, and a refusal is an error with RethinkDB\'s text', async () => {
+    const refused = { errors: 1, first_error: 'The heartbeat timeout must be at least two seconds', replaced: 0, unchanged: 0 };
+    const { sent, runQuery } = recordingRunner([{ errors: 0, replaced: 1, unchanged: 0 }, refused]);
+    const store = createDataStore({ source: createRethinkDbSource({ r, runQuery }) });
+    expect(await store.writeHeartbeatTimeout(2)).toEqual({ changed: true });
+    expect(sent[0]).toEqual([53, [[16, [[15, [[14, ['rethinkdb']], 'cluster_config']], 'heartbeat']], { heartbeat_timeout_secs: 2 }]]);
+    await expect(store.writeHeartbeatTimeout(1)).rejects.toMatchObject({ code: 'RECONFIGURATION_REJECTED', message: expect.stringContaining('at least two seconds') });
   });
 
   test('when writing, then ONE update per table carries the whole shards array by table uuid', async () => {

@@ -314,7 +314,7 @@ describe('state that survives the manager', () => {
     // A new manager over the same cluster and pods; the first one is abandoned, as if killed.
     const second = createSandboxHarness({ clock: first.clock, existing: { model: first.model, kube: first.kube } });
     const reconciled = await second.reconcile();
-    expect(reconciled.loaded.map((l) => `${l.pod}:${l.kind}`).sort()).toEqual(['rethinkdb-1:migration', 'rethinkdb-1:perfwarning', 'rethinkdb-3:draining']);
+    expect(reconciled.loaded.map((l) => `${l.pod}:${l.kind}`).sort()).toEqual(['rethinkdb-1:migration', 'rethinkdb-1:perfwarning', 'rethinkdb-3:departing', 'rethinkdb-3:draining']);
     expect(reconciled.resumed).toEqual([expect.objectContaining({
       server: 'rethinkdb_1', action: 'migrate-replicas-off', outcome: 'resumed', halfDoneMove: expect.objectContaining({ status: 'succeeded' }),
     })]);
@@ -389,7 +389,7 @@ describe('state that survives the manager', () => {
       const prestop = await request(second.app).post('/v1/hooks/prestop?pod=rethinkdb-2');
       expect(prestop.status).toBe(503);
       expect(prestop.body.error).toBe('STARTING');
-      expect(await second.tick()).toEqual({ expired: [], retried: [], polled: null });
+      expect(await second.tick()).toEqual({ expired: [], heartbeat: null, retried: [], polled: null });
       listings[attempt].reject(failure);
     }
     while (listings.length < 3) await new Promise((resolve) => { setTimeout(resolve, 1); });
@@ -398,7 +398,7 @@ describe('state that survives the manager', () => {
     expect(await primaryMap(second.store)).toEqual(before);
     listings[2].resolve();
     const reconciled = await reconciling;
-    expect(reconciled.loaded.map((l) => `${l.pod}:${l.kind}`).sort()).toEqual(['rethinkdb-1:migration', 'rethinkdb-1:perfwarning', 'rethinkdb-3:draining']);
+    expect(reconciled.loaded.map((l) => `${l.pod}:${l.kind}`).sort()).toEqual(['rethinkdb-1:migration', 'rethinkdb-1:perfwarning', 'rethinkdb-3:departing', 'rethinkdb-3:draining']);
     expect(reconciled.resumed).toEqual([expect.objectContaining({ server: 'rethinkdb_1', action: 'migrate-replicas-off', outcome: 'resumed' })]);
     expect((await request(second.app).get('/readyz')).status).toBe(200);
     await settle(second);

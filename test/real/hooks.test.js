@@ -32,6 +32,8 @@ const postJsonRelease = (server) => post('/v1/actions/release-server').set('cont
 const NO_QUORUM_WRITE = JSON.parse(readFileSync(new URL('../data/rethinkdb-2.4.4/table-config-write-without-quorum.json', import.meta.url), 'utf8')).error;
 const serverIds = async () => Object.fromEntries((await request(m.app).get('/v1/cluster')).body.servers.map((s) => [s.name, s.id]));
 
+const heartbeatSecs = () => cluster.withConnection((conn) => r.db('rethinkdb').table('cluster_config').get('heartbeat')('heartbeat_timeout_secs').run(conn));
+
 async function writableEverywhere() {
   const t = await readTables(cluster);
   return Object.values(t.status).every((s) => s.status.ready_for_writes) && t;
@@ -39,10 +41,13 @@ async function writableEverywhere() {
 
 
 describe('hooks on a real RethinkDB cluster', () => {
-  test('when PRESTOP for rethinkdb-3 answers and the server then gets SIGTERM, then every table stays writable while it is away', async () => {
+  test('when PRESTOP for rethinkdb-3 answers and the server then gets SIGTERM, then every table stays writable while it is away, and the heartbeat timeout is lowered until it has left', async () => {
     const res = await post('/v1/hooks/prestop?pod=rethinkdb-3');
     expect(res.status).toBe(200);
-    expect(res.body).toMatchObject({ server: 'rethinkdb_3', primariesOff: true, outcome: 'completed' });
+    expect(res.body).toMatchObject({ server: 'rethinkdb_3', primariesOff: true, outcome: 'completed', heartbeat: { lowered: true, from: 10, to: 2 } });
+    expect(await heartbeatSecs()).toBe(2);
+    await m.tick({ poll: false });
+    expect(await heartbeatSecs()).toBe(2);
     const t = await readTables(cluster);
     expect(allPrimaries(t)).not.toContain('rethinkdb_3');
     expect(actingOf(t)).toEqual(primariesOf(t).map((p) => [p]));
@@ -53,6 +58,9 @@ describe('hooks on a real RethinkDB cluster', () => {
       for (const [name, status] of Object.entries(now.status)) expect({ name, writable: status.status.ready_for_writes }).toEqual({ name, writable: true });
       await new Promise((res2) => { setTimeout(res2, 200); });
     }
+    // Once the server has left, the next tick puts the heartbeat timeout back.
+    await eventually(async () => { await m.tick({ poll: false }); return (await heartbeatSecs()) === 10; }, { what: 'heartbeat timeout back to 10 s' });
+    expect(await m.marks.departures()).toEqual([]);
   });
 
   test('when rethinkdb-3 returns and calls POSTSTART, then it is released and gets primaries back once its replicas are ready', async () => {

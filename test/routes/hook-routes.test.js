@@ -26,6 +26,50 @@ describe('POST /v1/hooks/prestop', () => {
     expect(primaries).not.toContain('rethinkdb_2');
   });
 
+  const heartbeatOf = async (h) => (await h.store.readCluster()).heartbeatTimeoutSecs;
+
+  test('when a pod is about to stop, then the heartbeat timeout is lowered until its server has left, and put back on the next tick after that', async () => {
+    const h = createSandboxHarness();
+    const res = await prestop(h.app, 'rethinkdb-1');
+    expect(res.body.heartbeat).toMatchObject({ lowered: true, from: 10, to: 2 });
+    expect(await heartbeatOf(h)).toBe(2);
+    await h.tick({ poll: false });
+    expect(await heartbeatOf(h)).toBe(2);
+    // A second pod stopping meanwhile keeps the original value to go back to.
+    expect((await prestop(h.app, 'rethinkdb-2')).body.heartbeat).toMatchObject({ lowered: true, from: 2, to: 2 });
+    h.model.crashServer('rethinkdb_1', { mode: 'term' });
+    expect((await h.tick({ poll: false })).heartbeat).toMatchObject({ heartbeatTimeoutSecs: null, reason: expect.stringContaining('rethinkdb_1 has left; heartbeat stays at 2 s') });
+    expect(await heartbeatOf(h)).toBe(2);
+    h.model.crashServer('rethinkdb_2', { mode: 'cut' });
+    expect((await h.tick({ poll: false })).heartbeat).toMatchObject({ event: 'HEARTBEAT_RESTORE', heartbeatTimeoutSecs: 10 });
+    expect(await heartbeatOf(h)).toBe(10);
+    expect(await h.marks.departures()).toEqual([]);
+  });
+
+  test('when a pod announced its stop but its server stays past the window, then the heartbeat timeout goes back', async () => {
+    const h = createSandboxHarness({ env: { PRESTOP_HEARTBEAT_WINDOW_SECONDS: '60' } });
+    await prestop(h.app, 'rethinkdb-1');
+    h.clock.advance(59000);
+    await h.tick({ poll: false });
+    expect(await heartbeatOf(h)).toBe(2);
+    h.clock.advance(2000);
+    await h.tick({ poll: false });
+    expect(await heartbeatOf(h)).toBe(10);
+  });
+
+  test('when PRESTOP_HEARTBEAT_TIMEOUT_SECONDS is 0, then PRESTOP leaves the heartbeat timeout alone', async () => {
+    const h = createSandboxHarness({ env: { PRESTOP_HEARTBEAT_TIMEOUT_SECONDS: '0' } });
+    const res = await prestop(h.app, 'rethinkdb-1');
+    expect(res.body.heartbeat).toBeUndefined();
+    expect(await heartbeatOf(h)).toBe(10);
+  });
+
+  test('when the heartbeat timeout cannot be written, then PRESTOP still demotes and says why the heartbeat was not lowered', async () => {
+    const h = createSandboxHarness({ wrapSource: (source) => ({ ...source, updateHeartbeatTimeout: async () => { throw new AppError('DATA_STORE_UNAVAILABLE', 'boom'); } }) });
+    const res = await prestop(h.app, 'rethinkdb-1');
+    expect(res.body).toMatchObject({ outcome: 'completed', primariesOff: true, heartbeat: { lowered: false, reason: 'not lowered: boom' } });
+  });
+
   // rethinkdb_0 (shard 0's configured primary, replicas _0, _1, _2) is lost: rethinkdb_1 is elected and acts for it.
   async function actingForALostPrimary() {
     const h = createSandboxHarness();

@@ -1,7 +1,7 @@
 // The policy is pure: table-driven tests of which action each event leads to, and why.
 
 import {
-  decideMigrationRetry, decideMonitorStep, decidePerfWarning, decidePerfWarningEnd, decidePoststart, decidePrestop, initialMonitorState,
+  decideHeartbeatLowering, decideHeartbeatRestore, decideMigrationRetry, decideMonitorStep, decidePerfWarning, decidePerfWarningEnd, decidePoststart, decidePrestop, initialMonitorState,
 } from '../../src/policy/policy.js';
 import { evaluateHotspots, utilizationSamples } from '../../src/monitor/hotspot.js';
 
@@ -21,6 +21,52 @@ describe('decidePrestop', () => {
     expect(d.reason).toMatch(reason);
     expect(d.intents.map((i) => i.type)).toEqual(input.server ? ['move-connection', 'demote'] : []);
     if (input.server) expect(d.intents[1].mark).toEqual({ kind: 'draining', via: 'prestop' });
+  });
+
+  test('when a heartbeat timeout is configured, then the demotion is followed by lowering it for the server', () => {
+    const d = decidePrestop({ pod: 'rethinkdb-1', server: server('rethinkdb_1'), heartbeat: { seconds: 2, windowSeconds: 120 } });
+    expect(d.intents.map((i) => i.type)).toEqual(['move-connection', 'demote', 'lower-heartbeat']);
+    expect(d.intents[2]).toMatchObject({ seconds: 2, windowSeconds: 120, server: { id: 'rethinkdb_1' } });
+  });
+});
+
+describe('decideHeartbeatLowering', () => {
+  const now = Date.parse('2026-01-01T00:00:00Z');
+  test.each([
+    ['the heartbeat is the default', 10, [], { originalSecs: 10, write: 2 }],
+    ['another server is departing already (heartbeat lowered)', 2, [{ originalSecs: 10, loweredSecs: 2 }], { originalSecs: 10, write: null }],
+    ['an operator set 5 s', 5, [], { originalSecs: 5, write: 2 }],
+    ['the heartbeat is already 2 s', 2, [], null],
+    ['the heartbeat is unknown', null, [], null],
+  ])('when %s, then %o', (_, current, departures, expected) => {
+    const d = decideHeartbeatLowering({ current, departures, seconds: 2, windowSeconds: 60, now });
+    if (!expected) {
+      expect(d.departure).toBeNull();
+      expect(d.write).toBeNull();
+      return;
+    }
+    expect(d.departure).toEqual({ originalSecs: expected.originalSecs, loweredSecs: 2, until: '2026-01-01T00:01:00.000Z' });
+    expect(d.write).toBe(expected.write);
+  });
+});
+
+describe('decideHeartbeatRestore', () => {
+  const now = Date.parse('2026-01-01T00:00:00Z');
+  const later = '2026-01-01T00:01:00.000Z';
+  const earlier = '2025-12-31T23:59:00.000Z';
+  const dep = (serverId, until = later, originalSecs = 10) => ({ serverId, serverName: serverId, originalSecs, loweredSecs: 2, until });
+  const at = (heartbeat, servers) => ({ servers, tables: [], heartbeatTimeoutSecs: heartbeat });
+  test.each([
+    ['the departing server is still connected', 2, [server('a')], [dep('a')], []],
+    ['the departing server has left', 2, [server('a', false)], [dep('a')], [['set-heartbeat', 10], ['end-departure', ['a']]]],
+    ['the server outstayed its window', 2, [server('a')], [dep('a', earlier)], [['set-heartbeat', 10], ['end-departure', ['a']]]],
+    ['one left, another is still departing', 2, [server('a', false), server('b')], [dep('a'), dep('b')], [['end-departure', ['a']]]],
+    ['someone changed the heartbeat meanwhile', 7, [server('a', false)], [dep('a')], [['end-departure', ['a']]]],
+    ['two left, the larger original wins', 2, [server('a', false), server('b', false)], [dep('a', later, 10), dep('b', later, 2)],
+      [['set-heartbeat', 10], ['end-departure', ['a', 'b']]]],
+  ])('when %s, then %j', (_, heartbeat, servers, departures, expected) => {
+    const d = decideHeartbeatRestore(at(heartbeat, servers), { departures, now });
+    expect(d.intents.map((i) => [i.type, i.seconds ?? i.servers])).toEqual(expected);
   });
 });
 
