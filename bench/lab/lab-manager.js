@@ -9,8 +9,9 @@ import { createManager } from '../../src/manager.js';
 import { createRethinkDbStore } from '../../src/rethinkdb/connect.js';
 
 // Connected through server `via`; env overrides the lab's defaults (fast polls and reconnects, no monitor, no
-// auth). destination: where its log lines go. ready() waits for the connection, then reconciles.
-export function createLabManager(cluster, { via = 0, env = {}, destination = process.stderr } = {}) {
+// auth). destination: where its log lines go; kube: a Kubernetes port (./lab-kube.js) or none. ready() waits for
+// the connection, then reconciles.
+export function createLabManager(cluster, { via = 0, env = {}, destination = process.stderr, kube = null } = {}) {
   const s = cluster.servers[via];
   const config = loadConfig({
     RETHINKDB_HOST: s.host, RETHINKDB_PORT: String(s.driverPort), WAIT_POLL_INTERVAL_MS: '100', RETHINKDB_RECONNECT_MIN_MS: '100',
@@ -19,7 +20,7 @@ export function createLabManager(cluster, { via = 0, env = {}, destination = pro
   const logger = createLogger({ level: config.logLevel, destination });
   const clock = createSystemClock();
   const { store, connections, close } = createRethinkDbStore({ r, config, clock, logger });
-  const manager = createManager({ config, store, kube: null, clock, logger });
+  const manager = createManager({ config, store, kube, clock, logger });
 
   async function ready(timeoutMs = 10000) {
     const until = Date.now() + timeoutMs;

@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import r from 'rethinkdb';
+import { createCpuNodes } from './cpu-nodes.js';
 import { createNetworkLab } from './netns.js';
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
@@ -40,7 +41,7 @@ process.once('exit', () => { for (const child of live) { try { child.kill('SIGKI
 // network: 'loopback' (127.0.0.1, distinct ports) or 'netns' (root: one namespace per server on a bridge,
 // standard ports, addresses from 198.18.0.0/15 and silent network cuts).
 export function createRethinkDbCluster({
-  binary = resolveBinary(), size = 4, network = 'loopback', labIndex = 0, cacheSizeMb = 128, workDir = null, log = () => {},
+  binary = resolveBinary(), size = 4, network = 'loopback', labIndex = 0, cacheSizeMb = 128, workDir = null, log = () => {}, coresPerNode = null,
 } = {}) {
   if (process.getuid?.() !== 0) {
     throw new Error('the lab cluster needs root: each server gets its own hostname (unshare --uts), like a pod, and with '
@@ -48,6 +49,8 @@ export function createRethinkDbCluster({
   }
   const baseDir = workDir ?? mkdtempSync(join(tmpdir(), 'rethinkdb-lab-'));
   const lab = network === 'netns' ? createNetworkLab({ labIndex }) : null;
+  // coresPerNode: each server in its own CPU "node" (cgroup with that quota), where a noisy neighbour can run.
+  const cpu = coresPerNode ? createCpuNodes({ name: `rethinkdb-lab-${labIndex}-${process.pid}`, coresPerNode }) : null;
   const servers = [];
 
   async function describe(index) {
@@ -77,7 +80,9 @@ export function createRethinkDbCluster({
       '--no-http-admin', '--cache-size', String(cacheSizeMb), ...(joinTo ? joinArgs(s) : [])];
     // Each server gets its own UTS namespace, so that server_status.network.hostname is the pod-like name.
     const inner = ['unshare', '--uts', 'sh', '-c', `hostname ${s.hostname} && exec "$@"`, 'sh', ...serve];
-    const argv = s.netns ? ['ip', 'netns', 'exec', s.netns, ...inner] : inner;
+    const placed = s.netns ? ['ip', 'netns', 'exec', s.netns, ...inner] : inner;
+    // Into its CPU node first, from here: `ip netns exec` mounts a /sys of its own, without the cgroup hierarchies.
+    const argv = cpu ? ['sh', '-c', `${cpu.enterPodScript(s.index)} && exec "$@"`, 'sh', ...placed] : placed;
     const out = openSync(join(baseDir, `${s.hostname}.log`), 'a');
     const child = spawn(argv[0], argv.slice(1), { stdio: ['ignore', out, out] });
     s.child = child;
@@ -234,12 +239,13 @@ export function createRethinkDbCluster({
       await exited;
     }));
     lab?.destroy();
+    cpu?.destroy();
     if (!workDir) rmSync(baseDir, { recursive: true, force: true });
   }
 
   const api = {
     start, connect, withConnection, createTables, shardOfKeys, stopServer, restartServer, addServer, wipeServer, cutNetwork, restoreNetwork,
-    waitForServers, destroy, servers, baseDir, network, pidOf: (i) => servers[i].child?.pid ?? null,
+    waitForServers, destroy, servers, baseDir, network, cpu, pidOf: (i) => servers[i].child?.pid ?? null,
     running: (i) => Boolean(servers[i].child),
   };
   return api;

@@ -14,8 +14,11 @@ export const PAPER_TABLES = [
 
 // Starts `size` servers and creates the tables. Fails (never skips) without a binary, saying how to provide one.
 // labIndex: a netns lab's own bridge and subnet (the evaluation uses 0).
-export async function startRealCluster({ size = 4, tables = PAPER_TABLES, network = 'loopback', labIndex = 0 } = {}) {
-  const cluster = createRethinkDbCluster({ binary: resolveBinary(), size, network, labIndex });
+// coresPerNode: each server in its own CPU node (cgroup), where a noisy neighbour can run (bench/lab/cpu-nodes.js).
+export async function startRealCluster({
+  size = 4, tables = PAPER_TABLES, network = 'loopback', labIndex = 0, coresPerNode = null,
+} = {}) {
+  const cluster = createRethinkDbCluster({ binary: resolveBinary(), size, network, labIndex, coresPerNode });
   try {
     await cluster.start();
     await cluster.createTables(tables);
@@ -27,9 +30,10 @@ export async function startRealCluster({ size = 4, tables = PAPER_TABLES, networ
 }
 
 // A manager on the real cluster, connected through server `via`, its log lines kept for the test.
-export function createRealManager(cluster, { via = 0, env = {} } = {}) {
+// kube: a Kubernetes port (bench/lab/lab-kube.js) or none.
+export function createRealManager(cluster, { via = 0, env = {}, kube = null } = {}) {
   const sink = createLogSink();
-  return { ...createLabManager(cluster, { via, env, destination: sink.stream }), logs: sink.lines };
+  return { ...createLabManager(cluster, { via, env, kube, destination: sink.stream }), logs: sink.lines };
 }
 
 // Until the manager's connection is up (it connects in the background) and, as src/server.js does at start-up,
