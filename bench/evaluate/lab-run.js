@@ -2,6 +2,7 @@
 // load through three servers, a scenario's timeline of infrastructure events, and the op records it produced.
 
 import r from 'rethinkdb';
+import { createLabKube } from '../lab/lab-kube.js';
 import { createLabManager } from '../lab/lab-manager.js';
 import { createRethinkDbCluster, resolveBinary } from '../lab/rethinkdb-cluster.js';
 import { createLoadGenerator } from './load-generator.js';
@@ -12,7 +13,8 @@ const sleep = (ms) => new Promise((res) => { setTimeout(res, Math.max(0, ms)); }
 // options: { network, rate, keyCount, seed, hotServer, entryServers, log, managerEnv }
 export async function runOnce(scenario, arm, options) {
   const { network, rate, keyCount, seed, hotServer = 1, entryServers = [0, 2, 3], log = () => {} } = options;
-  const cluster = createRethinkDbCluster({ binary: resolveBinary(), size: 4, network, cacheSizeMb: 128 });
+  // A scenario with CPU interference runs each server in its own CPU node (cgroup), where the neighbour runs.
+  const cluster = createRethinkDbCluster({ binary: resolveBinary(), size: 4, network, cacheSizeMb: 128, coresPerNode: scenario.coresPerNode ?? null });
   let manager = null;
   try {
     log({ arm }, 'starting the cluster');
@@ -24,7 +26,11 @@ export async function runOnce(scenario, arm, options) {
     ]);
     const layout = await pinLayout(cluster, { keyCount, seed, hotServer });
     log({ busiestShard: layout.busiestShard }, 'layout pinned');
-    if (arm === 'manager') manager = await startManager(cluster, { via: entryServers[0], env: { ...scenario.managerEnv, ...options.managerEnv } });
+    if (arm === 'manager') {
+      manager = await startManager(cluster, {
+        via: entryServers[0], env: { ...scenario.managerEnv, ...options.managerEnv }, kube: scenario.coresPerNode ? createLabKube(cluster) : null,
+      });
+    }
     const entries = entryServers.map((i) => ({ name: cluster.servers[i].name, host: cluster.servers[i].host, port: cluster.servers[i].driverPort }));
     const load = createLoadGenerator({ r, entries, db: 'ycsb', table: 'usertable', rateOpsPerSec: rate, keyCount, seed, opTimeoutMs: 5000 });
     const { t0 } = await load.start();
@@ -37,7 +43,7 @@ export async function runOnce(scenario, arm, options) {
     await at(scenario.durationSeconds);
     log({ progress: load.progress() }, 'stopping the load');
     const { records, examples } = await load.stop();
-    return { scenario: scenario.name, arm, t0, records, events, examples, layout, notes };
+    return { scenario: scenario.name, arm, t0, records, events, examples, layout, notes, window: scenario.window ?? null };
   } finally {
     await manager?.stop();
     await cluster.destroy();
@@ -68,13 +74,16 @@ async function pinLayout(cluster, { keyCount, seed, hotServer }) {
   return { busiestShard: busiest, shardLoad: load, shards: config };
 }
 
-// The manager in this process on a loopback port, as deployed (no Kubernetes API: pods map to servers by hostname).
-async function startManager(cluster, { via, env = {} }) {
-  const m = createLabManager(cluster, { via, env: { LOG_LEVEL: 'warn', RETHINKDB_RECONNECT_MAX_MS: '1000', RETHINKDB_QUERY_TIMEOUT_MS: '5000', ...env } });
+// The manager in this process on a loopback port, as deployed. Without a Kubernetes port, pods map to servers by
+// hostname; with the lab's (CPU nodes), the monitor polls its metrics every MONITOR_POLL_INTERVAL_MS, as
+// src/server.js runs it.
+async function startManager(cluster, { via, env = {}, kube = null }) {
+  const m = createLabManager(cluster, { via, kube, env: { LOG_LEVEL: 'warn', RETHINKDB_RECONNECT_MAX_MS: '1000', RETHINKDB_QUERY_TIMEOUT_MS: '5000', ...env } });
   const server = await new Promise((res) => { const srv = m.app.listen(0, '127.0.0.1', () => res(srv)); });
   const base = `http://127.0.0.1:${server.address().port}`;
   await m.ready();
   const timer = setInterval(() => { m.tick({ poll: false }).catch(() => {}); }, 1000);
+  const monitor = m.monitor.view().enabled ? setInterval(() => { m.monitor.pollOnce().catch(() => {}); }, m.config.monitor.pollIntervalMs) : null;
   // A pod's hook: the same HTTP call its curl makes. Resolves with { status, body }.
   async function hook(method, path) {
     const res = await fetch(`${base}${path}`, { method });
@@ -90,10 +99,11 @@ async function startManager(cluster, { via, env = {} }) {
   }
   async function stop() {
     clearInterval(timer);
+    if (monitor) clearInterval(monitor);
     server.closeAllConnections?.();
     await new Promise((res) => { server.close(res); });
     await m.shutdown(2000);
     await m.close();
   }
-  return { hook, waitOperation, stop, base };
+  return { hook, waitOperation, stop, base, monitor: () => m.monitor.view(), audit: m.audit };
 }

@@ -16,8 +16,29 @@ export function runFigures(run, { steadySeconds = 10 } = {}) {
     p99Ms: all.latency?.p99 ?? null,
     steadyP99Ms: steady.latency?.p99 ?? null,
     failedAfterEvent: failedAfterEvents(run),
+    recovery: run.window ? recoveryOf(run, { ...run.window, steadyP99Ms: steady.latency?.p99 ?? null }) : null,
     events: run.events,
     notes: run.notes,
+  };
+}
+
+// For a scenario with a disturbance window (the events `from` and `to`, e.g. interference on and off): how many
+// seconds after its onset the per-second p99 came back within `factor` x the steady p99 and stayed there until
+// the window ended (null: it never did), and the p99 of the window as a whole.
+export function recoveryOf(run, { from, to, steadyP99Ms, factor = 2 }) {
+  const start = run.events.find((e) => e.label === from)?.t;
+  const end = run.events.find((e) => e.label === to)?.t;
+  if (start === undefined || end === undefined || !steadyP99Ms) return null;
+  const limit = factor * steadyP99Ms;
+  const seconds = bucketize(run.records, { t0: run.t0 })
+    .filter((b) => b.tMs / 1000 >= Math.floor(start) && b.tMs / 1000 < end && b.latency?.p99 !== undefined && b.latency?.p99 !== null);
+  let recovered = null;
+  for (let i = seconds.length - 1; i >= 0 && seconds[i].latency.p99 <= limit; i -= 1) recovered = seconds[i].tMs / 1000;
+  const during = summarize(run.records, { t0: run.t0, fromMs: start * 1000, toMs: end * 1000 });
+  return {
+    onsetS: start, endS: end, limitMs: limit,
+    recoveredAfterS: recovered === null ? null : Math.max(0, recovered - start),
+    p99DuringMs: during.latency?.p99 ?? null,
   };
 }
 
@@ -60,6 +81,10 @@ export function compareArms(figures) {
       medianP99None: median(arms.none.map((f) => f.p99Ms)),
       medianP99Manager: median(arms.manager.map((f) => f.p99Ms)),
       managerWorseInAnyPair: arms.manager.some((f, i) => arms.none[i] && f.failed > arms.none[i].failed),
+      ...(arms.none.concat(arms.manager).some((f) => f.recovery) ? {
+        recoveredAfterNone: arms.none.map((f) => f.recovery?.recoveredAfterS ?? null),
+        recoveredAfterManager: arms.manager.map((f) => f.recovery?.recoveredAfterS ?? null),
+      } : {}),
     };
   });
 }
@@ -70,6 +95,11 @@ export function formatTable(rows) {
     row.scenario, String(row.runs), row.failedNone.join(', '), row.failedManager.join(', '),
     row.failedRatio === null ? 'n/a' : row.failedRatio.toFixed(2), fmt(row.medianP99None), fmt(row.medianP99Manager),
   ]);
+  if (rows.some((row) => row.recoveredAfterManager)) {
+    head.push('p99 back within 2x steady after (s): no manager', 'manager');
+    const secs = (values) => (values ?? []).map((v) => (v === null ? 'never' : v.toFixed(1))).join(', ');
+    rows.forEach((row, i) => lines[i].push(secs(row.recoveredAfterNone), secs(row.recoveredAfterManager)));
+  }
   const widths = head.map((h, i) => Math.max(h.length, ...lines.map((l) => l[i].length)));
   const row = (cells) => `| ${cells.map((c, i) => c.padEnd(widths[i])).join(' | ')} |`;
   return [row(head), `|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`, ...lines.map(row)].join('\n');

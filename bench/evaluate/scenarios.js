@@ -47,6 +47,12 @@ export const SCENARIOS = {
     name: 'planned-stop-keep', title: 'IV-B2 planned stop and return, no hand-back', durationSeconds: 45, timeline: plannedStop,
     managerEnv: { POSTSTART_GIVE_BACK: 'never' },
   },
+  // The same, with the manager levelling primaries again on return by moving the least busy shards
+  // (POSTSTART_GIVE_BACK=balance).
+  'planned-stop-balance': {
+    name: 'planned-stop-balance', title: 'IV-B2 planned stop and return, levelled with the least busy shards', durationSeconds: 45, timeline: plannedStop,
+    managerEnv: { POSTSTART_GIVE_BACK: 'balance' },
+  },
   // IV-B2 variant: PRESTOP answered, then the node drops off the network (no SIGTERM), back 15 s later.
   'prestop-then-cut': {
     name: 'prestop-then-cut',
@@ -79,4 +85,47 @@ export const SCENARIOS = {
       await poststart(ctx);
     },
   },
+  // IV-B3: a noisy neighbour on rethinkdb_1's node from t=10 s to t=45 s (busy loops sharing the node's CPU quota).
+  // The manager's monitor polls the lab's metrics (cgroup usage) every 2 s and raises PERFWARNING for a skewed
+  // hot-spot held for 2 polls; the warning demotes the node's primaries, and ends 10 s after the hot-spot clears.
+  hotspot: {
+    name: 'hotspot',
+    title: 'IV-B3 CPU interference on one node (noisy neighbour), the monitor on',
+    durationSeconds: 60,
+    coresPerNode: 0.5,
+    window: { from: 'interference on', to: 'interference off' },
+    managerEnv: {
+      MONITOR_ENABLED: 'true', MONITOR_POLL_INTERVAL_MS: '2000', MONITOR_SCALE_OUT: 'false', MONITOR_CLEAR_COOLDOWN_SECONDS: '10',
+    },
+    async timeline(ctx) {
+      const { cluster, at, mark, hotServer, manager, notes } = ctx;
+      await at(10);
+      cluster.cpu.startNoise(hotServer, { processes: 2 });
+      mark('interference on');
+      await watchMonitor(ctx, 45);
+      cluster.cpu.stopNoise(hotServer);
+      mark('interference off');
+      if (manager) await watchMonitor(ctx, 58);
+      notes.monitor = manager ? manager.monitor().lastError : null;
+    },
+  },
 };
+
+// Until t=untilS, marks the monitor's raise and clear as events, once each per pod (the manager's arm). The monitor
+// shows a poll's decisions once they were carried out, so "raised" is marked after the demotion.
+async function watchMonitor({ manager, at, mark }, untilS) {
+  if (!manager) { await at(untilS); return; }
+  const seen = new Set();
+  let done = false;
+  at(untilS).then(() => { done = true; });
+  while (!done) {
+    for (const d of manager.monitor().lastDecisions ?? []) {
+      const key = `${d.type} ${d.pod}`;
+      if ((d.type === 'raise' || d.type === 'clear') && !seen.has(key)) {
+        seen.add(key);
+        mark(d.type === 'raise' ? `PERFWARNING raised and handled (${d.pod})` : `hot-spot cleared (${d.pod})`);
+      }
+    }
+    await new Promise((res) => { setTimeout(res, 200); });
+  }
+}

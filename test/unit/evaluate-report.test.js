@@ -1,0 +1,40 @@
+// The evaluation's report: how long a disturbance kept p99 above twice the steady p99, on hand-made runs.
+
+import { compareArms, formatTable, recoveryOf, runFigures } from '../../bench/evaluate/report.js';
+
+const T0 = 5_000;
+// One op every 10 ms from 0 to 30 s; latency by second.
+function run(latencyAt, events) {
+  const records = [];
+  for (let ms = 0; ms < 30000; ms += 10) {
+    records.push({ startMs: T0 + ms, endMs: T0 + ms + latencyAt(Math.floor(ms / 1000)), ok: true, kind: 'read', entry: 'a', errorKind: null });
+  }
+  return { scenario: 'hotspot', arm: 'manager', t0: T0, records, events, notes: {}, window: { from: 'on', to: 'off' } };
+}
+const events = [{ t: 10.2, label: 'on' }, { t: 25.0, label: 'off' }];
+
+describe('recoveryOf', () => {
+  test.each([
+    ['p99 back 4 s after the onset', 3.8, (s) => (s >= 10 && s < 14 ? 90 : 5)],
+    ['p99 never back while the disturbance lasts', null, (s) => (s >= 10 && s < 26 ? 90 : 5)],
+    ['no effect at all', 0, () => 5],
+    ['a relapse after a recovery counts from the relapse', 10.8, (s) => ((s >= 10 && s < 12) || s === 20 ? 90 : 5)],
+  ])('when %s, then recovered after %p s', (_, expected, latencyAt) => {
+    const r = recoveryOf(run(latencyAt, events), { from: 'on', to: 'off', steadyP99Ms: 5 });
+    if (expected === null) expect(r.recoveredAfterS).toBeNull();
+    else expect(r.recoveredAfterS).toBeCloseTo(expected, 5);
+    expect(r.limitMs).toBe(10);
+  });
+
+  test('when the window\'s events are missing, then there is no recovery figure', () => {
+    expect(recoveryOf(run(() => 5, [{ t: 3, label: 'on' }]), { from: 'on', to: 'off', steadyP99Ms: 5 })).toBeNull();
+  });
+
+  test('when runs have a window, then the table has the recovery columns', () => {
+    const slow = { ...run((s) => (s >= 10 && s < 26 ? 90 : 5), events), arm: 'none' };
+    const fast = run((s) => (s >= 10 && s < 14 ? 90 : 5), events);
+    const rows = compareArms([runFigures(slow), runFigures(fast)]);
+    expect(rows[0]).toMatchObject({ recoveredAfterNone: [null], recoveredAfterManager: [expect.closeTo(3.8, 5)] });
+    expect(formatTable(rows)).toMatch(/p99 back within 2x steady after \(s\): no manager \| manager +\|\n.*\| never +\| 3\.8 +\|/s);
+  });
+});
