@@ -3,7 +3,7 @@
 
 import { AppError } from '../errors.js';
 import {
-  findServer, findServerForPod, findTable, podNameForServer, tableLabel,
+  findServer, findServerForPod, findTable, podNameForServer, shardLoads, tableLabel,
 } from '../cluster/cluster-model.js';
 import { describeActor, managerActor } from '../audit/actor.js';
 import { createDeadline } from '../lib/clock.js';
@@ -152,8 +152,13 @@ export function createActions({
     return runPrimaryPlan({ action, target, planFn, dryRun, deadlineSeconds, reason, extraDraining: ids, leaving: ids, actor, pod, snapshot });
   }
 
-  async function rebalancePrimaries({ dryRun = false, deadlineSeconds, reason, tableIds = null, actor, pod, prefer = [], snapshot = null } = {}) {
-    const planFn = (c, draining) => planRebalancePrimaries(c, { draining, tableIds, prefer });
+  // byLoad: level with the least busy shards (client traffic read once from rethinkdb.stats; if that read fails,
+  // on counts alone).
+  async function rebalancePrimaries({
+    dryRun = false, deadlineSeconds, reason, tableIds = null, actor, pod, prefer = [], snapshot = null, byLoad = false,
+  } = {}) {
+    const stats = byLoad ? await store.readTableServerStats().catch((err) => { log.warn({ err: err.message }, 'traffic not read; levelling by counts'); return null; }) : null;
+    const planFn = (c, draining) => planRebalancePrimaries(c, { draining, tableIds, prefer, loads: stats && shardLoads(c, stats) });
     return runPrimaryPlan({ action: 'rebalance-primaries', target: {}, planFn, dryRun, deadlineSeconds, reason, actor, pod, snapshot });
   }
 

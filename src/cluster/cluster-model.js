@@ -105,6 +105,27 @@ function byName(a, b) {
   return a.name.localeCompare(b.name) || a.id.localeCompare(b.id);
 }
 
+// Client traffic per shard, estimated from rethinkdb.stats ['table_server', table, server] rows: reads are served
+// by primaries (read_mode single), so a server's read_docs_per_sec for a table is split over the shards of that
+// table it is the primary of. Returns Map `${tableId}:${shard}` -> docs/s (shards with no row are absent).
+export function shardLoads(cluster, statsRows) {
+  const reads = new Map();
+  for (const row of statsRows ?? []) {
+    if (row?.id?.[0] !== 'table_server' || typeof row.query_engine?.read_docs_per_sec !== 'number') continue;
+    reads.set(`${row.id[1]}:${row.id[2]}`, row.query_engine.read_docs_per_sec);
+  }
+  const loads = new Map();
+  for (const table of cluster.tables) {
+    for (const shard of table.shards) {
+      const rate = reads.get(`${table.id}:${shard.primary}`);
+      if (rate === undefined) continue;
+      const sharing = table.shards.filter((s) => s.primary === shard.primary).length;
+      loads.set(`${table.id}:${shard.index}`, rate / sharing);
+    }
+  }
+  return loads;
+}
+
 // Lookups. A reference is a name (what humans type) or a uuid.
 // A replacement can join under the name of the lost server it replaces (RethinkDB 2.4 allows it while the lost
 // one is disconnected): a name then means the connected server.

@@ -81,9 +81,10 @@ export function createExecutor({ store, actions, marks, operations, config, cloc
       return { ready: await waitForReplicasReady(server.id) };
     },
     // prefer: shards to give back ([{ tableId, shard }]), e.g. what the server held before it was demoted.
-    async 'rebalance-primaries'({ server = null, prefer = [], reason, clearsRestore = false }, { actor, pod, snapshot }) {
+    // byLoad: level with the least busy shards rather than give back `prefer`.
+    async 'rebalance-primaries'({ server = null, prefer = [], byLoad = false, reason, clearsRestore = false }, { actor, pod, snapshot }) {
       if (clearsRestore) await marks.clearRestore(server.id);
-      return actions.rebalancePrimaries({ reason, actor, pod, prefer: prefer.map((d) => ({ ...d, serverId: server.id })), snapshot });
+      return actions.rebalancePrimaries({ reason, actor, pod, prefer: prefer.map((d) => ({ ...d, serverId: server.id })), byLoad, snapshot });
     },
     async 'add-server'({ server, reason, clearsRestore = false, wait = true }, { actor }) {
       if (clearsRestore) await marks.clearRestore(server.id);

@@ -47,7 +47,10 @@ export function planMovePrimariesFromServers(cluster, serverIds, { draining = []
 // Even out primaries over healthy, non-draining servers, moving as few as possible. `prefer` lists shards
 // that should go back to a server ([{ tableId, shard, serverId }], e.g. what it held before a warning):
 // they are returned first where that narrows the imbalance, so the restored placement is the old one.
-export function planRebalancePrimaries(cluster, { draining = [], tableIds = null, prefer = [] } = {}) {
+// `loads` (Map `${tableId}:${shard}` -> client docs/s, see shardLoads in cluster-model.js): when known, each
+// levelling move takes the least busy of the shards it could move, because a handover fails the operations that
+// reach the shard meanwhile: moving an idle shard's primary costs clients nothing.
+export function planRebalancePrimaries(cluster, { draining = [], tableIds = null, prefer = [], loads = null } = {}) {
   const view = createView(cluster, { draining });
   const tables = tableIds ? cluster.tables.filter((t) => tableIds.includes(t.id)) : cluster.tables;
   const primary = new Map();
@@ -101,14 +104,15 @@ export function planRebalancePrimaries(cluster, { draining = [], tableIds = null
   }
   // Then, move one primary at a time from the most to a less loaded server while that narrows the gap by 2+.
   for (;;) {
-    const move = findLevellingMove(view, byServer, counts, eligibleFor);
+    const move = findLevellingMove(view, byServer, counts, eligibleFor, loads);
     if (!move) break;
     assign(move.ref, move.to);
   }
   return { changes: groupMoves(tables, moves), skipped };
 }
 
-function findLevellingMove(view, byServer, counts, eligibleFor) {
+function findLevellingMove(view, byServer, counts, eligibleFor, loads) {
+  if (loads) return findQuietestLevellingMove(view, byServer, counts, eligibleFor, loads);
   const loaded = [...byServer.keys()]
     .filter((id) => (counts.get(id) ?? 0) > 0)
     .sort((a, b) => (counts.get(b) ?? 0) - (counts.get(a) ?? 0) || view.nameOf(a).localeCompare(view.nameOf(b)));
@@ -126,6 +130,27 @@ function findLevellingMove(view, byServer, counts, eligibleFor) {
     if (best) return best;
   }
   return null;
+}
+
+// With shard loads: of every move that narrows a gap by 2+ (from any server at least 2 above the lowest, not only
+// the most loaded), the one whose shard is quietest; ties go to the most loaded source, then the least loaded
+// destination. It may take more moves than levelling by counts alone (a busy shard on the most loaded server is
+// left where it is if two quiet moves do the same), each strictly narrowing the spread, so it ends.
+function findQuietestLevellingMove(view, byServer, counts, eligibleFor, loads) {
+  const loadOf = (ref) => loads.get(`${ref.table.id}:${ref.shard.index}`) ?? 0;
+  const count = (id) => counts.get(id) ?? 0;
+  const lowest = Math.min(...[...counts.entries()].filter(([id]) => !view.draining.has(id) && view.isConnected(id)).map(([, c]) => c), 0);
+  let best = null;
+  const better = (a, b) => loadOf(a.ref) - loadOf(b.ref) || count(b.from) - count(a.from) || count(a.to) - count(b.to)
+    || view.nameOf(a.from).localeCompare(view.nameOf(b.from));
+  for (const [from, refs] of byServer) {
+    if (count(from) - lowest < 2) continue;
+    for (const ref of refs) {
+      const to = pickLeastLoaded(view, eligibleFor(ref, from).filter((id) => count(id) <= count(from) - 2), counts);
+      if (to !== null && (!best || better({ ref, from, to }, best) < 0)) best = { ref, from, to };
+    }
+  }
+  return best;
 }
 
 function groupMoves(tables, moves) {

@@ -78,9 +78,10 @@ export function decideHeartbeatRestore(cluster, { departures, now }) {
 //   recreated here), preferring one with the same hostname;
 // - an `expansion` otherwise.
 // A server that was draining before it went away is released in every case.
-// giveBack ('always' | 'never', POSTSTART_GIVE_BACK): whether a returning server gets its primaries back. Each
-// handover costs clients about as many failed operations as a failover (see README, "Evaluation"), so giving
-// them back doubles the cost of a planned restart; 'never' leaves the layout as the PRESTOP made it.
+// giveBack (POSTSTART_GIVE_BACK): whether a returning server gets its primaries back. Each handover costs clients
+// about as many failed operations as a failover (see README, "Evaluation"), so giving them back doubles the cost
+// of a planned restart. 'always' gives back what it had; 'balance' levels the primaries again but moves the least
+// busy shards (an idle shard's handover costs nothing); 'never' leaves the layout as the PRESTOP made it.
 // demoted: the shards the server lost to its last drain ([{ tableId, shard }]), given back first.
 export function decidePoststart(cluster, { serverId, wasDraining = false, giveBack = 'always', demoted = [] }) {
   const server = cluster.servers.find((s) => s.id === serverId);
@@ -94,6 +95,14 @@ export function decidePoststart(cluster, { serverId, wasDraining = false, giveBa
         kind: 'returning', replaces: null, release: wasDraining, intents: releases,
         reason: `${server.name} is already in the table configs: it came back; its primaries stay where they are (POSTSTART_GIVE_BACK=never: `
           + `a hand-back would cost another handover).${release}`,
+      };
+    }
+    if (giveBack === 'balance') {
+      const reason = `${server.name} is already in the table configs: it came back; once its replicas are ready, primaries are levelled `
+        + `again, moving the least busy shards (POSTSTART_GIVE_BACK=balance: a handover fails the operations that reach the shard meanwhile).${release}`;
+      return {
+        kind: 'returning', replaces: null, release: wasDraining, reason,
+        intents: [...releases, { type: 'wait-for-replicas-ready', server: ref }, { type: 'rebalance-primaries', server: ref, byLoad: true, reason }],
       };
     }
     const reason = `${server.name} is already in the table configs: it came back, so it gets its primaries back once its replicas are ready.${release}`;

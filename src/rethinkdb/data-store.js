@@ -30,6 +30,9 @@ export function createDataStore({ source, managedTables = [] }) {
     readCluster,
     writeTableShards,
     writeHeartbeatTimeout,
+    // rethinkdb.stats' table_server rows (client docs/s per table and server); [] where the source has none (the
+    // sandbox models no traffic).
+    readTableServerStats: async () => (source.readTableServerStats ? source.readTableServerStats() : []),
     ping: () => source.ping(),
     // Moves the manager's own connection off servers about to stop or be drained (a no-op for the sandbox).
     steerAwayFrom: async (serverIds) => (source.steerAwayFrom ? source.steerAwayFrom(serverIds) : { moved: false, reason: 'one connection to every server' }),

@@ -1,5 +1,5 @@
 import {
-  filterManagedTables, findServer, findServerForPod, findTable, normalizeSystemTables,
+  filterManagedTables, findServer, findServerForPod, findTable, normalizeSystemTables, shardLoads,
 } from '../../src/cluster/cluster-model.js';
 import { loadRethinkFixture, rawSnapshot, recordedIds, toUuidFormat } from '../helpers/fixtures.js';
 
@@ -92,5 +92,25 @@ describe('findServer with a replacement under the lost server\'s name', () => {
     ] };
     expect(findServer(cluster, 'rethinkdb_2').id).toBe('b-new');
     expect(findServer(cluster, 'a-old').id).toBe('a-old');
+  });
+});
+
+describe('shardLoads', () => {
+  const cluster = normalizeSystemTables(rawSnapshot('01-healthy.json'));
+  const usertable = findTable(cluster, 'ycsb.usertable');
+  const row = (tableId, serverId, reads) => ({ id: ['table_server', tableId, serverId], query_engine: { read_docs_per_sec: reads, written_docs_per_sec: 0 } });
+
+  test('when a server is the primary of one shard of a table, then that shard gets the server\'s reads for the table; of two, each gets half', () => {
+    const primaries = usertable.shards.map((s) => s.primary);
+    const twice = primaries.find((p, i) => primaries.indexOf(p) !== i);
+    const rows = [...new Set(primaries)].map((p) => row(usertable.id, p, p === twice ? 100 : 40));
+    rows.push({ id: ['server', primaries[0]], query_engine: { read_docs_per_sec: 999 } }, { id: ['table_server', usertable.id, 'x'], error: 'unreachable' });
+    const loads = shardLoads(cluster, rows);
+    usertable.shards.forEach((s) => expect(loads.get(`${usertable.id}:${s.index}`)).toBe(s.primary === twice ? 50 : 40));
+    expect(loads.has(`${findTable(cluster, 'ycsb.accounts').id}:0`)).toBe(false);
+  });
+
+  test('when there are no stats, then no shard has a load', () => {
+    expect(shardLoads(cluster, null).size).toBe(0);
   });
 });

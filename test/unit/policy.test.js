@@ -30,6 +30,20 @@ describe('decidePrestop', () => {
   });
 });
 
+describe('decidePoststart: what a returning server gets back', () => {
+  const returning = cluster([server('a'), server('b'), server('c')], [shard(0, 'b', ['a', 'b', 'c'])]);
+  test.each([
+    ['always', ['wait-for-replicas-ready', 'rebalance-primaries'], { prefer: [{ tableId: 't', shard: 0 }] }],
+    ['balance', ['wait-for-replicas-ready', 'rebalance-primaries'], { byLoad: true }],
+    ['never', [], {}],
+  ])('when POSTSTART_GIVE_BACK=%s, then %j', (giveBack, types, rebalance) => {
+    const d = decidePoststart(returning, { serverId: 'a', giveBack, demoted: [{ tableId: 't', shard: 0 }] });
+    expect(d.intents.map((i) => i.type)).toEqual(types);
+    if (types.length) expect(d.intents[1]).toMatchObject(rebalance);
+    if (giveBack === 'balance') expect(d.intents[1].prefer).toBeUndefined();
+  });
+});
+
 describe('decideHeartbeatLowering', () => {
   const now = Date.parse('2026-01-01T00:00:00Z');
   test.each([

@@ -122,6 +122,24 @@ describe('planRebalancePrimaries', () => {
     expect(planRebalancePrimaries(after).changes).toEqual([]);
   });
 
+  test('when shard loads are known, then levelling moves the least busy shards, not the one a count alone would pick', () => {
+    const healthy = fixtureCluster('01-healthy.json');
+    const r1 = findServer(healthy, 'rethinkdb_1').id;
+    const drained = applyChanges(healthy, planMovePrimariesFromServers(healthy, [r1]).changes);
+    const byCount = planRebalancePrimaries(drained);
+    const [busy] = byCount.changes.flatMap((c) => c.moves.map((m) => `${c.tableId}:${m.shard}`));
+    const loads = new Map(drained.tables.flatMap((t) => t.shards.map((sh) => [`${t.id}:${sh.index}`, 1])));
+    loads.set(busy, 500);
+    const byLoad = planRebalancePrimaries(drained, { loads });
+    const moved = byLoad.changes.flatMap((c) => c.moves.map((m) => `${c.tableId}:${m.shard}`));
+    expect(moved).not.toContain(busy);
+    expect(moved).toHaveLength(byCount.changes.flatMap((c) => c.moves).length);
+    expect(named(drained, byLoad).every((m) => m.endsWith('-> rethinkdb_1'))).toBe(true);
+    const counts = new Map();
+    for (const t of applyChanges(drained, byLoad.changes).tables) for (const sh of t.shards) counts.set(sh.primary, (counts.get(sh.primary) ?? 0) + 1);
+    expect(Math.max(...counts.values()) - Math.min(...counts.values())).toBeLessThanOrEqual(1);
+  });
+
   test('when a configured primary is on a dead server, then rebalancing moves it to a live server', () => {
     const cluster = fixtureCluster('06-one-server-killed-after-13.5s.json');
     const dead = findServer(cluster, 'rethinkdb_3').id;
