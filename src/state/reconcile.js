@@ -12,7 +12,8 @@ import { retryUntilDone } from '../lib/retry.js';
 
 const transient = (err) => err?.statusCode === 503;
 
-export async function reconcileState({ kube, store, marks, actions, operations, clock, logger, retry }) {
+// Marks change through the executor, as everywhere; the migration records are the actions' own journal.
+export async function reconcileState({ kube, store, marks, actions, executor, operations, clock, logger, retry }) {
   const log = logger.child({ module: 'reconcile' });
   const at = new Date(clock.now()).toISOString();
   if (!kube?.listRethinkDbPods) return { at, source: 'none', note: 'no Kubernetes API: state is kept in memory only', loaded: [], released: [], resumed: [] };
@@ -20,13 +21,9 @@ export async function reconcileState({ kube, store, marks, actions, operations, 
   const cluster = await store.readCluster();
   const { loaded, unreadable } = marks.load(pods);
   const present = new Set(cluster.servers.map((s) => s.id));
-  const released = [];
-  for (const mark of await marks.list()) {
-    if (!present.has(mark.serverId)) {
-      await marks.release(mark.serverId);
-      released.push({ server: mark.serverName, pod: mark.pod, reason: 'its server is no longer in the cluster' });
-    }
-  }
+  const gone = (await marks.list()).filter((mark) => !present.has(mark.serverId));
+  if (gone.length > 0) await executor.run([{ type: 'release', servers: gone.map((mark) => mark.serverId) }], { actor: managerActor('reconcile'), pod: null });
+  const released = gone.map((mark) => ({ server: mark.serverName, pod: mark.pod, reason: 'its server is no longer in the cluster' }));
   const resumed = [];
   for (const m of await marks.migrations()) {
     // Shared by the attempts: a half-done move finished by one attempt is not finished again by the next.

@@ -104,9 +104,8 @@ export function createStateStore({ kube = null, clock, logger }) {
   };
 
   return {
-    // by: who asked; via: why ('prestop' may be undone by the pod's own POSTSTART, an operator's 'action' may not).
-    async markDraining(serverId, { reason, serverName, pod, by = null, via = 'action' }) {
-      return apply(serverId, (m) => startDraining(m, { reason, since: new Date(clock.now()).toISOString(), by, via }), { serverName, pod }).draining;
+    async markDraining(serverId, { reason, origin, serverName, pod }) {
+      return apply(serverId, (m) => startDraining(m, { reason, since: new Date(clock.now()).toISOString(), origin }), { serverName, pod }).draining;
     },
     async release(serverId) {
       const had = Boolean(marksOf(serverId).draining);
