@@ -222,10 +222,11 @@ export function createActions({
   // A recorded migration, started again from its intent (re-planned from the cluster as it is now). Servers and
   // tables are named by id, which a rename or a replacement under the same name does not change.
   // A draining mark the migration set stays on the server with the rest of its marks; it is not set again.
-  function restartMigration(migration, { reason, actor }) {
+  // snapshot: the cluster as the caller read it, to plan on.
+  function restartMigration(migration, { reason, actor, snapshot = null }) {
     const { version, intent } = migration;
     if (version !== MIGRATION_VERSION || !intent) throw new AppError('BAD_REQUEST', `migration record version ${version ?? 'none'} is not ${MIGRATION_VERSION}; it is not resumed`);
-    const common = { reason, actor };
+    const common = { reason, actor, snapshot };
     const run = {
       'migrate-replicas-off': () => migrateReplicasOff({ server: intent.serverId, ...common }),
       'add-server': () => addServer({ server: intent.serverId, tables: intent.tableIds ?? undefined, grow: intent.grow, ...common }),
@@ -237,13 +238,17 @@ export function createActions({
   }
 
   // Periodic: migrations whose retry is due run again, until they finish or are no longer needed (their
-  // servers are gone, or the lost server came back).
+  // servers are gone, or the lost server came back). They are planned on one read of the cluster, made only when
+  // one is due (each operation reads again under its table locks before it writes).
   async function retryDueMigrations({ actor = managerActor('retry') } = {}) {
     const results = [];
-    for (const m of await marks.migrations()) {
-      if (!m.retry || Date.parse(m.retry.at) > clock.now() || operations.get(m.operationId)?.status === 'running') continue;
+    const due = (await marks.migrations())
+      .filter((m) => m.retry && Date.parse(m.retry.at) <= clock.now() && operations.get(m.operationId)?.status !== 'running');
+    // A failed read: each restart reads (and fails, and is retried later) on its own.
+    const snapshot = due.length > 0 ? await store.readCluster().catch(() => null) : null;
+    for (const m of due) {
       try {
-        const { operation } = await restartMigration(m, { reason: `retry ${m.retry.attempt} (${m.retry.reason}); first: ${m.reason}`, actor });
+        const { operation } = await restartMigration(m, { reason: `retry ${m.retry.attempt} (${m.retry.reason}); first: ${m.reason}`, actor, snapshot });
         results.push({ server: m.serverName, action: m.action, operation: operation.id, outcome: 'retried' });
       } catch (err) {
         const retry = err.statusCode === 503 ? await retryLater({ failure: err, attempt: m.retry.attempt + 1 }) : null;
@@ -325,8 +330,8 @@ export function createActions({
   }
 
   // Restart recovery: finish one half-done move (stage again if needed, wait, finalize) as an operation.
-  async function finishMove({ move, reason, actor }) {
-    const cluster = await store.readCluster();
+  async function finishMove({ move, reason, actor, snapshot = null }) {
+    const cluster = snapshot ?? await store.readCluster();
     const [planned] = plannedReplicaMoves(cluster, [move]);
     const op = operations.start('finish-move', planned, async (operation) => {
       const deadline = createDeadline(clock, config.deadlines.migrationSeconds * 1000);

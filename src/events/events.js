@@ -53,14 +53,14 @@ export function createEvents({
     return { event: 'POSTSTART', pod, operation: op, repeated: false };
   }
 
+  // Decides on the read that found the server joined; the intents plan on it too.
   async function runPoststart(op, { pod, actor, requester }) {
     const startedAt = clock.now();
     const step = (name) => { const s = { step: name, status: 'running', detail: null }; op.steps.push(s); return s; };
     const join = step('wait-for-join');
-    const server = await waitForJoin(pod);
+    const { server, cluster } = await waitForJoin(pod);
     join.status = 'done';
     join.detail = `${server.name} joined`;
-    const cluster = await store.readCluster();
     const draining = releasableDrain(requester, await marks.getDraining(server.id));
     const decision = decidePoststart(cluster, {
       serverId: server.id, wasDraining: Boolean(draining), giveBack: config.poststart.giveBack, demoted: draining?.demoted ?? [],
@@ -68,7 +68,7 @@ export function createEvents({
     op.steps.push({ step: 'decide', status: 'done', detail: decision.reason, kind: decision.kind });
     log.info({ pod, server: server.name, kind: decision.kind, reason: decision.reason }, 'postStart decision');
     const act = step(decision.kind);
-    const result = poststartResult(await executor.run(decision.intents, { actor, pod: null }));
+    const result = poststartResult(await executor.run(decision.intents, { actor, pod: null, snapshot: cluster }));
     act.status = 'done';
     act.detail = result.outcome;
     return { event: 'POSTSTART', pod, server: server.name, decision: describe(decision), ...result, durationMs: clock.now() - startedAt };
@@ -88,13 +88,14 @@ export function createEvents({
     return { outcome: inner.report?.outcome ?? inner.status, operationId: inner.id, changes: inner.report?.changes ?? [], skipped: inner.report?.skipped ?? [], notDone: inner.report?.notDone ?? [] };
   }
 
+  // The joined server and the cluster it was found in.
   async function waitForJoin(pod) {
     const deadline = createDeadline(clock, config.deadlines.poststartJoinSeconds * 1000);
     for (;;) {
       const podInfo = kube ? await kube.getPod(pod).catch(() => null) : null;
       const cluster = await store.readCluster().catch(() => null);
       const server = cluster && findServerForPod(cluster, { podName: pod, podIp: podInfo?.podIp ?? null, overrides: config.podServerOverrides });
-      if (server) return server;
+      if (server) return { server, cluster };
       if (deadline.expired()) throw new AppError('DEADLINE_EXCEEDED', `no RethinkDB server for pod ${pod} joined within ${config.deadlines.poststartJoinSeconds} s`);
       await clock.sleep(config.waitPollIntervalMs);
     }

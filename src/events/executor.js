@@ -95,8 +95,9 @@ export function createExecutor({ store, actions, marks, operations, config, cloc
       await marks.setRestore(server.id, { warning, reason, actor }, { serverName: server.name, pod });
       return { waiting: true };
     },
-    async 'wait-for-replicas-ready'({ server }) {
-      return { ready: await waitForReplicasReady(server.id) };
+    // Ready on the snapshot, or on the first read that shows it, which the next intents plan on.
+    async 'wait-for-replicas-ready'({ server }, { snapshot, observe }) {
+      return { ready: await waitForReplicasReady(server.id, snapshot, observe) };
     },
     // prefer: shards to give back ([{ tableId, shard }]), e.g. what the server held before it was demoted.
     async 'rebalance-primaries'({ server = null, prefer = [], reason, clearsRestore = false }, {
@@ -118,13 +119,17 @@ export function createExecutor({ store, actions, marks, operations, config, cloc
     },
   };
 
-  async function waitForReplicasReady(serverId) {
+  async function waitForReplicasReady(serverId, snapshot, observe) {
     const deadline = createDeadline(clock, config.deadlines.migrationSeconds * 1000);
+    let cluster = snapshot ?? await store.readCluster();
     for (;;) {
-      const cluster = await store.readCluster();
-      if (unreadyReplicasOf(cluster, serverId).length === 0) return true;
+      if (unreadyReplicasOf(cluster, serverId).length === 0) {
+        observe(cluster);
+        return true;
+      }
       if (deadline.expired()) return false;
       await clock.sleep(config.waitPollIntervalMs);
+      cluster = await store.readCluster();
     }
   }
 
@@ -133,11 +138,12 @@ export function createExecutor({ store, actions, marks, operations, config, cloc
   async function run(intents, { snapshot = null, ...context }) {
     const done = [];
     const read = { decided: snapshot, current: snapshot };
+    const observe = (cluster) => { read.current = cluster; };
     for (const intent of intents) {
       const step = steps[intent.type];
       if (!step) throw new AppError('INTERNAL', `no executor step for intent ${intent.type}`);
       if (context.dryRun && !DRY_RUN.has(intent.type)) continue;
-      done.push({ intent, result: await step(intent, { ...context, snapshot: read.current, decided: read.decided }) });
+      done.push({ intent, result: await step(intent, { ...context, snapshot: read.current, decided: read.decided, observe }) });
       if (!context.dryRun && RECONFIGURES.has(intent.type)) read.current = null;
     }
     return done;

@@ -365,6 +365,33 @@ describe('state that survives the manager', () => {
     expect((await second.kube.getPod('rethinkdb-1')).annotations).toEqual({});
   });
 
+  test('when a restarted manager resumes a migration, then it plans on the cluster it read to reconcile and reads it again only under the table lock', async () => {
+    const first = createSandboxHarness();
+    const cluster = await first.store.readCluster();
+    const id1 = cluster.servers.find((s) => s.name === 'rethinkdb_1').id;
+    const before = await replicasOf(first, 'rethinkdb_1');
+    await first.kube.annotatePod('rethinkdb-1', {
+      'rethinkdb-manager.io/migration': JSON.stringify({
+        version: 1, action: 'migrate-replicas-off', intent: { type: 'migrate-replicas-off', serverId: id1 }, operationId: 'gone', reason: null, inFlight: null, serverId: id1, serverName: 'rethinkdb_1',
+      }),
+    });
+    const reads = { count: 0, beforeWrite: null };
+    const second = createSandboxHarness({
+      clock: first.clock,
+      existing: { model: first.model, kube: first.kube },
+      wrapSource: (source) => ({
+        ...source,
+        readSystemTables: async () => { reads.count += 1; return source.readSystemTables(); },
+        updateTableShards: async (...args) => { reads.beforeWrite ??= reads.count; return source.updateTableShards(...args); },
+      }),
+    });
+    const reconciled = await second.reconcile();
+    expect(reconciled.resumed).toEqual([expect.objectContaining({ server: 'rethinkdb_1', outcome: 'resumed' })]);
+    await settle(second);
+    expect(reads.beforeWrite).toBe(2);
+    expect((await replicasOf(second, 'rethinkdb_1')).length).toBeLessThan(before.length);
+  });
+
   test('when reconciling fails twice at start-up, then it is retried until it succeeds: until then no work and /readyz 503, then the state is loaded and the migration resumed', async () => {
     const { first, release } = await managerMidMigration();
     const before = await primaryMap(first.store);
