@@ -365,6 +365,26 @@ describe('state that survives the manager', () => {
     expect((await second.kube.getPod('rethinkdb-1')).annotations).toEqual({});
   });
 
+  test('when a restarted manager finds a draining mark whose server has left the cluster, then it releases the mark and its annotation', async () => {
+    const first = createSandboxHarness();
+    first.model.addServer({ name: 'rethinkdb_4', hostname: 'rethinkdb-4' });
+    const res = await json(request(first.app).post('/v1/actions/migrate-replicas-off'), { server: 'rethinkdb_3' });
+    expect(res.status).toBe(202);
+    await settle(first);
+    expect(await replicasOf(first, 'rethinkdb_3')).toEqual([]);
+    // Holding nothing, a stopped server is no longer listed by RethinkDB.
+    first.model.crashServer('rethinkdb_3', { mode: 'kill' });
+    await first.marks.flush();
+    expect(Object.keys((await first.kube.getPod('rethinkdb-3')).annotations)).toEqual(['rethinkdb-manager.io/draining']);
+
+    const second = createSandboxHarness({ clock: first.clock, existing: { model: first.model, kube: first.kube } });
+    const reconciled = await second.reconcile();
+    expect(reconciled.released).toEqual([{ server: 'rethinkdb_3', pod: 'rethinkdb-3', reason: 'its server is no longer in the cluster' }]);
+    expect(await second.marks.list()).toEqual([]);
+    await second.marks.flush();
+    expect((await second.kube.getPod('rethinkdb-3')).annotations).toEqual({});
+  });
+
   test('when a restarted manager resumes a migration, then it plans on the cluster it read to reconcile and reads it again only under the table lock', async () => {
     const first = createSandboxHarness();
     const cluster = await first.store.readCluster();
