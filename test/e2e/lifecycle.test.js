@@ -3,7 +3,9 @@
 import request from 'supertest';
 import { createSandboxCluster } from '../../src/sandbox/sandbox-cluster.js';
 import { createSandboxKube } from '../../src/sandbox/sandbox-kube.js';
-import { createSandboxHarness, createVirtualClock, primaryMap } from '../helpers/harness.js';
+import {
+  createSandboxHarness, createVirtualClock, primaryMap, readCounter,
+} from '../helpers/harness.js';
 
 const INITIAL = ['rethinkdb_0', 'rethinkdb_1', 'rethinkdb_2', 'rethinkdb_3'];
 const json = (req, body) => req.set('content-type', 'application/json').send(JSON.stringify(body));
@@ -304,6 +306,18 @@ async function managerMidMigration() {
   return { first, release };
 }
 
+// A manager whose pod rethinkdb-1 carries the migration record recordFor(its server's id) returns, and a second
+// manager over the same cluster and pods (not reconciled yet).
+async function restartWithMigrationOnRethinkdb1(recordFor, options = {}) {
+  const first = createSandboxHarness();
+  const id1 = (await first.store.readCluster()).servers.find((s) => s.name === 'rethinkdb_1').id;
+  await first.kube.annotatePod('rethinkdb-1', {
+    'rethinkdb-manager.io/migration': JSON.stringify({ serverId: id1, serverName: 'rethinkdb_1', ...recordFor(id1) }),
+  });
+  const second = createSandboxHarness({ clock: first.clock, existing: { model: first.model, kube: first.kube }, ...options });
+  return { first, second };
+}
+
 describe('state that survives the manager', () => {
   test('when the manager restarts in the middle of a long hot-spot migration, then the new one reloads the marks from the pods and finishes the migration', async () => {
     const { first, release } = await managerMidMigration();
@@ -351,13 +365,7 @@ describe('state that survives the manager', () => {
   });
 
   test('when a pod carries a migration record without a version (raw call arguments), then it is dropped with the reason, not replayed', async () => {
-    const first = createSandboxHarness();
-    const cluster = await first.store.readCluster();
-    const id1 = cluster.servers.find((s) => s.name === 'rethinkdb_1').id;
-    await first.kube.annotatePod('rethinkdb-1', {
-      'rethinkdb-manager.io/migration': JSON.stringify({ serverId: id1, serverName: 'rethinkdb_1', action: 'migrate-replicas-off', params: { server: 'rethinkdb_1' } }),
-    });
-    const second = createSandboxHarness({ clock: first.clock, existing: { model: first.model, kube: first.kube } });
+    const { second } = await restartWithMigrationOnRethinkdb1(() => ({ action: 'migrate-replicas-off', params: { server: 'rethinkdb_1' } }));
     const reconciled = await second.reconcile();
     expect(reconciled.resumed).toEqual([expect.objectContaining({ server: 'rethinkdb_1', outcome: 'dropped', reason: expect.stringMatching(/version none, not 1/) })]);
     expect(second.operations.list()).toEqual([]);
@@ -386,25 +394,11 @@ describe('state that survives the manager', () => {
   });
 
   test('when a restarted manager resumes a migration, then it plans on the cluster it read to reconcile and reads it again only under the table lock', async () => {
-    const first = createSandboxHarness();
-    const cluster = await first.store.readCluster();
-    const id1 = cluster.servers.find((s) => s.name === 'rethinkdb_1').id;
+    const { reads, wrapSource } = readCounter();
+    const { first, second } = await restartWithMigrationOnRethinkdb1((id1) => ({
+      version: 1, action: 'migrate-replicas-off', intent: { type: 'migrate-replicas-off', serverId: id1 }, operationId: 'gone', reason: null, inFlight: null,
+    }), { wrapSource });
     const before = await replicasOf(first, 'rethinkdb_1');
-    await first.kube.annotatePod('rethinkdb-1', {
-      'rethinkdb-manager.io/migration': JSON.stringify({
-        version: 1, action: 'migrate-replicas-off', intent: { type: 'migrate-replicas-off', serverId: id1 }, operationId: 'gone', reason: null, inFlight: null, serverId: id1, serverName: 'rethinkdb_1',
-      }),
-    });
-    const reads = { count: 0, beforeWrite: null };
-    const second = createSandboxHarness({
-      clock: first.clock,
-      existing: { model: first.model, kube: first.kube },
-      wrapSource: (source) => ({
-        ...source,
-        readSystemTables: async () => { reads.count += 1; return source.readSystemTables(); },
-        updateTableShards: async (...args) => { reads.beforeWrite ??= reads.count; return source.updateTableShards(...args); },
-      }),
-    });
     const reconciled = await second.reconcile();
     expect(reconciled.resumed).toEqual([expect.objectContaining({ server: 'rethinkdb_1', outcome: 'resumed' })]);
     await settle(second);
