@@ -7,6 +7,9 @@ import { createApp } from './app.js';
 import { createAudit } from './audit/audit.js';
 import { createAuthenticator } from './auth/authenticator.js';
 import { createEvents } from './events/events.js';
+import { createExecutor } from './events/executor.js';
+import { createOperatorCommands } from './events/operator-commands.js';
+import { createTargets } from './events/targets.js';
 import { createKeyedMutex } from './lib/keyed-mutex.js';
 import { retryUntilDone } from './lib/retry.js';
 import { createWorkTracker } from './lib/work-tracker.js';
@@ -31,15 +34,19 @@ export function createManager({
   const operations = createOperationRegistry({ clock, logger });
   const work = createWorkTracker({ started: stateLoaded });
   const reconfigurer = createReconfigurer({ store, locks, marks, clock, logger, waitPollIntervalMs: config.waitPollIntervalMs });
-  const actions = createActions({ store, reconfigurer, marks, operations, kube, clock, logger, config, audit });
-  const events = createEvents({ store, actions, marks, operations, kube, config, clock, logger });
+  const actions = createActions({ store, reconfigurer, marks, operations, clock, logger, config, audit });
+  // The one writer of marks, shared by the events, the operator's commands and the start-up reconciliation.
+  const executor = createExecutor({ store, actions, marks, operations, config, clock, logger });
+  const targets = createTargets({ store, kube, config });
+  const events = createEvents({ store, marks, operations, kube, executor, targets, config, clock, logger });
+  const commands = createOperatorCommands({ marks, executor, targets, audit, logger });
   const monitor = createMonitor({ kube, events, marks, config, clock, logger, metrics, audit });
   let reconciliation = null;
   const routes = [createHookRoutes({ events, work, prestopDeadlineSeconds: config.deadlines.prestopSeconds })];
   routes.push(createMetricsRoutes({ metrics, store, marks, logger }));
   if (sandboxModel) routes.push(createSandboxRoutes({ model: sandboxModel, kube, store }));
   const app = createApp({
-    store, actions, marks, operations, work, logger, monitor, audit, authenticator, protectReads: config.auth.protectReads,
+    store, actions: { ...actions, ...commands }, marks, operations, work, logger, monitor, audit, authenticator, protectReads: config.auth.protectReads,
     observers: [createHookCounter({ metrics })],
     extraRoutes: [...routes, ...extraRoutes],
     status: async () => ({
@@ -63,7 +70,7 @@ export function createManager({
   // Start-up: load the state persisted on the pods and reconcile it with the live cluster, retrying with
   // backoff until it succeeds. Until then the manager takes no work and /readyz says why.
   async function reconcile() {
-    reconciliation = await retryUntilDone(() => reconcileState({ kube, store, marks, actions, operations, clock, logger, retry: config.retry }), {
+    reconciliation = await retryUntilDone(() => reconcileState({ kube, store, marks, actions, executor, operations, clock, logger, retry: config.retry }), {
       clock, ...config.retry, stopped: () => work.shuttingDown(),
       onFailure: (err, { attempt, delayMs }) => {
         work.noteStarting(`the manager has not loaded its persisted state yet (attempt ${attempt} failed: ${err.message})`);
@@ -96,5 +103,5 @@ export function createManager({
     return { finished, inFlight: work.inFlightCount(), runningOperations: operations.runningCount() };
   }
 
-  return { app, actions, events, monitor, marks, audit, authenticator, operations, work, store, metrics, reconcile, tick, shutdown };
+  return { app, actions, commands, events, monitor, marks, audit, authenticator, operations, work, store, metrics, reconcile, tick, shutdown };
 }

@@ -1,11 +1,13 @@
-// The paper's actions (movePrimariesFromServer, movePrimariesFromNode, addServer, createReplica) and the
-// ones around them (rebalancePrimaries, migrateReplicasOff, releaseServer). Each returns a report.
+// The paper's actions (moving primaries off servers, addServer, createReplica) and the ones around them
+// (rebalancePrimaries, migrateReplicasOff, replaceServer). Each reconfigures RethinkDB and returns a report; none
+// writes a mark on a server (the events' executor does, src/events/executor.js). They keep the journal of their
+// own data moves (the migration record), so that a restarted manager can resume them.
 
 import { AppError } from '../errors.js';
 import {
-  findServer, findServerForPod, findTable, podNameForServer, shardLoads, tableLabel,
+  findTable, podNameForServer, resolveServer, shardLoads, tableLabel,
 } from '../cluster/cluster-model.js';
-import { describeActor, managerActor } from '../audit/actor.js';
+import { managerActor } from '../audit/actor.js';
 import { createDeadline } from '../lib/clock.js';
 import { settledSkips } from '../planner/eligibility.js';
 import { decideMigrationRetry } from '../policy/policy.js';
@@ -24,18 +26,9 @@ export const MIGRATION_VERSION = 1;
 const drainReplanIntervalMs = 1000;
 
 export function createActions({
-  store, reconfigurer, marks, operations, kube, clock, logger, config, audit,
+  store, reconfigurer, marks, operations, clock, logger, config, audit,
 }) {
   const log = logger.child({ module: 'actions' });
-
-  function resolveServer(cluster, ref) {
-    const server = findServer(cluster, ref);
-    if (!server) {
-      const known = cluster.servers.map((s) => s.name).join(', ');
-      throw new AppError('SERVER_NOT_FOUND', `server "${ref}" is not in the cluster (known: ${known})`);
-    }
-    return server;
-  }
 
   const podNameOf = (server) => podNameForServer(server, config.podServerOverrides);
 
@@ -50,19 +43,20 @@ export function createActions({
 
   // Plans, and unless dryRun, commits and waits for the new primaries to act (and, for a drain, until none of
   // the drained servers acts as primary any more, except where the plan could not move it).
-  // snapshot: the cluster as the caller read it to decide (one read per decision); read here otherwise. The
-  // commit reads it again under the table locks before it writes.
-  async function runPrimaryPlan({ action, target, planFn, dryRun, deadlineSeconds, reason, extraDraining = [], leaving = [], actor, pod, snapshot = null }) {
+  // leaving: the servers a drain takes primaries from, kept off by the plan whether or not they are marked (a dry
+  // run writes no mark). snapshot: the cluster as the caller read it to decide (one read per decision); read here
+  // otherwise. The commit reads it again under the table locks before it writes.
+  async function runPrimaryPlan({ action, target, planFn, dryRun, deadlineSeconds, reason, leaving = [], actor, pod, snapshot = null }) {
     const startedAt = clock.now();
     const deadline = createDeadline(clock, (deadlineSeconds ?? config.deadlines.actionSeconds) * 1000);
     const cluster = snapshot ?? await store.readCluster();
-    const plan = planFn(cluster, [...new Set([...(await marks.drainingIds()), ...extraDraining])]);
+    const plan = planFn(cluster, [...new Set([...(await marks.drainingIds()), ...leaving])]);
     const base = { action, target, dryRun, reason: reason ?? null };
     if (dryRun) {
       const changes = plannedPrimaryChanges(cluster, plan);
       return { ...base, outcome: 'planned', changes, skipped: namedItems(cluster, plan.skipped), notDone: [], settled: null, durationMs: clock.now() - startedAt };
     }
-    const committed = await commitAndWait({ planFn, plan, cluster, deadline, extraDraining, leaving });
+    const committed = await commitAndWait({ planFn, plan, cluster, deadline, leaving });
     const report = {
       ...base,
       changes: committed.changes,
@@ -83,14 +77,14 @@ export function createActions({
   // the plan is made (about 0.5 s after a crash) and then elect a drained server, or the other replicas may still
   // be waiting_for_primary just after it elected one: so a drain that still waits after a round plans again on a
   // fresh read and hands such shards over too, until its deadline.
-  async function commitAndWait({ planFn, plan, cluster, deadline, extraDraining, leaving }) {
+  async function commitAndWait({ planFn, plan, cluster, deadline, leaving }) {
     const changes = [];
     const notDone = [];
     let current = { cluster, plan };
     for (;;) {
       const tableIds = current.plan.changes.map((c) => c.tableId);
       const committed = tableIds.length > 0
-        ? await reconfigurer.commit(planFn, { tableIds, deadline, extraDraining })
+        ? await reconfigurer.commit(planFn, { tableIds, deadline, leaving })
         : { cluster: current.cluster, plan: current.plan, written: [], notDone: [] };
       changes.push(...primaryChanges(committed.cluster, committed.written));
       notDone.push(...committed.notDone);
@@ -102,54 +96,27 @@ export function createActions({
       const wait = await reconfigurer.waitUntilNotActing(leaving, round, { except: [...settledSkips(committed.cluster, committed.plan.skipped), ...notDone] });
       if (wait.settled || deadline.expired()) return { ...done, wait };
       const fresh = await store.readCluster();
-      current = { cluster: fresh, plan: planFn(fresh, [...new Set([...(await marks.drainingIds()), ...extraDraining])]) };
+      current = { cluster: fresh, plan: planFn(fresh, [...new Set([...(await marks.drainingIds()), ...leaving])]) };
     }
   }
 
-  // mark: false demotes without a draining mark (a perf warning keeps its own mark on the server).
-  // via: what drained it, kept in the mark ('prestop': the pod is stopping; 'action': an operator asked).
-  async function movePrimariesFromServer({ server, dryRun = false, deadlineSeconds, reason, actor, mark = true, via = 'action' }) {
-    const cluster = await store.readCluster();
-    const s = resolveServer(cluster, server);
-    return drainServers({ action: 'move-primaries-from-server', target: { server: s.name }, servers: [s], dryRun, deadlineSeconds, reason, actor, mark, via });
-  }
-
-  // Several servers in one plan (the servers of one warning): none receives another's primaries. node: the
-  // node they share, when that is why they are named together.
-  async function movePrimariesFromServers({ servers, node = null, dryRun = false, deadlineSeconds, reason, actor, mark = true, via = 'action', snapshot = null }) {
+  // Demotes every primary on the servers (refs: names or ids) in one plan: none receives another's primaries, and
+  // they count as draining for it whether or not they are marked. node (and pods): the node they share, when
+  // that is why they are named together.
+  async function movePrimariesFromServers({
+    servers, node = null, pods = null, dryRun = false, deadlineSeconds, reason, actor, snapshot = null,
+  }) {
     const cluster = snapshot ?? await store.readCluster();
     const resolved = servers.map((ref) => resolveServer(cluster, ref));
-    const target = node ? { node, servers: resolved.map((s) => s.name) } : { server: resolved.map((s) => s.name).join(', ') };
+    const names = resolved.map((s) => s.name);
+    const target = node ? { node, ...(pods ? { pods } : {}), servers: names } : { server: names.join(', ') };
     const action = node ? 'move-primaries-from-node' : 'move-primaries-from-server';
-    return drainServers({ action, target, servers: resolved, dryRun, deadlineSeconds, reason, actor, mark, via, snapshot: cluster });
-  }
-
-  async function movePrimariesFromNode({ node, dryRun = false, deadlineSeconds, reason, actor }) {
-    if (!kube) throw new AppError('KUBERNETES_UNAVAILABLE', 'no Kubernetes API is configured, so nodes cannot be resolved to servers');
-    if (!(await kube.nodeExists(node))) throw new AppError('NODE_NOT_FOUND', `Kubernetes node "${node}" does not exist`);
-    const pods = await kube.listRethinkDbPodsOnNode(node);
-    const cluster = await store.readCluster();
-    const servers = [];
-    const unmapped = [];
-    for (const pod of pods) {
-      const s = findServerForPod(cluster, { podName: pod.name, podIp: pod.podIp, overrides: config.podServerOverrides });
-      if (s) servers.push(s); else unmapped.push({ pod: pod.name, reason: 'no connected RethinkDB server matches this pod' });
-    }
-    const report = await drainServers({
-      action: 'move-primaries-from-node', target: { node, pods: pods.map((p) => p.name), servers: servers.map((s) => s.name) },
-      servers, dryRun, deadlineSeconds, reason, actor, mark: true,
-    });
-    return { ...report, unmappedPods: unmapped };
-  }
-
-  async function drainServers({ action, target, servers, dryRun, deadlineSeconds, reason, actor, mark, via = 'action', snapshot = null }) {
-    const ids = servers.map((s) => s.id);
-    if (!dryRun && mark) {
-      for (const s of servers) await marks.markDraining(s.id, { reason: reason ?? action, serverName: s.name, pod: podNameOf(s), by: actor ? describeActor(actor) : null, via });
-    }
+    const ids = resolved.map((s) => s.id);
     const planFn = (c, draining) => planMovePrimariesFromServers(c, ids, { draining });
-    const pod = servers.length === 1 ? podNameOf(servers[0]) : null;
-    return runPrimaryPlan({ action, target, planFn, dryRun, deadlineSeconds, reason, extraDraining: ids, leaving: ids, actor, pod, snapshot });
+    const pod = resolved.length === 1 ? podNameOf(resolved[0]) : null;
+    return runPrimaryPlan({
+      action, target, planFn, dryRun, deadlineSeconds, reason, leaving: ids, actor, pod, snapshot: cluster,
+    });
   }
 
   // byLoad: level with the least busy shards (client traffic read once from rethinkdb.stats; if that read fails,
@@ -162,19 +129,9 @@ export function createActions({
     return runPrimaryPlan({ action: 'rebalance-primaries', target: {}, planFn, dryRun, deadlineSeconds, reason, actor, pod, snapshot });
   }
 
-  async function releaseServer({ server, rebalance = true, dryRun = false, deadlineSeconds, reason, actor }) {
-    const cluster = await store.readCluster();
-    const s = resolveServer(cluster, server);
-    const wasDraining = await marks.isDraining(s.id);
-    if (!dryRun) await marks.release(s.id);
-    log.info({ server: s.name, wasDraining, reason }, 'server released');
-    if (!dryRun && !rebalance) audit.record({ actor, action: 'release-server', target: { server: s.name }, pod: podNameOf(s), reason, outcome: wasDraining ? 'completed' : 'nothing_to_do' });
-    const rebalanced = rebalance ? await rebalancePrimaries({ dryRun, deadlineSeconds, reason: reason ?? `release ${s.name}`, actor, pod: podNameOf(s) }) : null;
-    return { action: 'release-server', target: { server: s.name }, dryRun, wasDraining, rebalance: rebalanced, outcome: rebalanced?.outcome ?? 'completed' };
-  }
-
-  async function createReplica({ table, shard, server, dryRun = false, deadlineSeconds, reason, actor }) {
-    const cluster = await store.readCluster();
+  // snapshot (here and below): the cluster the caller decided on, planned on instead of reading it again.
+  async function createReplica({ table, shard, server, dryRun = false, deadlineSeconds, reason, actor, snapshot = null }) {
+    const cluster = snapshot ?? await store.readCluster();
     const t = resolveTable(cluster, table);
     if (!Number.isInteger(shard) || shard < 0 || shard >= t.shards.length) {
       throw new AppError('SHARD_NOT_FOUND', `table ${tableLabel(t)} has shards 0 to ${t.shards.length - 1}, not ${shard}`);
@@ -187,21 +144,21 @@ export function createActions({
     });
   }
 
-  async function migrateReplicasOff({ server, dryRun = false, deadlineSeconds, reason, actor, mark = true }) {
-    const cluster = await store.readCluster();
+  // The server counts as draining for the plan whether or not it is marked (a perf warning keeps its own mark).
+  async function migrateReplicasOff({ server, dryRun = false, deadlineSeconds, reason, actor, snapshot = null }) {
+    const cluster = snapshot ?? await store.readCluster();
     const s = resolveServer(cluster, server);
-    if (!dryRun && mark) await marks.markDraining(s.id, { reason: reason ?? 'migrate-replicas-off', serverName: s.name, pod: podNameOf(s) });
     const draining = [...new Set([...(await marks.drainingIds()), s.id])];
     const plan = planMigrateReplicasOff(cluster, s.id, { draining });
     return startReplicaMoves({
-      action: 'migrate-replicas-off', target: { server: s.name }, intent: { type: 'migrate-replicas-off', serverId: s.id, mark }, stateServer: s,
+      action: 'migrate-replicas-off', target: { server: s.name }, intent: { type: 'migrate-replicas-off', serverId: s.id }, stateServer: s,
       cluster, plan, dryRun, deadlineSeconds, reason, actor,
     });
   }
 
   // POSTSTART replacement: recreate a lost server's replicas on the new server, then rebalance primaries.
-  async function replaceServer({ lost, server, dryRun = false, deadlineSeconds, reason, actor }) {
-    const cluster = await store.readCluster();
+  async function replaceServer({ lost, server, dryRun = false, deadlineSeconds, reason, actor, snapshot = null }) {
+    const cluster = snapshot ?? await store.readCluster();
     const gone = resolveServer(cluster, lost);
     const s = resolveServer(cluster, server);
     if (gone.connected) throw new AppError('BAD_REQUEST', `${gone.name} is connected; only a lost (disconnected) server can be replaced`);
@@ -213,8 +170,8 @@ export function createActions({
     });
   }
 
-  async function addServer({ server, tables, grow = false, dryRun = false, deadlineSeconds, reason, actor }) {
-    const cluster = await store.readCluster();
+  async function addServer({ server, tables, grow = false, dryRun = false, deadlineSeconds, reason, actor, snapshot = null }) {
+    const cluster = snapshot ?? await store.readCluster();
     const s = resolveServer(cluster, server);
     const tableIds = tables ? tables.map((ref) => resolveTable(cluster, ref).id) : null;
     const plan = planAddServer(cluster, s.id, { draining: await marks.drainingIds(), tableIds, grow });
@@ -269,27 +226,34 @@ export function createActions({
 
   // A recorded migration, started again from its intent (re-planned from the cluster as it is now). Servers and
   // tables are named by id, which a rename or a replacement under the same name does not change.
-  function restartMigration(migration, { reason, actor }) {
+  // A draining mark the migration set stays on the server with the rest of its marks; it is not set again.
+  // snapshot: the cluster as the caller read it, to plan on.
+  function restartMigration(migration, { reason, actor, snapshot = null }) {
     const { version, intent } = migration;
     if (version !== MIGRATION_VERSION || !intent) throw new AppError('BAD_REQUEST', `migration record version ${version ?? 'none'} is not ${MIGRATION_VERSION}; it is not resumed`);
+    const common = { reason, actor, snapshot };
     const run = {
-      'migrate-replicas-off': () => migrateReplicasOff({ server: intent.serverId, mark: intent.mark, reason, actor }),
-      'add-server': () => addServer({ server: intent.serverId, tables: intent.tableIds ?? undefined, grow: intent.grow, reason, actor }),
-      'replace-server': () => replaceServer({ lost: intent.lostId, server: intent.serverId, reason, actor }),
-      'create-replica': () => createReplica({ table: intent.tableId, shard: intent.shard, server: intent.serverId, reason, actor }),
+      'migrate-replicas-off': () => migrateReplicasOff({ server: intent.serverId, ...common }),
+      'add-server': () => addServer({ server: intent.serverId, tables: intent.tableIds ?? undefined, grow: intent.grow, ...common }),
+      'replace-server': () => replaceServer({ lost: intent.lostId, server: intent.serverId, ...common }),
+      'create-replica': () => createReplica({ table: intent.tableId, shard: intent.shard, server: intent.serverId, ...common }),
     }[intent.type];
     if (!run) throw new AppError('BAD_REQUEST', `unknown migration intent ${intent.type}`);
     return run();
   }
 
   // Periodic: migrations whose retry is due run again, until they finish or are no longer needed (their
-  // servers are gone, or the lost server came back).
+  // servers are gone, or the lost server came back). They are planned on one read of the cluster, made only when
+  // one is due (each operation reads again under its table locks before it writes).
   async function retryDueMigrations({ actor = managerActor('retry') } = {}) {
     const results = [];
-    for (const m of await marks.migrations()) {
-      if (!m.retry || Date.parse(m.retry.at) > clock.now() || operations.get(m.operationId)?.status === 'running') continue;
+    const due = (await marks.migrations())
+      .filter((m) => m.retry && Date.parse(m.retry.at) <= clock.now() && operations.get(m.operationId)?.status !== 'running');
+    // A failed read: each restart reads (and fails, and is retried later) on its own.
+    const snapshot = due.length > 0 ? await store.readCluster().catch(() => null) : null;
+    for (const m of due) {
       try {
-        const { operation } = await restartMigration(m, { reason: `retry ${m.retry.attempt} (${m.retry.reason}); first: ${m.reason}`, actor });
+        const { operation } = await restartMigration(m, { reason: `retry ${m.retry.attempt} (${m.retry.reason}); first: ${m.reason}`, actor, snapshot });
         results.push({ server: m.serverName, action: m.action, operation: operation.id, outcome: 'retried' });
       } catch (err) {
         const retry = err.statusCode === 503 ? await retryLater({ failure: err, attempt: m.retry.attempt + 1 }) : null;
@@ -371,8 +335,8 @@ export function createActions({
   }
 
   // Restart recovery: finish one half-done move (stage again if needed, wait, finalize) as an operation.
-  async function finishMove({ move, reason, actor }) {
-    const cluster = await store.readCluster();
+  async function finishMove({ move, reason, actor, snapshot = null }) {
+    const cluster = snapshot ?? await store.readCluster();
     const [planned] = plannedReplicaMoves(cluster, [move]);
     const op = operations.start('finish-move', planned, async (operation) => {
       const deadline = createDeadline(clock, config.deadlines.migrationSeconds * 1000);
@@ -391,7 +355,6 @@ export function createActions({
 
   return {
     finishMove, restartMigration, retryDueMigrations,
-    movePrimariesFromServer, movePrimariesFromServers, movePrimariesFromNode, rebalancePrimaries, releaseServer,
-    createReplica, migrateReplicasOff, addServer, replaceServer,
+    movePrimariesFromServers, rebalancePrimaries, createReplica, migrateReplicasOff, addServer, replaceServer,
   };
 }

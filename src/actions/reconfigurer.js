@@ -12,14 +12,14 @@ import { checkTransition } from '../planner/safety.js';
 export function createReconfigurer({ store, locks, marks, clock, logger, waitPollIntervalMs }) {
   const log = logger.child({ module: 'reconfigurer' });
 
-  // planFn(cluster, draining) -> { changes, skipped }. `extraDraining` are servers the action itself is
-  // draining (e.g. in a dry run, where no mark is written). Returns what was written and what was not.
-  async function commit(planFn, { tableIds, deadline, extraDraining = [] }) {
+  // planFn(cluster, draining) -> { changes, skipped }. `leaving` are servers the action itself takes primaries
+  // from, kept off whether or not they are marked yet. Returns what was written and what was not.
+  async function commit(planFn, { tableIds, deadline, leaving = [] }) {
     const sorted = [...new Set(tableIds)].sort();
     return withLocks(sorted, deadline, async () => {
       const cluster = await store.readCluster();
       // Read under the locks: a drain that committed while we waited is seen here (no primary onto it).
-      const draining = [...new Set([...(await marks.drainingIds()), ...extraDraining])];
+      const draining = [...new Set([...(await marks.drainingIds()), ...leaving])];
       const plan = planFn(cluster, draining);
       const written = [];
       const notDone = [];

@@ -8,7 +8,7 @@ export const managerActor = (task) => ({ kind: 'manager', task });
 export const MONITOR_ACTOR = Object.freeze({ kind: 'monitor' });
 
 // A name given as text (an operator named in a direct call) is a caller.
-export function asActor(value) {
+function asActor(value) {
   if (value && typeof value === 'object' && value.kind) return value;
   return typeof value === 'string' && value !== '' ? { kind: 'caller', name: value, pod: null } : { kind: 'unknown' };
 }

@@ -61,8 +61,9 @@ function deny(code, message) {
   return { allow: false, code, message };
 }
 
-// A pod acting for itself, as opposed to an operator (who may also hold a pod-bound token).
-export function actsAsPod(identity) {
-  return Boolean(identity?.pod) && !identity.roles?.operator;
+// Who asks, as the events see it (src/policy/policy.js): a pod acting for itself, or an operator (who may also
+// hold a pod-bound token).
+export function requesterOf(identity) {
+  return identity?.pod && !identity.roles?.operator ? { kind: 'pod', pod: identity.pod } : { kind: 'operator' };
 }
 

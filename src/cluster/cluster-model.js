@@ -1,6 +1,8 @@
 // Pure: turns RethinkDB system-table documents into the manager's cluster snapshot, and looks things up in it.
 // Identities are uuids (stable across renames); names are kept for humans.
 
+import { AppError } from '../errors.js';
+
 // raw: { tableConfig, tableConfigByName, tableStatus, serverStatus, serverConfig, dbConfig, jobs }
 // tableConfig and tableStatus are read with identifierFormat 'uuid'; tableConfigByName, serverStatus and jobs with names.
 export function normalizeSystemTables(raw) {
@@ -133,6 +135,16 @@ export function findServer(cluster, ref) {
   return cluster.servers.find((s) => s.id === ref)
     ?? cluster.servers.find((s) => s.name === ref && s.connected)
     ?? cluster.servers.find((s) => s.name === ref) ?? null;
+}
+
+// The server a reference names, or SERVER_NOT_FOUND listing the known ones.
+export function resolveServer(cluster, ref) {
+  const server = findServer(cluster, ref);
+  if (!server) {
+    const known = cluster.servers.map((s) => s.name).join(', ');
+    throw new AppError('SERVER_NOT_FOUND', `server "${ref}" is not in the cluster (known: ${known})`);
+  }
+  return server;
 }
 
 export function findTable(cluster, ref) {

@@ -11,34 +11,18 @@ import { AppError } from '../errors.js';
 import { findServerForPod } from '../cluster/cluster-model.js';
 import { createDeadline } from '../lib/clock.js';
 import {
-  decideHeartbeatRestore, decidePerfWarning, decidePerfWarningEnd, decidePoststart, decidePrestop,
+  MONITOR, OPERATOR, decideHeartbeatRestore, decidePerfWarning, decidePerfWarningEnd, decidePoststart, decidePrestop,
+  endableWarningSource, releasableDrain, warningSourceOf,
 } from '../policy/policy.js';
-import { createExecutor, resultOf } from './executor.js';
+import { resultOf } from './executor.js';
 
-export function createEvents({ store, actions, marks, operations, kube, config, clock, logger }) {
+// requester (POSTSTART, PERFWARNING and its end): who asks, { kind: 'pod' | 'operator' | 'monitor' } (policy.js);
+// a pod may undo only what it did itself. actor: who acted, for the audit trail.
+export function createEvents({
+  store, marks, operations, kube, executor, targets, config, clock, logger,
+}) {
   const log = logger.child({ module: 'events' });
-  const executor = createExecutor({ store, actions, marks, operations, config, clock, logger });
-
-  // The pod, or POD_NOT_FOUND; null when there is no Kubernetes API to ask.
-  async function existingPod(podName) {
-    if (!kube) return null;
-    return kube.getPod(podName).catch((err) => {
-      if (err.code === 'NOT_FOUND') throw new AppError('POD_NOT_FOUND', `pod "${podName}" does not exist in namespace ${config.kubernetes.namespace}`);
-      throw err;
-    });
-  }
-
-  // The pods' RethinkDB servers in one snapshot: by hostname (= pod name in a StatefulSet), canonical address,
-  // pod IP, or override. A server in an intent is { id, name, pod }.
-  async function serversForPods(podNames) {
-    const pods = await Promise.all(podNames.map(existingPod));
-    const cluster = await store.readCluster();
-    const targets = podNames.map((name, i) => {
-      const server = findServerForPod(cluster, { podName: name, podIp: pods[i]?.podIp ?? null, overrides: config.podServerOverrides });
-      return { pod: name, server: server ? { id: server.id, name: server.name, pod: name } : null };
-    });
-    return { cluster, targets };
-  }
+  const { existingPod, serversForPods } = targets;
 
   async function prestop({ pod, dryRun = false, deadlineSeconds, actor = hookActor('prestop', pod) }) {
     const { cluster, targets: [{ server }] } = await serversForPods([pod]);
@@ -60,34 +44,31 @@ export function createEvents({ store, actions, marks, operations, kube, config, 
   }
 
   // Answers at once with an operation; the work (join, decide, act) runs in the background.
-  // byPod: the pod itself called (not an operator); it may then release only a drain its own PRESTOP set.
   // A pod that does not exist is refused before any operation starts (each would poll for its join deadline).
-  async function poststart({ pod, actor = hookActor('poststart', pod), byPod = false }) {
+  async function poststart({ pod, actor = hookActor('poststart', pod), requester = OPERATOR }) {
     await existingPod(pod);
     const running = operations.list().find((op) => op.kind === 'poststart' && op.params.pod === pod && op.status === 'running');
     if (running) return { event: 'POSTSTART', pod, operation: running, repeated: true };
-    const op = operations.start('poststart', { pod }, (operation) => runPoststart(operation, { pod, actor, byPod }));
+    const op = operations.start('poststart', { pod }, (operation) => runPoststart(operation, { pod, actor, requester }));
     return { event: 'POSTSTART', pod, operation: op, repeated: false };
   }
 
-  async function runPoststart(op, { pod, actor, byPod }) {
+  // Decides on the read that found the server joined; the intents plan on it too.
+  async function runPoststart(op, { pod, actor, requester }) {
     const startedAt = clock.now();
     const step = (name) => { const s = { step: name, status: 'running', detail: null }; op.steps.push(s); return s; };
     const join = step('wait-for-join');
-    const server = await waitForJoin(pod);
+    const { server, cluster } = await waitForJoin(pod);
     join.status = 'done';
     join.detail = `${server.name} joined`;
-    const cluster = await store.readCluster();
-    const mark = await marks.getDraining(server.id);
-    // An operator's drain (release-server undoes it) outlives the pod's restarts; a PRESTOP's does not.
-    const draining = mark && (!byPod || mark.via === 'prestop') ? mark : null;
+    const draining = releasableDrain(requester, await marks.getDraining(server.id));
     const decision = decidePoststart(cluster, {
       serverId: server.id, wasDraining: Boolean(draining), giveBack: config.poststart.giveBack, demoted: draining?.demoted ?? [],
     });
     op.steps.push({ step: 'decide', status: 'done', detail: decision.reason, kind: decision.kind });
     log.info({ pod, server: server.name, kind: decision.kind, reason: decision.reason }, 'postStart decision');
     const act = step(decision.kind);
-    const result = poststartResult(await executor.run(decision.intents, { actor, pod: null }));
+    const result = poststartResult(await executor.run(decision.intents, { actor, pod: null, snapshot: cluster }));
     act.status = 'done';
     act.detail = result.outcome;
     return { event: 'POSTSTART', pod, server: server.name, decision: describe(decision), ...result, durationMs: clock.now() - startedAt };
@@ -107,33 +88,29 @@ export function createEvents({ store, actions, marks, operations, kube, config, 
     return { outcome: inner.report?.outcome ?? inner.status, operationId: inner.id, changes: inner.report?.changes ?? [], skipped: inner.report?.skipped ?? [], notDone: inner.report?.notDone ?? [] };
   }
 
+  // The joined server and the cluster it was found in.
   async function waitForJoin(pod) {
     const deadline = createDeadline(clock, config.deadlines.poststartJoinSeconds * 1000);
     for (;;) {
       const podInfo = kube ? await kube.getPod(pod).catch(() => null) : null;
       const cluster = await store.readCluster().catch(() => null);
       const server = cluster && findServerForPod(cluster, { podName: pod, podIp: podInfo?.podIp ?? null, overrides: config.podServerOverrides });
-      if (server) return server;
+      if (server) return { server, cluster };
       if (deadline.expired()) throw new AppError('DEADLINE_EXCEEDED', `no RethinkDB server for pod ${pod} joined within ${config.deadlines.poststartJoinSeconds} s`);
       await clock.sleep(config.waitPollIntervalMs);
     }
   }
 
-  // The pods a warning names: one pod, or every RethinkDB pod on a node.
-  async function podsOf({ pod, node }) {
-    if (pod) return [pod];
-    if (!kube) throw new AppError('KUBERNETES_UNAVAILABLE', 'no Kubernetes API is configured, so a node cannot be resolved to pods');
-    if (!(await kube.nodeExists(node))) throw new AppError('NODE_NOT_FOUND', `Kubernetes node "${node}" does not exist`);
-    return (await kube.listRethinkDbPodsOnNode(node)).map((p) => p.name);
-  }
-
-  // byPod: the pod itself raised it (source hook), so that it may withdraw it again, and only it.
+  // One pod, or every RethinkDB pod on a node. The warning's source says who raised it ('hook' for the pod itself),
+  // so that the pod (or the monitor) may withdraw it again, and only it.
   // Every server the warning names is marked first and demoted in one plan, so that no shard's primary is handed
   // to a server the same warning is about to demote (a node-wide warning makes one handover per shard).
-  async function perfwarning({ pod, node, durationSeconds = null, reason = null, source: given = 'operator', signal = null, actor = given, byPod = false }) {
-    const source = byPod ? 'hook' : given;
-    const { cluster, targets } = await serversForPods(await podsOf({ pod, node }));
-    const servers = targets.filter((t) => t.server).map((t) => t.server);
+  async function perfwarning({
+    pod, node, durationSeconds = null, reason = null, signal = null, actor = 'operator', requester = OPERATOR,
+  }) {
+    const source = warningSourceOf(requester);
+    const { cluster, targets: found } = pod ? await serversForPods([pod]) : await targets.serversOnNode(node);
+    const servers = found.filter((t) => t.server).map((t) => t.server);
     const decision = decidePerfWarning({
       durationSeconds, longSeconds: config.perfwarning.longSeconds, servers, node: node ?? null, reason, now: clock.now(), source, signal,
     });
@@ -141,9 +118,10 @@ export function createEvents({ store, actions, marks, operations, kube, config, 
     const done = await executor.run(decision.intents, { actor, pod: pod ?? null, snapshot: cluster });
     const demotion = resultOf(done, 'demote');
     const migrations = done.filter((d) => d.intent.type === 'migrate-replicas-off');
-    const results = targets.map((t) => {
+    const results = found.map((t) => {
       if (!t.server) return { pod: t.pod, server: null, outcome: 'nothing_to_do', reason: 'no connected RethinkDB server matches this pod' };
-      const migration = migrations.find((m) => m.intent.server.id === t.server.id)?.result ?? null;
+      const started = migrations.find((m) => m.intent.server.id === t.server.id)?.result.operation;
+      const migration = started ? { id: started.id, status: started.status } : null;
       return {
         pod: t.pod, server: t.server.name, outcome: demotion.outcome, demotion,
         migration, expiresAt: warning.expiresAt,
@@ -153,10 +131,10 @@ export function createEvents({ store, actions, marks, operations, kube, config, 
     return { event: 'PERFWARNING', target: pod ? { pod } : { node }, source, decision: describe(decision), pods: results };
   }
 
-  // Ends a warning now (DELETE, expiry, or the monitor) and restores primaries once the pod is healthy.
-  // byPod: the pod itself asks; it may end only a warning it raised. onlySource: end only a warning from it.
-  async function endPerfWarning({ pod, reason = 'perf warning withdrawn', actor = 'operator', onlySource: given = null, byPod = false }) {
-    const onlySource = byPod ? 'hook' : given;
+  // Ends a warning now (DELETE, expiry, or the monitor) and restores primaries once the pod is healthy. A pod or
+  // the monitor may end only a warning it raised.
+  async function endPerfWarning({ pod, reason = 'perf warning withdrawn', actor = 'operator', requester = OPERATOR }) {
+    const onlySource = endableWarningSource(requester);
     // The pod may be gone (the monitor clears warnings of vanished pods); the warning is found by pod name then.
     const { cluster, targets: [{ server }] } = await serversForPods([pod]).catch(async (err) => {
       if (err.code !== 'POD_NOT_FOUND') throw err;
@@ -218,8 +196,8 @@ export function createEvents({ store, actions, marks, operations, kube, config, 
 
   // The monitor's raise and clear: a hot-spot held long enough is a warning of unknown duration from the
   // monitor; its clearing ends only a warning the monitor raised.
-  const raiseFromMonitor = ({ pod, signal, reason }) => perfwarning({ pod, source: 'monitor', signal, reason: `monitor: ${reason}`, actor: MONITOR_ACTOR });
-  const clearFromMonitor = ({ pod, reason }) => endPerfWarning({ pod, reason: `monitor: hot-spot ended, ${reason}`, actor: MONITOR_ACTOR, onlySource: 'monitor' });
+  const raiseFromMonitor = ({ pod, signal, reason }) => perfwarning({ pod, requester: MONITOR, signal, reason: `monitor: ${reason}`, actor: MONITOR_ACTOR });
+  const clearFromMonitor = ({ pod, reason }) => endPerfWarning({ pod, reason: `monitor: hot-spot ended, ${reason}`, actor: MONITOR_ACTOR, requester: MONITOR });
 
   return {
     prestop, poststart, perfwarning, endPerfWarning, expireDue, restoreHeartbeatDue, raiseFromMonitor, clearFromMonitor,
@@ -230,7 +208,7 @@ export function createEvents({ store, actions, marks, operations, kube, config, 
 
 // A decision as callers see it: the reason and the actions it leads to (the intents that act on the cluster,
 // not those that only move marks or the manager's connection), without the intents' internals.
-const BOOKKEEPING = new Set(['move-connection', 'mark-perf-warning', 'release', 'clear-perf-warning', 'await-health', 'end-departure']);
+const BOOKKEEPING = new Set(['move-connection', 'mark-draining', 'mark-perf-warning', 'release', 'clear-perf-warning', 'await-health', 'end-departure']);
 
 function describe(decision) {
   const { intents, ...rest } = decision;

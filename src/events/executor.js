@@ -1,14 +1,22 @@
-// Runs the intents the policy returns, in order, through the actions, and writes the server marks that events
-// set (draining by PRESTOP, perf warnings, restores waiting for a healthy server, what each demotion took).
-// Each intent is a plain object with a `type`; its result is returned next to it, so the caller reports both.
+// Runs the intents the policy returns, in order, through the actions, and is the only writer of the marks on
+// servers (draining, perf warnings, restores waiting for a healthy server, what each demotion took, departures),
+// for the events and the operator's commands alike. Each intent is a plain object with a `type`; its result is
+// returned next to it, so the caller reports both.
 
+import { describeActor } from '../audit/actor.js';
 import { AppError } from '../errors.js';
 import { createDeadline } from '../lib/clock.js';
 import { unreadyReplicasOf } from '../planner/eligibility.js';
 import { decideHeartbeatLowering } from '../policy/policy.js';
 
-// context: { actor, pod, dryRun, deadlineSeconds, snapshot } for every intent of one event; snapshot is the
-// cluster the decision was made on, which the first action plans on instead of reading it again.
+// The intents that reconfigure tables: the snapshot a decision was made on is stale after one of them.
+const RECONFIGURES = new Set(['demote', 'rebalance-primaries', 'migrate-replicas-off', 'add-server', 'replace-server']);
+// The intents a dry run runs (the actions plan and change nothing); it skips the others, which write.
+const DRY_RUN = new Set(['move-connection', 'demote', 'rebalance-primaries', 'migrate-replicas-off']);
+
+// context: { actor, pod, dryRun, deadlineSeconds, snapshot } for every intent of one decision; snapshot is the
+// cluster the decision was made on. An action plans on it instead of reading the cluster again, as long as no
+// intent before it has reconfigured a table (steps see it as `snapshot`, null then); `decided` is always it.
 export function createExecutor({ store, actions, marks, operations, config, clock, logger }) {
   const log = logger.child({ module: 'executor' });
 
@@ -21,26 +29,34 @@ export function createExecutor({ store, actions, marks, operations, config, cloc
       if (moved.moved) log.info({ from: moved.from, to: moved.to }, 'connection moved off a server about to be drained');
       return moved;
     },
+    // origin: { kind: 'prestop' | 'operator' }; the mark keeps it with who asked.
+    async 'mark-draining'({ servers, origin, reason }, { actor }) {
+      for (const s of servers) {
+        await marks.markDraining(s.id, { reason, origin: { ...origin, by: actor ? describeActor(actor) : null }, serverName: s.name, pod: s.pod });
+      }
+      return { marked: servers.map((s) => s.name) };
+    },
     async 'mark-perf-warning'({ servers, warning }) {
       // A new warning also cancels a restore that was waiting to give the server its primaries back.
       for (const s of servers) await marks.setPerfWarning(s.id, warning, { serverName: s.name, pod: s.pod });
       return { marked: servers.map((s) => s.name) };
     },
-    // One plan for every server named; what each lost is kept with its mark so that it can be given back.
-    async demote({ servers, node = null, mark, reason }, { actor, dryRun, deadlineSeconds, snapshot }) {
+    // One plan for every server named; what each lost is kept with its mark ('draining' or 'perfwarning') so
+    // that it can be given back.
+    async demote({ servers, node = null, pods = null, mark, reason }, { actor, dryRun, deadlineSeconds, snapshot }) {
       const report = await actions.movePrimariesFromServers({
-        servers: servers.map((s) => s.id), node, dryRun, deadlineSeconds, reason, actor, mark: mark.kind === 'draining', via: mark.via, snapshot,
+        servers: servers.map((s) => s.id), node, pods, dryRun, deadlineSeconds, reason, actor, snapshot,
       });
       if (!dryRun) {
-        for (const s of servers) await marks.noteDemoted(s.id, mark.kind, report.changes.filter((c) => c.from === s.name));
+        for (const s of servers) await marks.noteDemoted(s.id, mark, report.changes.filter((c) => c.from === s.name));
       }
       return report;
     },
     // Marks the departure first, so that a manager restarted after the write still restores the heartbeat.
     // A failure is reported, not thrown: the demotion before it is what the PRESTOP is for.
-    async 'lower-heartbeat'({ server, seconds, windowSeconds }, { snapshot }) {
+    async 'lower-heartbeat'({ server, seconds, windowSeconds }, { decided }) {
       try {
-        const current = (snapshot ?? await store.readCluster()).heartbeatTimeoutSecs;
+        const current = (decided ?? await store.readCluster()).heartbeatTimeoutSecs;
         const plan = decideHeartbeatLowering({ current, departures: await marks.departures(), seconds, windowSeconds, now: clock.now() });
         if (!plan.departure) return { lowered: false, reason: plan.reason };
         await marks.setDeparture(server.id, plan.departure, { serverName: server.name, pod: server.pod });
@@ -61,13 +77,15 @@ export function createExecutor({ store, actions, marks, operations, config, cloc
       for (const id of servers) await marks.clearDeparture(id);
       return { ended: servers };
     },
-    async 'migrate-replicas-off'({ server, reason }, { actor }) {
-      const started = await actions.migrateReplicasOff({ server: server.id, reason, actor, mark: false });
-      return { id: started.operation.id, status: started.operation.status };
+    // The action's answer: the operation started, or with dryRun the plan.
+    async 'migrate-replicas-off'({ server, reason }, { actor, dryRun, deadlineSeconds, snapshot }) {
+      return actions.migrateReplicasOff({ server: server.id, reason, actor, dryRun, deadlineSeconds, snapshot });
     },
+    // released: those that were draining.
     async release({ servers }) {
-      for (const id of servers) await marks.release(id);
-      return { released: servers };
+      const released = [];
+      for (const id of servers) if (await marks.release(id)) released.push(id);
+      return { released };
     },
     async 'clear-perf-warning'({ server }) {
       return { cleared: await marks.clearPerfWarning(server.id) };
@@ -77,45 +95,57 @@ export function createExecutor({ store, actions, marks, operations, config, cloc
       await marks.setRestore(server.id, { warning, reason, actor }, { serverName: server.name, pod });
       return { waiting: true };
     },
-    async 'wait-for-replicas-ready'({ server }) {
-      return { ready: await waitForReplicasReady(server.id) };
+    // Ready on the snapshot, or on the first read that shows it, which the next intents plan on.
+    async 'wait-for-replicas-ready'({ server }, { snapshot, observe }) {
+      return { ready: await waitForReplicasReady(server.id, snapshot, observe) };
     },
     // prefer: shards to give back ([{ tableId, shard }]), e.g. what the server held before it was demoted.
     // byLoad: level with the least busy shards rather than give back `prefer`.
-    async 'rebalance-primaries'({ server = null, prefer = [], byLoad = false, reason, clearsRestore = false }, { actor, pod, snapshot }) {
+    async 'rebalance-primaries'({ server = null, prefer = [], byLoad = false, reason, clearsRestore = false }, {
+      actor, pod, dryRun, deadlineSeconds, snapshot,
+    }) {
       if (clearsRestore) await marks.clearRestore(server.id);
-      return actions.rebalancePrimaries({ reason, actor, pod, prefer: prefer.map((d) => ({ ...d, serverId: server.id })), byLoad, snapshot });
+      return actions.rebalancePrimaries({
+        reason, actor, pod, dryRun, deadlineSeconds, prefer: prefer.map((d) => ({ ...d, serverId: server.id })), byLoad, snapshot,
+      });
     },
-    async 'add-server'({ server, reason, clearsRestore = false, wait = true }, { actor }) {
+    async 'add-server'({ server, reason, clearsRestore = false, wait = true }, { actor, snapshot }) {
       if (clearsRestore) await marks.clearRestore(server.id);
-      const started = await actions.addServer({ server: server.id, reason, actor });
+      const started = await actions.addServer({ server: server.id, reason, actor, snapshot });
       return wait ? operations.wait(started.operation.id) : { id: started.operation.id, status: started.operation.status };
     },
-    async 'replace-server'({ lost, server, reason }, { actor }) {
-      const started = await actions.replaceServer({ lost, server: server.id, reason, actor });
+    async 'replace-server'({ lost, server, reason }, { actor, snapshot }) {
+      const started = await actions.replaceServer({ lost, server: server.id, reason, actor, snapshot });
       return operations.wait(started.operation.id);
     },
   };
 
-  async function waitForReplicasReady(serverId) {
+  async function waitForReplicasReady(serverId, snapshot, observe) {
     const deadline = createDeadline(clock, config.deadlines.migrationSeconds * 1000);
+    let cluster = snapshot ?? await store.readCluster();
     for (;;) {
-      const cluster = await store.readCluster();
-      if (unreadyReplicasOf(cluster, serverId).length === 0) return true;
+      if (unreadyReplicasOf(cluster, serverId).length === 0) {
+        observe(cluster);
+        return true;
+      }
       if (deadline.expired()) return false;
       await clock.sleep(config.waitPollIntervalMs);
+      cluster = await store.readCluster();
     }
   }
 
   // Runs the intents in order and returns [{ intent, result }]. A failing intent stops the rest (its error
-  // propagates); dry runs skip every intent that would change a mark.
-  async function run(intents, context) {
+  // propagates); a dry run runs only the intents that can plan without changing anything.
+  async function run(intents, { snapshot = null, ...context }) {
     const done = [];
+    const read = { decided: snapshot, current: snapshot };
+    const observe = (cluster) => { read.current = cluster; };
     for (const intent of intents) {
       const step = steps[intent.type];
       if (!step) throw new AppError('INTERNAL', `no executor step for intent ${intent.type}`);
-      if (context.dryRun && !['demote', 'move-connection'].includes(intent.type)) continue;
-      done.push({ intent, result: await step(intent, context) });
+      if (context.dryRun && !DRY_RUN.has(intent.type)) continue;
+      done.push({ intent, result: await step(intent, { ...context, snapshot: read.current, decided: read.decided, observe }) });
+      if (!context.dryRun && RECONFIGURES.has(intent.type)) read.current = null;
     }
     return done;
   }

@@ -6,6 +6,42 @@
 import { backoffMs } from '../lib/retry.js';
 import { createView, isSettling, unreadyReplicasOf } from '../planner/eligibility.js';
 
+// Who asks, as a structured value: { kind: 'pod', pod } (a pod acting for itself, through its hooks),
+// { kind: 'operator' } or { kind: 'monitor' }. A pod or the monitor may undo only what it did itself.
+export const OPERATOR = Object.freeze({ kind: 'operator' });
+export const MONITOR = Object.freeze({ kind: 'monitor' });
+
+// The source a warning raised by the requester is marked with ('hook' for a pod).
+export function warningSourceOf(requester) {
+  return { pod: 'hook', operator: 'operator', monitor: 'monitor' }[requester.kind];
+}
+
+// The only source of warnings the requester may end (null: any, for an operator).
+export function endableWarningSource(requester) {
+  return requester.kind === 'operator' ? null : warningSourceOf(requester);
+}
+
+// The draining mark a POSTSTART releases: an operator's drain (release-server undoes it) outlives the pod's
+// restarts, so the pod itself releases only one its own PRESTOP set. (A mark written before origins were
+// structured says so in `via`.)
+export function releasableDrain(requester, mark) {
+  if (!mark) return null;
+  const origin = mark.origin?.kind ?? (mark.via === 'prestop' ? 'prestop' : 'operator');
+  return requester.kind !== 'pod' || origin === 'prestop' ? mark : null;
+}
+
+// Draining servers, whoever asks: the manager's own connection leaves them, they are marked draining (origin:
+// { kind: 'prestop' } when the pod is stopping, { kind: 'operator' } when an operator asked; a pod's own POSTSTART
+// may undo only the former), and their primaries are demoted in one plan, what each lost kept with its mark.
+// node, pods: the node they share and its pods, when that is why they are named together.
+function drainIntents({ servers, origin, reason, node = null, pods = null }) {
+  return [
+    { type: 'move-connection', servers },
+    { type: 'mark-draining', servers, origin, reason },
+    { type: 'demote', servers, node, pods, mark: 'draining', reason },
+  ];
+}
+
 // PRESTOP: the pod is about to stop; demote every primary on its server (paper III, IV-B2).
 // heartbeat: { seconds, windowSeconds } (PRESTOP_HEARTBEAT_*): also lower the cluster's heartbeat timeout until
 // the server has left (seconds 0: off); see decideHeartbeatLowering.
@@ -18,9 +54,39 @@ export function decidePrestop({ pod, server, heartbeat = { seconds: 0 } }) {
     action: 'move-primaries-from-server',
     reason,
     intents: [
-      { type: 'move-connection', servers: [server] },
-      { type: 'demote', servers: [server], mark: { kind: 'draining', via: 'prestop' }, reason },
+      ...drainIntents({ servers: [server], origin: { kind: 'prestop' }, reason }),
       ...(heartbeat.seconds > 0 ? [{ type: 'lower-heartbeat', server, seconds: heartbeat.seconds, windowSeconds: heartbeat.windowSeconds }] : []),
+    ],
+  };
+}
+
+// The operator's drain (move-primaries-from-server, move-primaries-from-node): the servers stay draining until
+// release-server, whatever their pods do. reason: the operator's, else the action's name.
+export function decideOperatorDrain({ servers, node = null, pods = null, reason = null }) {
+  const action = node ? 'move-primaries-from-node' : 'move-primaries-from-server';
+  return { action, intents: drainIntents({ servers, node, pods, origin: { kind: 'operator' }, reason: reason ?? action }) };
+}
+
+// release-server: the draining mark goes, then (unless rebalance is false) primaries are evened out, which gives
+// the released server its share.
+export function decideRelease({ server, rebalance = true, reason = null }) {
+  return {
+    action: 'release-server',
+    intents: [
+      { type: 'release', servers: [server.id] },
+      ...(rebalance ? [{ type: 'rebalance-primaries', reason: reason ?? `release ${server.name}` }] : []),
+    ],
+  };
+}
+
+// migrate-replicas-off asked by an operator: the server is marked draining (no replica comes back, no primary goes
+// there), then its replicas move off one at a time.
+export function decideMigrateReplicasOff({ server, reason = null }) {
+  return {
+    action: 'migrate-replicas-off',
+    intents: [
+      { type: 'mark-draining', servers: [server], origin: { kind: 'operator' }, reason: reason ?? 'migrate-replicas-off' },
+      { type: 'migrate-replicas-off', server, reason },
     ],
   };
 }
@@ -155,7 +221,7 @@ export function decidePerfWarning({
   const intents = servers.length === 0 ? [] : [
     { type: 'mark-perf-warning', servers, warning },
     { type: 'move-connection', servers },
-    { type: 'demote', servers, node, mark: { kind: 'perfwarning' }, reason: why },
+    { type: 'demote', servers, node, mark: 'perfwarning', reason: why },
     ...(long ? servers.map((server) => ({ type: 'migrate-replicas-off', server, reason: why })) : []),
   ];
   return { long, reason, warning, intents };

@@ -5,7 +5,7 @@
 
 import { Router } from 'express';
 import { callerActor, hookActor } from '../audit/actor.js';
-import { actsAsPod } from '../auth/access-policy.js';
+import { requesterOf } from '../auth/access-policy.js';
 import { AppError } from '../errors.js';
 import { withinMs } from '../lib/clock.js';
 import { fields, mountRoute, objectSchema } from './validation.js';
@@ -80,18 +80,18 @@ export function createHookRoutes({ events, work, prestopDeadlineSeconds }) {
   });
 
   mountRoute(router, HOOK_ROUTES.poststart, async ({ query, identity }, res) => {
-    const result = await work.track(() => events.poststart({ pod: query.pod, actor: hookActor('poststart', query.pod, callerActor(identity)), byPod: actsAsPod(identity) }));
+    const result = await work.track(() => events.poststart({ pod: query.pod, actor: hookActor('poststart', query.pod, callerActor(identity)), requester: requesterOf(identity) }));
     const operation = withHref(result.operation);
     res.status(202).location(operation.href).json({ ...result, operation });
   });
 
   mountRoute(router, HOOK_ROUTES.perfwarning, async ({ body, identity }, res) => {
-    const result = await work.track(() => events.perfwarning({ ...body, actor: callerActor(identity), byPod: actsAsPod(identity) }));
+    const result = await work.track(() => events.perfwarning({ ...body, actor: callerActor(identity), requester: requesterOf(identity) }));
     res.status(200).json({ ...result, pods: result.pods.map((p) => (p.migration ? { ...p, migration: withHref(p.migration) } : p)) });
   });
 
   mountRoute(router, HOOK_ROUTES.endPerfWarning, async ({ query, identity }, res) => {
-    const result = await work.track(() => events.endPerfWarning({ pod: query.pod, reason: 'perf warning withdrawn (DELETE)', actor: callerActor(identity), byPod: actsAsPod(identity) }));
+    const result = await work.track(() => events.endPerfWarning({ pod: query.pod, reason: 'perf warning withdrawn (DELETE)', actor: callerActor(identity), requester: requesterOf(identity) }));
     if (!result.ended) throw new AppError('NOT_FOUND', result.reason);
     const restore = result.restore.operation ? { ...result.restore, operation: withHref(result.restore.operation) } : result.restore;
     res.status(200).json({ ...result, restore });

@@ -6,8 +6,9 @@
 export const NO_MARKS = Object.freeze({ draining: null, perfwarning: null, restore: null, migration: null, departing: null });
 
 // A drain already under way keeps its first reason, time and origin (a repeat PRESTOP changes nothing).
-export function startDraining(marks, { reason, since, by = null, via = 'action' }) {
-  return marks.draining ? marks : { ...marks, draining: { reason, since, by, via } };
+// origin: what drained it and who asked, { kind: 'prestop' | 'operator', by }.
+export function startDraining(marks, { reason, since, origin }) {
+  return marks.draining ? marks : { ...marks, draining: { reason, since, origin } };
 }
 
 export function release(marks) {

@@ -12,7 +12,8 @@ import { retryUntilDone } from '../lib/retry.js';
 
 const transient = (err) => err?.statusCode === 503;
 
-export async function reconcileState({ kube, store, marks, actions, operations, clock, logger, retry }) {
+// Marks change through the executor, as everywhere; the migration records are the actions' own journal.
+export async function reconcileState({ kube, store, marks, actions, executor, operations, clock, logger, retry }) {
   const log = logger.child({ module: 'reconcile' });
   const at = new Date(clock.now()).toISOString();
   if (!kube?.listRethinkDbPods) return { at, source: 'none', note: 'no Kubernetes API: state is kept in memory only', loaded: [], released: [], resumed: [] };
@@ -20,20 +21,22 @@ export async function reconcileState({ kube, store, marks, actions, operations, 
   const cluster = await store.readCluster();
   const { loaded, unreadable } = marks.load(pods);
   const present = new Set(cluster.servers.map((s) => s.id));
-  const released = [];
-  for (const mark of await marks.list()) {
-    if (!present.has(mark.serverId)) {
-      await marks.release(mark.serverId);
-      released.push({ server: mark.serverName, pod: mark.pod, reason: 'its server is no longer in the cluster' });
-    }
-  }
+  const gone = (await marks.list()).filter((mark) => !present.has(mark.serverId));
+  if (gone.length > 0) await executor.run([{ type: 'release', servers: gone.map((mark) => mark.serverId) }], { actor: managerActor('reconcile'), pod: null });
+  const released = gone.map((mark) => ({ server: mark.serverName, pod: mark.pod, reason: 'its server is no longer in the cluster' }));
   const resumed = [];
+  // The migrations are planned on the cluster read above, until a half-done move had to be finished first or an
+  // attempt failed: from then on each reads it again.
+  const read = { cluster };
   for (const m of await marks.migrations()) {
     // Shared by the attempts: a half-done move finished by one attempt is not finished again by the next.
     const progress = { finished: null };
-    resumed.push(await retryUntilDone(() => resumeMigration(m, progress, { marks, actions, operations }), {
+    resumed.push(await retryUntilDone(() => resumeMigration(m, progress, read, { marks, actions, operations }), {
       clock, ...retry, retryable: transient,
-      onFailure: (err, { attempt, delayMs }) => log.warn({ server: m.serverName, err: err.message, attempt, retryInMs: delayMs }, 'migration not resumed yet; retrying'),
+      onFailure: (err, { attempt, delayMs }) => {
+        read.cluster = null;
+        log.warn({ server: m.serverName, err: err.message, attempt, retryInMs: delayMs }, 'migration not resumed yet; retrying');
+      },
     }).catch(async (err) => {
       await marks.clearMigration(m.serverId);
       return { server: m.serverName, action: m.action, previousOperation: m.operationId, outcome: 'not resumed', reason: err.message };
@@ -44,18 +47,24 @@ export async function reconcileState({ kube, store, marks, actions, operations, 
   return result;
 }
 
-async function resumeMigration(m, progress, { marks, actions, operations }) {
+async function resumeMigration(m, progress, read, { marks, actions, operations }) {
   if (m.version !== MIGRATION_VERSION || !m.intent) {
     await marks.clearMigration(m.serverId);
     return { server: m.serverName, action: m.action, outcome: 'dropped', reason: `a migration record of version ${m.version ?? 'none'}, not ${MIGRATION_VERSION}` };
   }
   if (m.inFlight && !progress.finished) {
-    const { operation } = await actions.finishMove({ move: m.inFlight, reason: 'finish the move a stopped manager left half-done', actor: managerActor('reconcile') });
+    const { operation } = await actions.finishMove({
+      move: m.inFlight, reason: 'finish the move a stopped manager left half-done', actor: managerActor('reconcile'), snapshot: read.cluster,
+    });
+    // eslint-disable-next-line no-param-reassign
+    read.cluster = null;
     // eslint-disable-next-line no-param-reassign
     progress.finished = await operations.wait(operation.id);
   }
   const { finished } = progress;
-  const started = await actions.restartMigration(m, { reason: `resumed after a manager restart (was operation ${m.operationId})`, actor: managerActor('reconcile') });
+  const started = await actions.restartMigration(m, {
+    reason: `resumed after a manager restart (was operation ${m.operationId})`, actor: managerActor('reconcile'), snapshot: read.cluster,
+  });
   return {
     server: m.serverName, action: m.action, previousOperation: m.operationId, operation: started.operation.id, outcome: 'resumed',
     halfDoneMove: finished ? { operation: finished.id, status: finished.status } : null,

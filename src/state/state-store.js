@@ -1,9 +1,10 @@
 // The manager's state that must survive a restart of the manager: which servers are draining, which pods have
-// an active perf warning, which ended warnings still wait to give their primaries back, and which data
-// migrations are in flight, and which departing servers the heartbeat timeout is lowered for. It is the one owner of these marks: every change is a pure transition
-// (./mark-transitions.js) applied here. Reads come from memory; every change is written through to an
-// annotation on the pod concerned (when there is a Kubernetes port), and load() reads them back at start-up.
-// A pod that is gone takes its annotations with it.
+// an active perf warning, which ended warnings still wait to give their primaries back, which departing servers
+// the heartbeat timeout is lowered for, and which data migrations are in flight. It holds these marks and applies
+// every change as a pure transition (./mark-transitions.js); the events' executor is the only writer of the
+// marks, the actions only of their own migration records. Reads come from memory; every change is written
+// through to an annotation on the pod concerned (when there is a Kubernetes port), and load() reads them back at
+// start-up. A pod that is gone takes its annotations with it.
 
 import {
   NO_MARKS, awaitHealth, clearMigration, depart, departed, endWarning, keepsOff, noteDemoted, release, restored, setMigration,
@@ -104,16 +105,14 @@ export function createStateStore({ kube = null, clock, logger }) {
   };
 
   return {
-    // by: who asked; via: why ('prestop' may be undone by the pod's own POSTSTART, an operator's 'action' may not).
-    async markDraining(serverId, { reason, serverName, pod, by = null, via = 'action' }) {
-      return apply(serverId, (m) => startDraining(m, { reason, since: new Date(clock.now()).toISOString(), by, via }), { serverName, pod }).draining;
+    async markDraining(serverId, { reason, origin, serverName, pod }) {
+      return apply(serverId, (m) => startDraining(m, { reason, since: new Date(clock.now()).toISOString(), origin }), { serverName, pod }).draining;
     },
     async release(serverId) {
       const had = Boolean(marksOf(serverId).draining);
       if (had) apply(serverId, release);
       return had;
     },
-    isDraining: async (serverId) => Boolean(marksOf(serverId).draining),
     async noteDemoted(serverId, kind, changes) {
       if (entries.has(serverId)) apply(serverId, (m) => noteDemoted(m, kind, changes));
     },

@@ -3,7 +3,9 @@
 import request from 'supertest';
 import { createSandboxCluster } from '../../src/sandbox/sandbox-cluster.js';
 import { createSandboxKube } from '../../src/sandbox/sandbox-kube.js';
-import { createSandboxHarness, createVirtualClock, primaryMap } from '../helpers/harness.js';
+import {
+  createSandboxHarness, createVirtualClock, primaryMap, readCounter,
+} from '../helpers/harness.js';
 
 const INITIAL = ['rethinkdb_0', 'rethinkdb_1', 'rethinkdb_2', 'rethinkdb_3'];
 const json = (req, body) => req.set('content-type', 'application/json').send(JSON.stringify(body));
@@ -304,6 +306,18 @@ async function managerMidMigration() {
   return { first, release };
 }
 
+// A manager whose pod rethinkdb-1 carries the migration record recordFor(its server's id) returns, and a second
+// manager over the same cluster and pods (not reconciled yet).
+async function restartWithMigrationOnRethinkdb1(recordFor, options = {}) {
+  const first = createSandboxHarness();
+  const id1 = (await first.store.readCluster()).servers.find((s) => s.name === 'rethinkdb_1').id;
+  await first.kube.annotatePod('rethinkdb-1', {
+    'rethinkdb-manager.io/migration': JSON.stringify({ serverId: id1, serverName: 'rethinkdb_1', ...recordFor(id1) }),
+  });
+  const second = createSandboxHarness({ clock: first.clock, existing: { model: first.model, kube: first.kube }, ...options });
+  return { first, second };
+}
+
 describe('state that survives the manager', () => {
   test('when the manager restarts in the middle of a long hot-spot migration, then the new one reloads the marks from the pods and finishes the migration', async () => {
     const { first, release } = await managerMidMigration();
@@ -351,18 +365,45 @@ describe('state that survives the manager', () => {
   });
 
   test('when a pod carries a migration record without a version (raw call arguments), then it is dropped with the reason, not replayed', async () => {
-    const first = createSandboxHarness();
-    const cluster = await first.store.readCluster();
-    const id1 = cluster.servers.find((s) => s.name === 'rethinkdb_1').id;
-    await first.kube.annotatePod('rethinkdb-1', {
-      'rethinkdb-manager.io/migration': JSON.stringify({ serverId: id1, serverName: 'rethinkdb_1', action: 'migrate-replicas-off', params: { server: 'rethinkdb_1' } }),
-    });
-    const second = createSandboxHarness({ clock: first.clock, existing: { model: first.model, kube: first.kube } });
+    const { second } = await restartWithMigrationOnRethinkdb1(() => ({ action: 'migrate-replicas-off', params: { server: 'rethinkdb_1' } }));
     const reconciled = await second.reconcile();
     expect(reconciled.resumed).toEqual([expect.objectContaining({ server: 'rethinkdb_1', outcome: 'dropped', reason: expect.stringMatching(/version none, not 1/) })]);
     expect(second.operations.list()).toEqual([]);
     await second.marks.flush();
     expect((await second.kube.getPod('rethinkdb-1')).annotations).toEqual({});
+  });
+
+  test('when a restarted manager finds a draining mark whose server has left the cluster, then it releases the mark and its annotation', async () => {
+    const first = createSandboxHarness();
+    first.model.addServer({ name: 'rethinkdb_4', hostname: 'rethinkdb-4' });
+    const res = await json(request(first.app).post('/v1/actions/migrate-replicas-off'), { server: 'rethinkdb_3' });
+    expect(res.status).toBe(202);
+    await settle(first);
+    expect(await replicasOf(first, 'rethinkdb_3')).toEqual([]);
+    // Holding nothing, a stopped server is no longer listed by RethinkDB.
+    first.model.crashServer('rethinkdb_3', { mode: 'kill' });
+    await first.marks.flush();
+    expect(Object.keys((await first.kube.getPod('rethinkdb-3')).annotations)).toEqual(['rethinkdb-manager.io/draining']);
+
+    const second = createSandboxHarness({ clock: first.clock, existing: { model: first.model, kube: first.kube } });
+    const reconciled = await second.reconcile();
+    expect(reconciled.released).toEqual([{ server: 'rethinkdb_3', pod: 'rethinkdb-3', reason: 'its server is no longer in the cluster' }]);
+    expect(await second.marks.list()).toEqual([]);
+    await second.marks.flush();
+    expect((await second.kube.getPod('rethinkdb-3')).annotations).toEqual({});
+  });
+
+  test('when a restarted manager resumes a migration, then it plans on the cluster it read to reconcile and reads it again only under the table lock', async () => {
+    const { reads, wrapSource } = readCounter();
+    const { first, second } = await restartWithMigrationOnRethinkdb1((id1) => ({
+      version: 1, action: 'migrate-replicas-off', intent: { type: 'migrate-replicas-off', serverId: id1 }, operationId: 'gone', reason: null, inFlight: null,
+    }), { wrapSource });
+    const before = await replicasOf(first, 'rethinkdb_1');
+    const reconciled = await second.reconcile();
+    expect(reconciled.resumed).toEqual([expect.objectContaining({ server: 'rethinkdb_1', outcome: 'resumed' })]);
+    await settle(second);
+    expect(reads.beforeWrite).toBe(2);
+    expect((await replicasOf(second, 'rethinkdb_1')).length).toBeLessThan(before.length);
   });
 
   test('when reconciling fails twice at start-up, then it is retried until it succeeds: until then no work and /readyz 503, then the state is loaded and the migration resumed', async () => {

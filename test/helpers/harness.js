@@ -56,3 +56,17 @@ export async function waitForOperation(app, href, { tries = 500 } = {}) {
   }
   throw new Error(`operation ${href} still running`);
 }
+
+// A source wrapper that counts the reads of the system tables (each passed through `transform`), and notes how
+// many had been made when the first table_config write came. reads.reset() starts counting again.
+export function readCounter(transform = (raw) => raw) {
+  const reads = {
+    count: 0, beforeWrite: null, reset() { reads.count = 0; reads.beforeWrite = null; },
+  };
+  const wrapSource = (source) => ({
+    ...source,
+    readSystemTables: async () => { reads.count += 1; return transform(await source.readSystemTables()); },
+    updateTableShards: async (...args) => { reads.beforeWrite ??= reads.count; return source.updateTableShards(...args); },
+  });
+  return { reads, wrapSource };
+}

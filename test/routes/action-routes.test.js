@@ -119,3 +119,32 @@ describe('POST /v1/actions/rebalance-primaries and release-server', () => {
     expect(await primaryMap(h.store)).toEqual(['rethinkdb_0', 'rethinkdb_1', 'rethinkdb_2', 'rethinkdb_3']);
   });
 });
+
+describe('draining marks set by operator actions', () => {
+  test('when an operator drains a server, then its mark records an operator origin and who asked; release-server removes it', async () => {
+    const h = createSandboxHarness();
+    await post(h.app, '/v1/actions/move-primaries-from-server', { server: 'rethinkdb_1', reason: 'disk' });
+    expect(await h.marks.list()).toEqual([expect.objectContaining({ serverName: 'rethinkdb_1', reason: 'disk', origin: { kind: 'operator', by: 'anonymous' } })]);
+    const released = await post(h.app, '/v1/actions/release-server', { server: 'rethinkdb_1', rebalance: false });
+    expect(released.body).toMatchObject({ wasDraining: true, rebalance: null, outcome: 'completed' });
+    expect(await h.marks.list()).toEqual([]);
+  });
+
+  test('when release-server is a dry run, then the mark stays and the rebalance is only planned', async () => {
+    const h = createSandboxHarness();
+    await post(h.app, '/v1/actions/move-primaries-from-server', { server: 'rethinkdb_1' });
+    const res = await post(h.app, '/v1/actions/release-server?dryRun=true', { server: 'rethinkdb_1' });
+    expect(res.body).toMatchObject({ dryRun: true, wasDraining: true, rebalance: { outcome: 'planned' } });
+    expect((await h.marks.list()).map((m) => m.serverName)).toEqual(['rethinkdb_1']);
+  });
+
+  test('when migrate-replicas-off runs, then the server is marked draining; as a dry run, it is not', async () => {
+    const h = createSandboxHarness();
+    const planned = await post(h.app, '/v1/actions/migrate-replicas-off?dryRun=true', { server: 'rethinkdb_3' });
+    expect(planned.body).toMatchObject({ dryRun: true, outcome: 'planned' });
+    expect(await h.marks.list()).toEqual([]);
+    const started = await post(h.app, '/v1/actions/migrate-replicas-off', { server: 'rethinkdb_3' });
+    expect(started.status).toBe(202);
+    expect(await h.marks.list()).toEqual([expect.objectContaining({ serverName: 'rethinkdb_3', reason: 'migrate-replicas-off', origin: expect.objectContaining({ kind: 'operator' }) })]);
+  });
+});

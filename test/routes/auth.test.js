@@ -248,7 +248,7 @@ describe('Kubernetes service-account tokens (TokenReview)', () => {
 
   test('when an operator drained the pod\'s server, then the pod\'s own POSTSTART does not undo it (release-server does)', async () => {
     const m = await tokenReviewManager();
-    await m.actions.movePrimariesFromServer({ server: 'rethinkdb_2', actor: 'alice', reason: 'disk replacement' });
+    await m.commands.movePrimariesFromServer({ server: 'rethinkdb_2', actor: 'alice', reason: 'disk replacement' });
     const res = await request(m.app).post('/v1/hooks/poststart?pod=rethinkdb-2').set(bearer());
     expect(res.status).toBe(202);
     for (let i = 0; i < 100 && m.operations.list().some((op) => op.status === 'running'); i += 1) await new Promise((resolve) => { setTimeout(resolve, 10); });
@@ -259,7 +259,7 @@ describe('Kubernetes service-account tokens (TokenReview)', () => {
 
   test('when an operator raised a perf warning on the pod, then the pod cannot withdraw it; one it raised itself it can', async () => {
     const m = await tokenReviewManager();
-    await m.events.perfwarning({ pod: 'rethinkdb-2', durationSeconds: 3600, source: 'operator', actor: 'alice' });
+    await m.events.perfwarning({ pod: 'rethinkdb-2', durationSeconds: 3600, actor: 'alice' });
     const refused = await request(m.app).delete('/v1/hooks/perfwarning?pod=rethinkdb-2').set(bearer());
     expect(refused.status).toBe(404);
     expect(refused.body.message).toMatch(/no active perf warning from hook/);

@@ -1,6 +1,8 @@
 import request from 'supertest';
 import { AppError } from '../../src/errors.js';
-import { createSandboxHarness, primaryMap } from '../helpers/harness.js';
+import {
+  createSandboxHarness, primaryMap, readCounter, waitForOperation,
+} from '../helpers/harness.js';
 
 const prestop = (app, pod) => request(app).post(`/v1/hooks/prestop?pod=${pod}`);
 
@@ -181,14 +183,8 @@ describe('POST /v1/hooks/prestop', () => {
   });
 
   test('when a pod is about to stop, then the cluster is read once to decide and once more under the table lock before the write', async () => {
-    const reads = { count: 0, beforeWrite: null };
-    const h = createSandboxHarness({
-      wrapSource: (source) => ({
-        ...source,
-        readSystemTables: async () => { reads.count += 1; return source.readSystemTables(); },
-        updateTableShards: async (...args) => { reads.beforeWrite ??= reads.count; return source.updateTableShards(...args); },
-      }),
-    });
+    const { reads, wrapSource } = readCounter();
+    const h = createSandboxHarness({ wrapSource });
     const res = await prestop(h.app, 'rethinkdb-1');
     expect(res.body.report.changes).toHaveLength(1);
     expect(reads.beforeWrite).toBe(2);
@@ -225,5 +221,41 @@ describe('POST /v1/hooks/prestop', () => {
     const res = await prestop(h.app, 'rethinkdb-1');
     expect(res.status).toBe(503);
     expect(res.body.error).toBe('DATA_STORE_UNAVAILABLE');
+  });
+});
+
+describe('POST /v1/hooks/poststart', () => {
+  test('when a drained server returns, then the cluster is read once to decide (the read that saw it join) and once more under the table lock before the write', async () => {
+    const { reads, wrapSource } = readCounter();
+    const h = createSandboxHarness({ wrapSource });
+    await prestop(h.app, 'rethinkdb-1');
+    expect(await primaryMap(h.store)).not.toContain('rethinkdb_1');
+    reads.reset();
+    const res = await request(h.app).post('/v1/hooks/poststart?pod=rethinkdb-1');
+    const op = await waitForOperation(h.app, res.body.operation.href);
+    expect(op).toMatchObject({ status: 'succeeded', report: { decision: { kind: 'returning' }, changes: [expect.objectContaining({ shard: 1, to: 'rethinkdb_1' })] } });
+    expect(reads.beforeWrite).toBe(2);
+    expect(await primaryMap(h.store)).toEqual(['rethinkdb_0', 'rethinkdb_1', 'rethinkdb_2', 'rethinkdb_3']);
+  });
+
+  test('when the returning server\'s replicas are not ready at first, then it waits for them and plans on the read that shows them ready', async () => {
+    // While unreadyReads is above 0, each read shows rethinkdb_1's replicas backfilling.
+    let unreadyReads = 0;
+    const { reads, wrapSource } = readCounter((raw) => {
+      if (unreadyReads === 0) return raw;
+      unreadyReads -= 1;
+      const id = raw.serverStatus.find((x) => x.name === 'rethinkdb_1').id;
+      for (const t of raw.tableStatus) for (const sh of t.shards) for (const r of sh.replicas) if (r.server === id) r.state = 'backfilling';
+      return raw;
+    });
+    const h = createSandboxHarness({ wrapSource });
+    await prestop(h.app, 'rethinkdb-1');
+    reads.reset();
+    unreadyReads = 3;
+    const res = await request(h.app).post('/v1/hooks/poststart?pod=rethinkdb-1');
+    const op = await waitForOperation(h.app, res.body.operation.href);
+    expect(op).toMatchObject({ status: 'succeeded', report: { replicasReady: true, changes: [expect.objectContaining({ shard: 1, to: 'rethinkdb_1' })] } });
+    // The join (unready), two polls unready, one ready (planned on), one under the lock.
+    expect(reads.beforeWrite).toBe(5);
   });
 });

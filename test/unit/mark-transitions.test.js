@@ -4,7 +4,7 @@ import {
   NO_MARKS, awaitHealth, endWarning, keepsOff, noteDemoted, release, restored, startDraining, warn,
 } from '../../src/state/mark-transitions.js';
 
-const drain = { reason: 'pod stopping', since: '2026-11-21T12:00:00.000Z', by: 'hook:prestop:rethinkdb-1', via: 'prestop' };
+const drain = { reason: 'pod stopping', since: '2026-11-21T12:00:00.000Z', origin: { kind: 'prestop', by: 'hook:prestop:rethinkdb-1' } };
 const warning = { source: 'operator', long: false };
 const restore = { warning, reason: 'perf warning expired', actor: 'manager:expiry' };
 const change = (tableId, shard) => ({ tableId, shard, from: 'rethinkdb_1', to: 'rethinkdb_2' });
@@ -22,7 +22,7 @@ describe('mark transitions', () => {
 
   test('when a server already draining is drained again, then the first reason, time and origin stay', () => {
     const once = startDraining(NO_MARKS, drain);
-    expect(startDraining(once, { ...drain, reason: 'operator', via: 'action' })).toBe(once);
+    expect(startDraining(once, { ...drain, reason: 'operator', origin: { kind: 'operator', by: 'alice' } })).toBe(once);
     expect(release(once)).toEqual(NO_MARKS);
     expect(release(NO_MARKS)).toBe(NO_MARKS);
   });

@@ -2,7 +2,9 @@
 // backfilling servers.
 
 import fc from 'fast-check';
-import { createView, hasLiveMajority, votingReplicas } from '../../src/planner/eligibility.js';
+import {
+  createView, hasLiveMajority, isSettling, votingReplicas,
+} from '../../src/planner/eligibility.js';
 import { planMovePrimariesFromServers, planRebalancePrimaries } from '../../src/planner/primary-planner.js';
 import { finalizeReplica, planMigrateReplicasOff, stageReplica } from '../../src/planner/replica-planner.js';
 import { checkTransition } from '../../src/planner/safety.js';
@@ -109,6 +111,80 @@ describe('replica planner invariants', () => {
         expect(votingReplicas(next)).toHaveLength(votingReplicas(before).length);
         expect(votingReplicas(next)).toContain(next.primary);
       }
+    }), RUNS);
+  });
+});
+
+// One shard with random voters, nonvoting replicas, connectivity, replica states and acting primary (none, the
+// configured one, or another replica, as during an election or a handover).
+const settlingCase = fc.integer({ min: 1, max: 6 }).chain((count) => {
+  const ids = Array.from({ length: count }, (_, i) => `s${i}`);
+  return fc.record({
+    replicas: fc.shuffledSubarray(ids, { minLength: 1, maxLength: count }),
+    nonvotingMask: fc.array(fc.boolean(), { minLength: count, maxLength: count }),
+    connected: fc.array(fc.boolean(), { minLength: count, maxLength: count }),
+    states: fc.array(fc.constantFrom('ready', 'ready', 'backfilling', 'waiting_for_primary', 'transitioning', undefined), { minLength: count, maxLength: count }),
+    primaryPick: fc.nat(),
+    acting: fc.constantFrom('none', 'primary', 'other'),
+    otherPick: fc.nat(),
+  }).map((c) => {
+    const nonvoting = c.replicas.filter((_, k) => k > 0 && c.nonvotingMask[k]);
+    const voters = c.replicas.filter((id) => !nonvoting.includes(id));
+    const primary = voters[c.primaryPick % voters.length];
+    const other = c.replicas[c.otherPick % c.replicas.length];
+    const acting = { none: [], primary: [primary], other: [other] }[c.acting];
+    const states = Object.fromEntries(c.replicas.map((id, k) => [id, c.states[k]]).filter(([, state]) => state !== undefined));
+    const servers = ids.map((id, k) => ({ id, name: id, connected: c.connected[k] }));
+    return { servers, shard: { index: 0, primary, replicas: c.replicas, nonvoting, acting, states } };
+  });
+});
+
+describe('isSettling (work refused now may be possible in a moment)', () => {
+  const settling = ({ servers, shard }) => isSettling(createView({ servers, tables: [] }), shard);
+  const connectedIn = (servers) => new Set(servers.filter((s) => s.connected).map((s) => s.id));
+  const voters = (shard) => shard.replicas.filter((id) => !shard.nonvoting.includes(id));
+  const withState = (c, states, acting = c.shard.acting) => ({ ...c, shard: { ...c.shard, states, acting } });
+
+  test('when at most half the voters are connected, then the shard is not settling (no election can finish)', () => {
+    fc.assert(fc.property(settlingCase, (c) => {
+      const live = voters(c.shard).filter((id) => connectedIn(c.servers).has(id)).length;
+      fc.pre(live * 2 <= voters(c.shard).length);
+      expect(settling(c)).toBe(false);
+    }), RUNS);
+  });
+
+  test('when its configured primary is connected and acts and every connected voter is ready, then it is not settling', () => {
+    fc.assert(fc.property(settlingCase, (c) => {
+      const connected = connectedIn(c.servers);
+      fc.pre(connected.has(c.shard.primary));
+      const states = { ...c.shard.states, ...Object.fromEntries(voters(c.shard).filter((id) => connected.has(id)).map((id) => [id, 'ready'])) };
+      expect(settling(withState(c, states, [c.shard.primary]))).toBe(false);
+    }), RUNS);
+  });
+
+  test('when nobody acts as primary (e.g. its primary is disconnected) while a majority of voters is connected, then it is settling', () => {
+    fc.assert(fc.property(settlingCase, (c) => {
+      const live = voters(c.shard).filter((id) => connectedIn(c.servers).has(id)).length;
+      fc.pre(live * 2 > voters(c.shard).length);
+      expect(settling(withState(c, c.shard.states, []))).toBe(true);
+    }), RUNS);
+  });
+
+  test('when a majority of voters is connected and one connected voter is not ready, then it is settling, whoever acts', () => {
+    fc.assert(fc.property(settlingCase, fc.nat(), (c, pick) => {
+      const connected = connectedIn(c.servers);
+      const live = voters(c.shard).filter((id) => connected.has(id));
+      fc.pre(live.length * 2 > voters(c.shard).length);
+      const lagging = live[pick % live.length];
+      expect(settling(withState(c, { ...c.shard.states, [lagging]: 'backfilling' }))).toBe(true);
+    }), RUNS);
+  });
+
+  test('when only nonvoting replicas change state, then the verdict does not change', () => {
+    fc.assert(fc.property(settlingCase, (c) => {
+      fc.pre(c.shard.nonvoting.length > 0);
+      const states = { ...c.shard.states, ...Object.fromEntries(c.shard.nonvoting.map((id) => [id, c.shard.states[id] === 'ready' ? 'backfilling' : 'ready'])) };
+      expect(settling(withState(c, states))).toBe(settling(c));
     }), RUNS);
   });
 });

@@ -1,7 +1,9 @@
 // The policy is pure: table-driven tests of which action each event leads to, and why.
 
 import {
-  decideHeartbeatLowering, decideHeartbeatRestore, decideMigrationRetry, decideMonitorStep, decidePerfWarning, decidePerfWarningEnd, decidePoststart, decidePrestop, initialMonitorState,
+  MONITOR, OPERATOR, decideHeartbeatLowering, decideHeartbeatRestore, decideMigrateReplicasOff, decideMigrationRetry, decideMonitorStep,
+  decideOperatorDrain, decidePerfWarning, decidePerfWarningEnd, decidePoststart, decidePrestop, decideRelease, endableWarningSource,
+  initialMonitorState, releasableDrain, warningSourceOf,
 } from '../../src/policy/policy.js';
 import { evaluateHotspots, utilizationSamples } from '../../src/monitor/hotspot.js';
 
@@ -19,14 +21,55 @@ describe('decidePrestop', () => {
     const d = decidePrestop(input);
     expect(d.action).toBe(action);
     expect(d.reason).toMatch(reason);
-    expect(d.intents.map((i) => i.type)).toEqual(input.server ? ['move-connection', 'demote'] : []);
-    if (input.server) expect(d.intents[1].mark).toEqual({ kind: 'draining', via: 'prestop' });
+    expect(d.intents.map((i) => i.type)).toEqual(input.server ? ['move-connection', 'mark-draining', 'demote'] : []);
+    if (input.server) {
+      expect(d.intents[1]).toMatchObject({ origin: { kind: 'prestop' }, servers: [{ id: 'rethinkdb_1' }] });
+      expect(d.intents[2].mark).toBe('draining');
+    }
   });
 
   test('when a heartbeat timeout is configured, then the demotion is followed by lowering it for the server', () => {
     const d = decidePrestop({ pod: 'rethinkdb-1', server: server('rethinkdb_1'), heartbeat: { seconds: 2, windowSeconds: 120 } });
-    expect(d.intents.map((i) => i.type)).toEqual(['move-connection', 'demote', 'lower-heartbeat']);
-    expect(d.intents[2]).toMatchObject({ seconds: 2, windowSeconds: 120, server: { id: 'rethinkdb_1' } });
+    expect(d.intents.map((i) => i.type)).toEqual(['move-connection', 'mark-draining', 'demote', 'lower-heartbeat']);
+    expect(d.intents[3]).toMatchObject({ seconds: 2, windowSeconds: 120, server: { id: 'rethinkdb_1' } });
+  });
+});
+
+describe('the operator\'s commands that mark servers', () => {
+  const s1 = { id: 'b', name: 'b', pod: 'pod-b' };
+  test.each([
+    ['a server drain', decideOperatorDrain({ servers: [s1], reason: 'disk' }),
+      [['move-connection'], ['mark-draining', { origin: { kind: 'operator' }, reason: 'disk' }], ['demote', { mark: 'draining', node: null }]]],
+    ['a node drain without a reason', decideOperatorDrain({ servers: [s1], node: 'n1', pods: ['pod-b', 'pod-x'] }),
+      [['move-connection'], ['mark-draining', { reason: 'move-primaries-from-node' }], ['demote', { node: 'n1', pods: ['pod-b', 'pod-x'] }]]],
+    ['a release', decideRelease({ server: s1 }), [['release', { servers: ['b'] }], ['rebalance-primaries', { reason: 'release b' }]]],
+    ['a release without rebalance', decideRelease({ server: s1, rebalance: false }), [['release', { servers: ['b'] }]]],
+    ['a migration off', decideMigrateReplicasOff({ server: s1 }),
+      [['mark-draining', { origin: { kind: 'operator' }, reason: 'migrate-replicas-off' }], ['migrate-replicas-off', { server: s1 }]]],
+  ])('when %s is asked, then its intents are in order', (_, decision, expected) => {
+    expect(decision.intents.map((i) => i.type)).toEqual(expected.map(([type]) => type));
+    expected.forEach(([, fields], i) => { if (fields) expect(decision.intents[i]).toMatchObject(fields); });
+  });
+});
+
+describe('who may undo what', () => {
+  const pod = { kind: 'pod', pod: 'rethinkdb-1' };
+  test.each([
+    ['the pod, a PRESTOP drain', pod, { origin: { kind: 'prestop' } }, true],
+    ['the pod, an operator drain', pod, { origin: { kind: 'operator' } }, false],
+    ['the pod, a drain persisted as via prestop', pod, { via: 'prestop' }, true],
+    ['the pod, a drain persisted as via action', pod, { via: 'action' }, false],
+    ['an operator, an operator drain', OPERATOR, { origin: { kind: 'operator' } }, true],
+  ])('when POSTSTART is asked by %s, then it releases it: %s', (_, requester, mark, released) => {
+    expect(releasableDrain(requester, mark)).toBe(released ? mark : null);
+    expect(releasableDrain(requester, null)).toBeNull();
+  });
+
+  test.each([
+    [pod, 'hook', 'hook'], [OPERATOR, 'operator', null], [MONITOR, 'monitor', 'monitor'],
+  ])('when %o raises or ends a warning, then it is marked %s and may end those from %s', (requester, source, endable) => {
+    expect(warningSourceOf(requester)).toBe(source);
+    expect(endableWarningSource(requester)).toBe(endable);
   });
 });
 
@@ -144,7 +187,7 @@ describe('decidePerfWarning', () => {
       ['mark-perf-warning', 'b', 'c'], ['move-connection', 'b', 'c'], ['demote', 'b', 'c'],
       ...(long ? [['migrate-replicas-off', 'b'], ['migrate-replicas-off', 'c']] : []),
     ]);
-    expect(d.intents.find((i) => i.type === 'demote')).toMatchObject({ mark: { kind: 'perfwarning' }, reason: expect.stringMatching(/^batch job: /) });
+    expect(d.intents.find((i) => i.type === 'demote')).toMatchObject({ mark: 'perfwarning', reason: expect.stringMatching(/^batch job: /) });
     // The mark the servers get says what was decided and when it ends.
     expect(d.intents[0].warning).toEqual({
       source: 'hook', signal: null, reason: 'batch job', durationSeconds: durationSeconds ?? null, long, decision: d.reason,

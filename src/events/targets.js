@@ -1,0 +1,52 @@
+// What an event or an operator's command names (a pod, a node's pods, a server by name or id), resolved to
+// RethinkDB servers on one read of the cluster, which the caller then decides on. A server in an intent is
+// { id, name, pod }.
+
+import { AppError } from '../errors.js';
+import { findServerForPod, podNameForServer, resolveServer } from '../cluster/cluster-model.js';
+
+export function createTargets({ store, kube, config }) {
+  const overrides = config.podServerOverrides;
+
+  // The pod, or POD_NOT_FOUND; null when there is no Kubernetes API to ask.
+  async function existingPod(podName) {
+    if (!kube) return null;
+    return kube.getPod(podName).catch((err) => {
+      if (err.code === 'NOT_FOUND') throw new AppError('POD_NOT_FOUND', `pod "${podName}" does not exist in namespace ${config.kubernetes.namespace}`);
+      throw err;
+    });
+  }
+
+  // pods: [{ name, podIp }]. By hostname (= pod name in a StatefulSet), canonical address, pod IP, or override.
+  function serversOf(cluster, pods) {
+    return pods.map((p) => {
+      const server = findServerForPod(cluster, { podName: p.name, podIp: p.podIp ?? null, overrides });
+      return { pod: p.name, server: server ? { id: server.id, name: server.name, pod: p.name } : null };
+    });
+  }
+
+  // The pods' servers: { cluster, targets: [{ pod, server or null }] }.
+  async function serversForPods(podNames) {
+    const pods = await Promise.all(podNames.map(existingPod));
+    const cluster = await store.readCluster();
+    return { cluster, targets: serversOf(cluster, podNames.map((name, i) => ({ name, podIp: pods[i]?.podIp }))) };
+  }
+
+  // The servers of every RethinkDB pod on a node, the same way.
+  async function serversOnNode(node) {
+    if (!kube) throw new AppError('KUBERNETES_UNAVAILABLE', 'no Kubernetes API is configured, so a node cannot be resolved to pods');
+    if (!(await kube.nodeExists(node))) throw new AppError('NODE_NOT_FOUND', `Kubernetes node "${node}" does not exist`);
+    const pods = await kube.listRethinkDbPodsOnNode(node);
+    const cluster = await store.readCluster();
+    return { cluster, targets: serversOf(cluster, pods) };
+  }
+
+  // A server named by an operator (name or id), or SERVER_NOT_FOUND.
+  async function serverByRef(ref) {
+    const cluster = await store.readCluster();
+    const server = resolveServer(cluster, ref);
+    return { cluster, server: { id: server.id, name: server.name, pod: podNameForServer(server, overrides) } };
+  }
+
+  return { existingPod, serversForPods, serversOnNode, serverByRef };
+}
