@@ -1,5 +1,5 @@
 // One evaluation run: a fresh real cluster, the paper's tables with a pinned layout, the manager (or not), YCSB-A
-// load through three servers, a scenario's timeline of infrastructure events, and the op records it produced.
+// load through three servers (or a proxy), a scenario's timeline of infrastructure events, and the op records it produced.
 
 import r from 'rethinkdb';
 import { createLabKube } from '../lab/lab-kube.js';
@@ -31,7 +31,10 @@ export async function runOnce(scenario, arm, options) {
         via: entryServers[0], env: { ...scenario.managerEnv, ...options.managerEnv }, kube: scenario.coresPerNode ? createLabKube(cluster) : null,
       });
     }
-    const entries = entryServers.map((i) => ({ name: cluster.servers[i].name, host: cluster.servers[i].host, port: cluster.servers[i].driverPort }));
+    // scenario.entry 'proxy': every client enters through a query router (rethinkdb proxy) instead of three servers.
+    const entries = scenario.entry === 'proxy'
+      ? [await cluster.addProxy()].map((p) => ({ name: p.name, host: p.host, port: p.driverPort }))
+      : entryServers.map((i) => ({ name: cluster.servers[i].name, host: cluster.servers[i].host, port: cluster.servers[i].driverPort }));
     const load = createLoadGenerator({ r, entries, db: 'ycsb', table: 'usertable', rateOpsPerSec: rate, keyCount, seed, opTimeoutMs: 5000 });
     const { t0 } = await load.start();
     log({}, 'load running');

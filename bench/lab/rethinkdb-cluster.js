@@ -52,6 +52,7 @@ export function createRethinkDbCluster({
   // coresPerNode: each server in its own CPU "node" (cgroup with that quota), where a noisy neighbour can run.
   const cpu = coresPerNode ? createCpuNodes({ name: `rethinkdb-lab-${labIndex}-${process.pid}`, coresPerNode }) : null;
   const servers = [];
+  const proxies = [];
 
   async function describe(index) {
     const name = `rethinkdb_${index}`;
@@ -78,11 +79,7 @@ export function createRethinkDbCluster({
     }
     const serve = [binary, 'serve', '-d', s.dir, '--bind', s.host, '--driver-port', String(s.driverPort), '--cluster-port', String(s.clusterPort),
       '--no-http-admin', '--cache-size', String(cacheSizeMb), ...(joinTo ? joinArgs(s) : [])];
-    // Each server gets its own UTS namespace, so that server_status.network.hostname is the pod-like name.
-    const inner = ['unshare', '--uts', 'sh', '-c', `hostname ${s.hostname} && exec "$@"`, 'sh', ...serve];
-    const placed = s.netns ? ['ip', 'netns', 'exec', s.netns, ...inner] : inner;
-    // Into its CPU node first, from here: `ip netns exec` mounts a /sys of its own, without the cgroup hierarchies.
-    const argv = cpu ? ['sh', '-c', `${cpu.enterPodScript(s.index)} && exec "$@"`, 'sh', ...placed] : placed;
+    const argv = placeArgv(s, serve);
     const out = openSync(join(baseDir, `${s.hostname}.log`), 'a');
     const child = spawn(argv[0], argv.slice(1), { stdio: ['ignore', out, out] });
     s.child = child;
@@ -101,6 +98,15 @@ export function createRethinkDbCluster({
     }
   }
 
+  // The command line that runs `command` as process `s` of the lab: its own UTS namespace (so that
+  // server_status.network.hostname is the pod-like name), its network namespace, its CPU node.
+  function placeArgv(s, command) {
+    const inner = ['unshare', '--uts', 'sh', '-c', `hostname ${s.hostname} && exec "$@"`, 'sh', ...command];
+    const placed = s.netns ? ['ip', 'netns', 'exec', s.netns, ...inner] : inner;
+    // Into its CPU node first, from here: `ip netns exec` mounts a /sys of its own, without the cgroup hierarchies.
+    return cpu && !s.proxy ? ['sh', '-c', `${cpu.enterPodScript(s.index)} && exec "$@"`, 'sh', ...placed] : placed;
+  }
+
   function logTail(s) {
     const path = join(baseDir, `${s.hostname}.log`);
     return existsSync(path) ? `${s.hostname}.log: ${readFileSync(path, 'utf8').slice(-600)}` : '';
@@ -113,9 +119,9 @@ export function createRethinkDbCluster({
       try {
         const conn = await r.connect({ host: s.host, port: s.driverPort, timeout: 2 });
         // Another process may hold the port (then this server exits): only this server's answer counts.
-        const { name } = await conn.server().finally(() => conn.close().catch(() => {}));
-        if (name === s.name) return;
-        throw new Error(`port ${s.driverPort} answers as ${name}`);
+        const answer = await conn.server().finally(() => conn.close().catch(() => {}));
+        if (s.proxy ? answer.proxy === true : answer.name === s.name) return;
+        throw new Error(`port ${s.driverPort} answers as ${answer.name ?? 'a proxy'}`);
       } catch (err) {
         if (Date.now() > until) throw new Error(`${s.name} did not accept driver connections within ${timeoutMs} ms: ${err.message}`);
         await sleep(100);
@@ -193,6 +199,27 @@ export function createRethinkDbCluster({
     });
   }
 
+  // A query router (`rethinkdb proxy --join ...`): it holds no data and is no replica, and parses and routes the
+  // queries of the clients that enter through it, like a proxy pod on a node of its own. It runs outside the CPU
+  // nodes (no neighbour shares its CPU), in network namespace `index` with netns. It is not one of `servers`.
+  // Returns { name, host, driverPort }.
+  async function addProxy({ index = 20 } = {}) {
+    const hostname = `rethinkdb-proxy-${proxies.length}`;
+    const placement = lab ? { ...pick(lab.addHost(index), 'host', 'netns'), driverPort: 28015, clusterPort: 29015 }
+      : { host: '127.0.0.1', netns: null, driverPort: await freePort(), clusterPort: await freePort() };
+    const p = { index, name: hostname, hostname, proxy: true, child: null, ...placement };
+    const argv = placeArgv(p, [binary, 'proxy', '--bind', p.host, '--driver-port', String(p.driverPort), '--cluster-port', String(p.clusterPort),
+      '--no-http-admin', '--log-file', join(baseDir, `${hostname}.log`), ...joinArgs(p)]);
+    const out = openSync(join(baseDir, `${hostname}.log`), 'a');
+    const child = spawn(argv[0], argv.slice(1), { stdio: ['ignore', out, out] });
+    p.child = child;
+    live.add(child);
+    p.exited = new Promise((res) => child.once('exit', (code, signal) => { live.delete(child); p.child = null; res({ code, signal }); }));
+    proxies.push(p);
+    await waitForDriverPort(p, 30000);
+    return { name: p.name, host: p.host, driverPort: p.driverPort };
+  }
+
   // SIGTERM (clean stop) or SIGKILL (crash); resolves when the process is gone.
   async function stopServer(index, signal = 'SIGTERM') {
     const s = servers[index];
@@ -232,7 +259,7 @@ export function createRethinkDbCluster({
   }
 
   async function destroy() {
-    await Promise.all(servers.map(async (s) => {
+    await Promise.all([...servers, ...proxies].map(async (s) => {
       if (!s.child) return;
       const { exited } = s;
       s.child.kill('SIGKILL');
@@ -244,12 +271,14 @@ export function createRethinkDbCluster({
   }
 
   const api = {
-    start, connect, withConnection, createTables, shardOfKeys, stopServer, restartServer, addServer, wipeServer, cutNetwork, restoreNetwork,
+    start, connect, withConnection, createTables, shardOfKeys, addProxy, stopServer, restartServer, addServer, wipeServer, cutNetwork, restoreNetwork,
     waitForServers, destroy, servers, baseDir, network, cpu, pidOf: (i) => servers[i].child?.pid ?? null,
     running: (i) => Boolean(servers[i].child),
   };
   return api;
 }
+
+const pick = (o, ...keys) => Object.fromEntries(keys.map((k) => [k, o[k]]));
 
 function run(cmd, args) {
   return new Promise((res, rej) => {

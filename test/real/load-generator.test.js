@@ -35,7 +35,7 @@ describe('load generator on a real RethinkDB server', () => {
   beforeAll(async () => {
     const lab = createRethinkDbCluster({ binary: resolveBinary(), size: 1 });
     await lab.start().catch(async (err) => { await lab.destroy(); throw err; });
-    server = { ...lab.servers[0], stop: () => lab.destroy() };
+    server = { ...lab.servers[0], stop: () => lab.destroy(), addProxy: () => lab.addProxy() };
     await createTable(server);
     const generator = createLoadGenerator({
       r, entries: [{ name: 'rethinkdb_0', host: server.host, port: server.driverPort }], db: DB, table: TABLE,
@@ -74,6 +74,18 @@ describe('load generator on a real RethinkDB server', () => {
     expect({ failed: summary.failed, examples: run.examples }).toEqual({ failed: 0, examples: {} });
     expect(summary.byKind.read.attempted).toBeGreaterThan(200);
     expect(summary.byKind.update.attempted).toBeGreaterThan(200);
+  });
+
+  // The evaluation's hotspot-proxy scenario sends every client through a query router.
+  test('when the lab adds a rethinkdb proxy, then a client entering through it reads the server\'s table, and the proxy says it is one', async () => {
+    const proxy = await server.addProxy();
+    const conn = await r.connect({ host: proxy.host, port: proxy.driverPort });
+    try {
+      expect(await conn.server()).toMatchObject({ proxy: true });
+      expect(await r.db(DB).table(TABLE).count().run(conn)).toBe(KEY_COUNT);
+    } finally {
+      await conn.close();
+    }
   });
 
   test('when the ops are bucketed, then each full second holds about 200 and latencies are sane', () => {
