@@ -37,7 +37,7 @@ const KEYS = [
   { env: 'WAIT_POLL_INTERVAL_MS', field: 'waitPollIntervalMs', parse: integer(10, 60000), default: 250 },
   { env: 'PRESTOP_HEARTBEAT_TIMEOUT_SECONDS', field: 'prestop.heartbeatTimeoutSeconds', parse: offOrInteger(2, 3600), default: 2 },
   { env: 'PRESTOP_HEARTBEAT_WINDOW_SECONDS', field: 'prestop.heartbeatWindowSeconds', parse: integer(1, 86400), default: 120 },
-  { env: 'POSTSTART_GIVE_BACK', field: 'poststart.giveBack', parse: oneOf(['always', 'balance', 'never']), default: 'always' },
+  { env: 'POSTSTART_GIVE_BACK', field: 'poststart.giveBack', parse: oneOf(['always', 'balance', 'never']), default: 'balance' },
   { env: 'POSTSTART_JOIN_TIMEOUT_SECONDS', field: 'deadlines.poststartJoinSeconds', parse: integer(1, 3600), default: 300 },
   { env: 'PERFWARNING_LONG_SECONDS', field: 'perfwarning.longSeconds', parse: integer(1, 604800), default: 600 },
   { env: 'MONITOR_ENABLED', field: 'monitor.enabled', parse: boolean, default: true },

@@ -15,7 +15,7 @@ const RUN_TIMEOUT_SECONDS = 180;
 function options() {
   const { values } = parseArgs({
     options: {
-      scenarios: { type: 'string', default: 'planned-stop,prestop-then-cut' },
+      scenarios: { type: 'string', default: 'planned-stop,prestop-then-cut,hotspot-proxy,long-hotspot-crash' },
       runs: { type: 'string', default: '3' },
       rate: { type: 'string', default: '200' },
       keys: { type: 'string', default: '20000' },
@@ -74,7 +74,7 @@ async function main() {
     clearTimeout(watchdog);
     const f = { ...runFigures(run), pair: step.pair, layout: run.layout, examples: run.examples };
     figures.push(f);
-    process.stderr.write(`${label}: ${f.failed} failed of ${f.attempted}, p99 ${f.p99Ms?.toFixed(1)} ms ${JSON.stringify(f.failedByKind)} by phase ${f.failedAfterEvent.map((p) => `${p.after}: ${p.failed}`).join(', ')} ${JSON.stringify(run.notes)}\n`);
+    process.stderr.write(`${label}: ${f.failed} failed of ${f.attempted}, p99 ${f.p99Ms?.toFixed(1)} ms ${JSON.stringify(f.failedByKind)} by phase ${f.failedAfterEvent.map((p) => `${p.after}: ${p.failed}`).join(', ')} ${f.phases.map((ph) => `${ph.name}: ${ph.seconds?.toFixed(1) ?? '-'} s, p99 ${ph.p99Ms?.toFixed(1) ?? '-'} ms, ${ph.failed ?? '-'} failed; `).join('')}${JSON.stringify(run.notes)}\n`);
     firstRuns[step.scenario.name] ??= {};
     firstRuns[step.scenario.name][step.arm] ??= run;
   }

@@ -42,11 +42,11 @@ export async function runOnce(scenario, arm, options) {
     const at = (seconds) => sleep(t0 + seconds * 1000 - performance.now());
     const mark = (label) => { events.push({ t: (performance.now() - t0) / 1000, label }); log({ label }, 'event'); };
     const notes = {};
-    await scenario.timeline({ cluster, manager, at, mark, arm, hotServer, notes, log });
+    await scenario.timeline({ cluster, manager, at, mark, arm, hotServer, layout, notes, log });
     await at(scenario.durationSeconds);
     log({ progress: load.progress() }, 'stopping the load');
     const { records, examples } = await load.stop();
-    return { scenario: scenario.name, arm, t0, records, events, examples, layout, notes, window: scenario.window ?? null };
+    return { scenario: scenario.name, arm, t0, records, events, examples, layout, notes, window: scenario.window ?? null, phases: scenario.phases ?? [] };
   } finally {
     await manager?.stop();
     await cluster.destroy();
@@ -87,12 +87,12 @@ async function startManager(cluster, { via, env = {}, kube = null }) {
   await m.ready();
   const timer = setInterval(() => { m.tick({ poll: false }).catch(() => {}); }, 1000);
   const monitor = m.monitor.view().enabled ? setInterval(() => { m.monitor.pollOnce().catch(() => {}); }, m.config.monitor.pollIntervalMs) : null;
-  // A pod's hook: the same HTTP call its curl makes. Resolves with { status, body }.
-  async function hook(method, path) {
-    const res = await fetch(`${base}${path}`, { method });
+  // A pod's hook: the same HTTP call its curl makes (body: JSON). Resolves with { status, body }.
+  async function hook(method, path, body = undefined) {
+    const res = await fetch(`${base}${path}`, body === undefined ? { method } : { method, headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
     return { status: res.status, body: await res.json().catch(() => null) };
   }
-  async function waitOperation(href, timeoutMs = 120000) {
+  async function waitOperation(href, timeoutMs = 600000) {
     const until = Date.now() + timeoutMs;
     for (;;) {
       const { body } = await hook('GET', href);

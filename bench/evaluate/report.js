@@ -17,6 +17,7 @@ export function runFigures(run, { steadySeconds = 10 } = {}) {
     steadyP99Ms: steady.latency?.p99 ?? null,
     failedAfterEvent: failedAfterEvents(run),
     recovery: run.window ? recoveryOf(run, { ...run.window, steadyP99Ms: steady.latency?.p99 ?? null }) : null,
+    phases: (run.phases ?? []).map((phase) => phaseFigures(run, phase)),
     events: run.events,
     notes: run.notes,
   };
@@ -40,6 +41,16 @@ export function recoveryOf(run, { from, to, steadyP99Ms, factor = 2 }) {
     recoveredAfterS: recovered === null ? null : Math.max(0, recovered - start),
     p99DuringMs: during.latency?.p99 ?? null,
   };
+}
+
+// A named stretch of a run between two events (e.g. a migration): its p99 and failed ops; null where an event is
+// missing (the arm without the manager has no migration).
+export function phaseFigures(run, { name, from, to }) {
+  const start = run.events.find((e) => e.label === from)?.t;
+  const end = run.events.find((e) => e.label === to)?.t;
+  if (start === undefined || end === undefined) return { name, seconds: null, p99Ms: null, failed: null };
+  const s = summarize(run.records, { t0: run.t0, fromMs: start * 1000, toMs: end * 1000 });
+  return { name, seconds: end - start, p99Ms: s.latency?.p99 ?? null, failed: s.failed };
 }
 
 // Failed ops due between each event and the next (the last until the end): where a run's failures came from.

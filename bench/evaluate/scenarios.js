@@ -1,5 +1,5 @@
 // The paper's Section IV scenarios as timelines of infrastructure events, each run with and without the manager.
-// A timeline gets { cluster, manager, at, mark, arm, hotServer, notes } and awaits its events at fixed times.
+// A timeline gets { cluster, manager, at, mark, arm, hotServer, layout, notes } and awaits its events at fixed times.
 
 const RETURN_AFTER_SECONDS = 15;
 
@@ -38,20 +38,21 @@ async function plannedStop(ctx) {
 }
 
 export const SCENARIOS = {
-  // IV-B2: a planned stop (clean SIGTERM) of the server holding the busiest shard's primary, back 15 s later.
+  // IV-B2: a planned stop (clean SIGTERM) of the server holding the busiest shard's primary, back 15 s later. The
+  // manager as configured by default (POSTSTART_GIVE_BACK=balance: on return, primaries are levelled again with
+  // the least busy shards).
   'planned-stop': {
     name: 'planned-stop', title: 'IV-B2 planned stop and return (SIGTERM)', durationSeconds: 45, timeline: plannedStop,
+  },
+  // The same, with the manager giving the returning server back what it held (POSTSTART_GIVE_BACK=always).
+  'planned-stop-always': {
+    name: 'planned-stop-always', title: 'IV-B2 planned stop and return, the old primaries given back', durationSeconds: 45, timeline: plannedStop,
+    managerEnv: { POSTSTART_GIVE_BACK: 'always' },
   },
   // The same, with the manager leaving the primaries where PRESTOP put them (POSTSTART_GIVE_BACK=never).
   'planned-stop-keep': {
     name: 'planned-stop-keep', title: 'IV-B2 planned stop and return, no hand-back', durationSeconds: 45, timeline: plannedStop,
     managerEnv: { POSTSTART_GIVE_BACK: 'never' },
-  },
-  // The same, with the manager levelling primaries again on return by moving the least busy shards
-  // (POSTSTART_GIVE_BACK=balance).
-  'planned-stop-balance': {
-    name: 'planned-stop-balance', title: 'IV-B2 planned stop and return, levelled with the least busy shards', durationSeconds: 45, timeline: plannedStop,
-    managerEnv: { POSTSTART_GIVE_BACK: 'balance' },
   },
   // IV-B2 variant: PRESTOP answered, then the node drops off the network (no SIGTERM), back 15 s later.
   'prestop-then-cut': {
@@ -109,6 +110,59 @@ export const SCENARIOS = {
       notes.monitor = manager ? manager.monitor().lastError : null;
     },
   },
+};
+// IV-B5: a noisy neighbour on rethinkdb_1's node from t=10 s to the end, announced by a PERFWARNING that says it
+// will last an hour (longer than PERFWARNING_LONG_SECONDS): the manager demotes rethinkdb_1's primaries and moves
+// its replicas off, one at a time. At t=CRASH_AT_SECONDS, the server that holds no replica of the busiest shard
+// crashes and stays down: the demoted busiest shard cannot have gone there, so both arms lose the same primary
+// (its own one). Without the manager, every shard that has a replica on rethinkdb_1 then needs its slow ack.
+const CRASH_AT_SECONDS = 50;
+const LONG_HOTSPOT_SECONDS = 80;
+SCENARIOS['long-hotspot-crash'] = {
+  name: 'long-hotspot-crash',
+  title: 'IV-B5 a long hot-spot announced by PERFWARNING, then a crash of another server',
+  durationSeconds: LONG_HOTSPOT_SECONDS,
+  coresPerNode: 0.5,
+  entry: 'proxy',
+  window: { from: 'SIGKILL', to: 'end' },
+  phases: [{ name: 'migration', from: 'PERFWARNING answered', to: 'migration done' }, { name: 'after the crash', from: 'SIGKILL', to: 'end' }],
+  managerEnv: { MONITOR_ENABLED: 'false', PERFWARNING_LONG_SECONDS: '600' },
+  async timeline(ctx) {
+    const { cluster, at, mark, hotServer, manager, notes, layout } = ctx;
+    const busiestReplicas = layout.shards[layout.busiestShard].replicas;
+    const crashed = cluster.servers.findIndex((s) => !busiestReplicas.includes(s.name));
+    notes.crashed = cluster.servers[crashed].name;
+    await at(10);
+    cluster.cpu.startNoise(hotServer, { processes: 2 });
+    mark('interference on');
+    let migration = null;
+    if (manager) {
+      const res = await manager.hook('POST', '/v1/hooks/perfwarning', { pod: `rethinkdb-${hotServer}`, durationSeconds: 3600, reason: 'evaluation: a long noisy neighbour' });
+      mark('PERFWARNING answered');
+      const [answer] = res.body?.pods ?? [];
+      const href = answer?.migration?.href ?? null;
+      notes.perfwarning = { status: res.status, demotion: answer?.outcome ?? null, migration: href };
+      migration = href ? manager.waitOperation(href).then((op) => {
+        mark('migration done');
+        notes.migration = { status: op?.status, outcome: op?.report?.outcome ?? null, moved: op?.report?.changes?.length ?? null };
+      }) : null;
+    }
+    await at(CRASH_AT_SECONDS);
+    await cluster.stopServer(crashed, 'SIGKILL');
+    mark('SIGKILL');
+    await at(LONG_HOTSPOT_SECONDS - 1);
+    mark('end');
+    await migration;
+  },
+};
+
+// The same with every client entering through a query router (rethinkdb proxy) on a node of its own: the issue saw
+// the demotion bring p99 back only so; a client whose connection enters through the starved server waits for it.
+SCENARIOS['hotspot-proxy'] = {
+  ...SCENARIOS.hotspot,
+  name: 'hotspot-proxy',
+  title: 'IV-B3 with the clients entering through a rethinkdb proxy',
+  entry: 'proxy',
 };
 
 // Until t=untilS, marks the monitor's raise and clear as events, once each per pod (the manager's arm). The monitor

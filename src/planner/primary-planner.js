@@ -47,10 +47,25 @@ export function planMovePrimariesFromServers(cluster, serverIds, { draining = []
 // Even out primaries over healthy, non-draining servers, moving as few as possible. `prefer` lists shards
 // that should go back to a server ([{ tableId, shard, serverId }], e.g. what it held before a warning):
 // they are returned first where that narrows the imbalance, so the restored placement is the old one.
-// `loads` (Map `${tableId}:${shard}` -> client docs/s, see shardLoads in cluster-model.js): when known, each
-// levelling move takes the least busy of the shards it could move, because a handover fails the operations that
-// reach the shard meanwhile: moving an idle shard's primary costs clients nothing.
+// `loads` (Map `${tableId}:${shard}` -> client docs/s, see shardLoads in cluster-model.js): when some traffic is
+// known, each levelling move takes the least busy of the shards it could move (of equally busy ones, a preferred
+// return), because a handover fails the operations that reach the shard meanwhile: moving an idle shard's primary
+// costs clients nothing. Without traffic every move is as cheap, and `prefer` restores the old placement.
+// The plan by traffic is kept only where it takes no more handovers, and moves no more traffic, than the plan by
+// counts (greedy quiet moves can need an extra one: then the count plan is the cheaper).
 export function planRebalancePrimaries(cluster, { draining = [], tableIds = null, prefer = [], loads = null } = {}) {
+  const byCounts = levelPrimaries(cluster, { draining, tableIds, prefer, byTraffic: null });
+  if (!loads || ![...loads.values()].some((v) => v > 0)) return byCounts;
+  const byTraffic = levelPrimaries(cluster, { draining, tableIds, prefer, byTraffic: loads });
+  const cost = (plan) => {
+    const moves = plan.changes.flatMap((c) => c.moves.map((m) => loads.get(`${c.tableId}:${m.shard}`) ?? 0));
+    return { handovers: moves.length, traffic: moves.reduce((a, b) => a + b, 0) };
+  };
+  const [t, c] = [cost(byTraffic), cost(byCounts)];
+  return t.handovers <= c.handovers && t.traffic <= c.traffic ? byTraffic : byCounts;
+}
+
+function levelPrimaries(cluster, { draining, tableIds, prefer, byTraffic }) {
   const view = createView(cluster, { draining });
   const tables = tableIds ? cluster.tables.filter((t) => tableIds.includes(t.id)) : cluster.tables;
   const primary = new Map();
@@ -96,23 +111,23 @@ export function planRebalancePrimaries(cluster, { draining = [], tableIds = null
     }
     assign(ref, pickLeastLoaded(view, candidates, counts));
   }
-  // Then, preferred returns that narrow the gap by 2+.
-  for (const p of prefer) {
+  // Then, preferred returns that narrow the gap by 2+ (with traffic known, they only break ties below).
+  for (const p of byTraffic ? [] : prefer) {
     const ref = refs.find((r) => r.table.id === p.tableId && r.shard.index === p.shard);
     if (!ref || primary.get(ref) === p.serverId || !eligibleFor(ref, primary.get(ref)).includes(p.serverId)) continue;
     if ((counts.get(primary.get(ref)) ?? 0) - (counts.get(p.serverId) ?? 0) >= 2) assign(ref, p.serverId);
   }
   // Then, move one primary at a time from the most to a less loaded server while that narrows the gap by 2+.
   for (;;) {
-    const move = findLevellingMove(view, byServer, counts, eligibleFor, loads);
+    const move = byTraffic ? findQuietestLevellingMove(view, byServer, counts, eligibleFor, byTraffic, prefer)
+      : findLevellingMove(view, byServer, counts, eligibleFor);
     if (!move) break;
     assign(move.ref, move.to);
   }
   return { changes: groupMoves(tables, moves), skipped };
 }
 
-function findLevellingMove(view, byServer, counts, eligibleFor, loads) {
-  if (loads) return findQuietestLevellingMove(view, byServer, counts, eligibleFor, loads);
+function findLevellingMove(view, byServer, counts, eligibleFor) {
   const loaded = [...byServer.keys()]
     .filter((id) => (counts.get(id) ?? 0) > 0)
     .sort((a, b) => (counts.get(b) ?? 0) - (counts.get(a) ?? 0) || view.nameOf(a).localeCompare(view.nameOf(b)));
@@ -132,25 +147,32 @@ function findLevellingMove(view, byServer, counts, eligibleFor, loads) {
   return null;
 }
 
-// With shard loads: of every move that narrows a gap by 2+ (from any server at least 2 above the lowest, not only
-// the most loaded), the one whose shard is quietest; ties go to the most loaded source, then the least loaded
-// destination. It may take more moves than levelling by counts alone (a busy shard on the most loaded server is
-// left where it is if two quiet moves do the same), each strictly narrowing the spread, so it ends.
-function findQuietestLevellingMove(view, byServer, counts, eligibleFor, loads) {
+// With shard loads: as by counts, a move takes a primary off the most loaded servers (the next ones down only where
+// none of theirs can move), so it takes as many moves; but of all the primaries on the servers with that count, it
+// moves the quietest. Ties go to a preferred return, then to the least loaded destination.
+function findQuietestLevellingMove(view, byServer, counts, eligibleFor, loads, prefer) {
   const loadOf = (ref) => loads.get(`${ref.table.id}:${ref.shard.index}`) ?? 0;
   const count = (id) => counts.get(id) ?? 0;
+  const preferredTo = (ref) => prefer.find((p) => p.tableId === ref.table.id && p.shard === ref.shard.index)?.serverId;
   const lowest = Math.min(...[...counts.entries()].filter(([id]) => !view.draining.has(id) && view.isConnected(id)).map(([, c]) => c), 0);
-  let best = null;
-  const better = (a, b) => loadOf(a.ref) - loadOf(b.ref) || count(b.from) - count(a.from) || count(a.to) - count(b.to)
+  const better = (a, b) => loadOf(a.ref) - loadOf(b.ref) || a.back - b.back || count(a.to) - count(b.to)
     || view.nameOf(a.from).localeCompare(view.nameOf(b.from));
-  for (const [from, refs] of byServer) {
-    if (count(from) - lowest < 2) continue;
-    for (const ref of refs) {
-      const to = pickLeastLoaded(view, eligibleFor(ref, from).filter((id) => count(id) <= count(from) - 2), counts);
-      if (to !== null && (!best || better({ ref, from, to }, best) < 0)) best = { ref, from, to };
+  const levels = [...new Set([...byServer.keys()].map(count))].filter((c) => c - lowest >= 2).sort((a, b) => b - a);
+  for (const level of levels) {
+    let best = null;
+    for (const [from, refs] of byServer) {
+      if (count(from) !== level) continue;
+      for (const ref of refs) {
+        const candidates = eligibleFor(ref, from).filter((id) => count(id) <= level - 2);
+        const home = preferredTo(ref);
+        const to = candidates.includes(home) ? home : pickLeastLoaded(view, candidates, counts);
+        const move = { ref, from, to, back: to === home ? 0 : 1 };
+        if (to !== null && (!best || better(move, best) < 0)) best = move;
+      }
     }
+    if (best) return best;
   }
-  return best;
+  return null;
 }
 
 function groupMoves(tables, moves) {

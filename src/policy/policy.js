@@ -147,9 +147,10 @@ export function decideHeartbeatRestore(cluster, { departures, now }) {
 // giveBack (POSTSTART_GIVE_BACK): whether a returning server gets its primaries back. Each handover costs clients
 // about as many failed operations as a failover (see README, "Evaluation"), so giving them back doubles the cost
 // of a planned restart. 'always' gives back what it had; 'balance' levels the primaries again but moves the least
-// busy shards (an idle shard's handover costs nothing); 'never' leaves the layout as the PRESTOP made it.
+// busy shards (an idle shard's handover costs nothing; with no traffic seen, what it had); 'never' leaves the layout
+// as the PRESTOP made it.
 // demoted: the shards the server lost to its last drain ([{ tableId, shard }]), given back first.
-export function decidePoststart(cluster, { serverId, wasDraining = false, giveBack = 'always', demoted = [] }) {
+export function decidePoststart(cluster, { serverId, wasDraining = false, giveBack = 'balance', demoted = [] }) {
   const server = cluster.servers.find((s) => s.id === serverId);
   const ref = { id: server.id, name: server.name };
   const referenced = new Set(cluster.tables.flatMap((t) => t.shards.flatMap((s) => s.replicas)));
@@ -168,7 +169,7 @@ export function decidePoststart(cluster, { serverId, wasDraining = false, giveBa
         + `again, moving the least busy shards (POSTSTART_GIVE_BACK=balance: a handover fails the operations that reach the shard meanwhile).${release}`;
       return {
         kind: 'returning', replaces: null, release: wasDraining, reason,
-        intents: [...releases, { type: 'wait-for-replicas-ready', server: ref }, { type: 'rebalance-primaries', server: ref, byLoad: true, reason }],
+        intents: [...releases, { type: 'wait-for-replicas-ready', server: ref }, { type: 'rebalance-primaries', server: ref, prefer: demoted, byLoad: true, reason }],
       };
     }
     const reason = `${server.name} is already in the table configs: it came back, so it gets its primaries back once its replicas are ready.${release}`;
@@ -247,8 +248,12 @@ export function decidePerfWarningEnd(cluster, { serverId, warning, reason: given
     const reason = `the long hot-spot on ${server.name} ended: move a fair share of replicas back, then primaries`;
     return decide('add-server', reason, [{ type: 'add-server', server: ref, reason: why(reason), clearsRestore: true, wait: false }]);
   }
-  const reason = `the hot-spot on ${server.name} ended: give it back its share of primaries`;
-  return decide('rebalance-primaries', reason, [{ type: 'rebalance-primaries', server: ref, prefer: warning.demoted ?? [], reason: why(reason), clearsRestore: true }]);
+  // Levelled with the least busy shards (what it had where traffic does not tell them apart): the shard that was
+  // hot stays where it is now, rather than cost a second handover.
+  const reason = `the hot-spot on ${server.name} ended: give it back its share of primaries, the least busy shards first`;
+  return decide('rebalance-primaries', reason, [{
+    type: 'rebalance-primaries', server: ref, prefer: warning.demoted ?? [], byLoad: true, reason: why(reason), clearsRestore: true,
+  }]);
 }
 
 // A migration that ended unfinished: retried later (with backoff) when RethinkDB or Kubernetes was unavailable

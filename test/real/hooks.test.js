@@ -7,7 +7,8 @@ import { jest } from '@jest/globals';
 import r from 'rethinkdb';
 import request from 'supertest';
 import {
-  actingOf, allPrimaries, createRealManager, eventually, primariesOf, readTables, replicasOf, settled, startRealCluster, waitConnected,
+  PAPER_TABLES, actingOf, allPrimaries, createRealManager, eventually, primariesOf, readTables, replicasOf, settled, startRealCluster,
+  waitConnected,
 } from '../helpers/real-cluster.js';
 import { waitForOperation } from '../helpers/harness.js';
 
@@ -192,6 +193,50 @@ describe('POSTSTART_GIVE_BACK=never on a real cluster', () => {
       expect((await request(keep.app).get('/v1/cluster')).body.servers.find((s) => s.name === 'rethinkdb_2').draining).toBe(false);
     } finally {
       await keep.close();
+    }
+  });
+
+  // Runs on what the test above left: rethinkdb_2 back, released, with no primary. Levelling then moves exactly one
+  // primary onto it. By counts alone (a dry run) that is a shard of one table; while clients read only that table,
+  // POSTSTART_GIVE_BACK=balance must move a shard of the other, idle one: the traffic read from rethinkdb.stats
+  // decides, not the order of the servers.
+  test('when a server returns with POSTSTART_GIVE_BACK=balance while one table is read, then the primary it gets back is an idle shard of the other table', async () => {
+    const balance = createRealManager(cluster, { via: 0, env: { POSTSTART_GIVE_BACK: 'balance' } });
+    let reading = true;
+    let reader = null;
+    try {
+      await waitConnected(balance);
+      const plan = await request(balance.app).post('/v1/actions/rebalance-primaries?dryRun=true').set('content-type', 'application/json').send('{}');
+      expect(plan.body).toMatchObject({ outcome: 'planned', changes: [expect.objectContaining({ to: 'rethinkdb_2' })] });
+      expect(plan.body.changes).toHaveLength(1);
+      const byCounts = plan.body.changes[0].table;
+      const hot = byCounts.split('.')[1];
+      const idle = hot === 'usertable' ? 'ycsb.accounts' : 'ycsb.usertable';
+      const docs = PAPER_TABLES.find((t) => t.table === hot).docs;
+      reader = cluster.withConnection(async (c) => {
+        while (reading) {
+          const keys = Array.from({ length: 50 }, () => `user${Math.floor(Math.random() * docs)}`);
+          await r.db('ycsb').table(hot).getAll(r.args(keys)).coerceTo('array').run(c).catch(() => {});
+        }
+      });
+      // rethinkdb.stats rates are averaged over the last seconds: let them show the reads first.
+      await eventually(() => cluster.withConnection((c) => r.db('rethinkdb').table('stats').filter(r.row('id').nth(0).eq('table_server'))
+        .filter((row) => row('query_engine')('read_docs_per_sec').gt(100)).count().run(c)), { what: 'read traffic in rethinkdb.stats' });
+      const before = await readTables(cluster);
+      expect((await request(balance.app).post('/v1/hooks/prestop?pod=rethinkdb-2')).status).toBe(200);
+      await cluster.stopServer(2, 'SIGTERM');
+      await cluster.restartServer(2);
+      const res = await request(balance.app).post('/v1/hooks/poststart?pod=rethinkdb-2');
+      const op = await waitForOperation(balance.app, res.body.operation.href, { tries: 40000 });
+      expect(op).toMatchObject({ status: 'succeeded', report: { decision: { kind: 'returning' } } });
+      const after = await eventually(() => settled(cluster), { what: 'the returned server to be ready' });
+      const moved = ['ycsb.usertable', 'ycsb.accounts'].flatMap((name) => primariesOf(after, name)
+        .map((p, i) => (p !== primariesOf(before, name)[i] ? { name, to: p } : null)).filter(Boolean));
+      expect(moved).toEqual([{ name: idle, to: 'rethinkdb_2' }]);
+    } finally {
+      reading = false;
+      await reader;
+      await balance.close();
     }
   });
 });

@@ -1,6 +1,8 @@
 // The evaluation's report: how long a disturbance kept p99 above twice the steady p99, on hand-made runs.
 
-import { compareArms, formatTable, recoveryOf, runFigures } from '../../bench/evaluate/report.js';
+import {
+  compareArms, formatTable, phaseFigures, recoveryOf, runFigures,
+} from '../../bench/evaluate/report.js';
 
 const T0 = 5_000;
 // One op every 10 ms from 0 to 30 s; latency by second.
@@ -36,5 +38,18 @@ describe('recoveryOf', () => {
     const rows = compareArms([runFigures(slow), runFigures(fast)]);
     expect(rows[0]).toMatchObject({ recoveredAfterNone: [null], recoveredAfterManager: [expect.closeTo(3.8, 5)] });
     expect(formatTable(rows)).toMatch(/p99 back within 2x steady after \(s\): no manager \| manager +\|\n.*\| never +\| 3\.8 +\|/s);
+  });
+});
+
+describe('phaseFigures', () => {
+  test('when a run has both events of a phase, then its length, p99 and failed ops are those of the ops due between them', () => {
+    const r = run((s) => (s >= 12 && s < 16 ? 40 : 5), [{ t: 12, label: 'start' }, { t: 16, label: 'done' }]);
+    r.records = r.records.map((rec) => (rec.startMs - T0 === 13000 ? { ...rec, ok: false, errorKind: 'timeout' } : rec));
+    expect(phaseFigures(r, { name: 'migration', from: 'start', to: 'done' })).toEqual({ name: 'migration', seconds: 4, p99Ms: 40, failed: 1 });
+  });
+
+  test('when the end event is missing (the arm without the manager), then the phase has no figures', () => {
+    expect(phaseFigures(run(() => 5, [{ t: 12, label: 'start' }]), { name: 'migration', from: 'start', to: 'done' }))
+      .toEqual({ name: 'migration', seconds: null, p99Ms: null, failed: null });
   });
 });

@@ -71,6 +71,16 @@ describe('primary planner invariants', () => {
     }), RUNS);
   });
 
+  // Each handover costs clients: choosing quiet shards must not take more of them than levelling by counts.
+  test('when rebalancing with shard loads, then it makes no more moves than by counts', () => {
+    fc.assert(fc.property(clusterArbitrary, fc.array(fc.nat({ max: 1000 }), { minLength: 64, maxLength: 64 }), (cluster, values) => {
+      const loads = new Map(cluster.tables.flatMap((t, ti) => t.shards.map((sh) => [`${t.id}:${sh.index}`, values[(ti * 8 + sh.index) % 64]])));
+      const moves = (plan) => plan.changes.flatMap((c) => c.moves).length;
+      expect(moves(planRebalancePrimaries(cluster, { draining: cluster.draining, loads })))
+        .toBeLessThanOrEqual(moves(planRebalancePrimaries(cluster, { draining: cluster.draining })));
+    }), RUNS);
+  });
+
   test('when rebalancing, then a draining server never receives a primary and every change passes the safety check', () => {
     fc.assert(fc.property(clusterArbitrary, (cluster) => {
       const plan = planRebalancePrimaries(cluster, { draining: cluster.draining });

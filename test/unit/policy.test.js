@@ -77,13 +77,13 @@ describe('decidePoststart: what a returning server gets back', () => {
   const returning = cluster([server('a'), server('b'), server('c')], [shard(0, 'b', ['a', 'b', 'c'])]);
   test.each([
     ['always', ['wait-for-replicas-ready', 'rebalance-primaries'], { prefer: [{ tableId: 't', shard: 0 }] }],
-    ['balance', ['wait-for-replicas-ready', 'rebalance-primaries'], { byLoad: true }],
+    ['balance', ['wait-for-replicas-ready', 'rebalance-primaries'], { byLoad: true, prefer: [{ tableId: 't', shard: 0 }] }],
     ['never', [], {}],
   ])('when POSTSTART_GIVE_BACK=%s, then %j', (giveBack, types, rebalance) => {
     const d = decidePoststart(returning, { serverId: 'a', giveBack, demoted: [{ tableId: 't', shard: 0 }] });
     expect(d.intents.map((i) => i.type)).toEqual(types);
     if (types.length) expect(d.intents[1]).toMatchObject(rebalance);
-    if (giveBack === 'balance') expect(d.intents[1].prefer).toBeUndefined();
+    if (giveBack === 'always') expect(d.intents[1].byLoad).toBeFalsy();
   });
 });
 
@@ -230,6 +230,12 @@ describe('decidePerfWarningEnd', () => {
     expect(d.action).toBe(action);
     expect(d.reason).toMatch(reason);
     expect(d.intents.map((i) => i.type)).toEqual([{ wait: 'await-health' }[action] ?? action]);
+  });
+
+  test('when a short warning ends on a healthy server, then the primaries are levelled with the least busy shards, the demoted ones on ties', () => {
+    const demoted = [{ tableId: 't', shard: 0 }];
+    const d = decidePerfWarningEnd(cluster([server('a'), server('b')], [shard(0, 'a', ['a', 'b'])]), { serverId: 'b', warning: { demoted } });
+    expect(d.intents[0]).toMatchObject({ byLoad: true, prefer: demoted, clearsRestore: true });
   });
 });
 

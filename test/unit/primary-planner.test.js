@@ -140,6 +140,33 @@ describe('planRebalancePrimaries', () => {
     expect(Math.max(...counts.values()) - Math.min(...counts.values())).toBeLessThanOrEqual(1);
   });
 
+  test('when the shard loads show no traffic, then levelling gives the preferred shards back, as without loads', () => {
+    const healthy = fixtureCluster('01-healthy.json');
+    const r1 = findServer(healthy, 'rethinkdb_1').id;
+    const drain = planMovePrimariesFromServers(healthy, [r1]);
+    const drained = applyChanges(healthy, drain.changes);
+    const prefer = drain.changes.flatMap((c) => c.moves.map((m) => ({ tableId: c.tableId, shard: m.shard, serverId: r1 })));
+    const idle = new Map(drained.tables.flatMap((t) => t.shards.map((sh) => [`${t.id}:${sh.index}`, 0])));
+    expect(planRebalancePrimaries(drained, { prefer, loads: idle })).toEqual(planRebalancePrimaries(drained, { prefer }));
+    expect(planRebalancePrimaries(drained, { prefer, loads: new Map() })).toEqual(planRebalancePrimaries(drained, { prefer }));
+  });
+
+  test('when shard loads are known and several shards are as quiet, then the preferred ones go back first', () => {
+    const healthy = fixtureCluster('01-healthy.json');
+    const r1 = findServer(healthy, 'rethinkdb_1').id;
+    const drain = planMovePrimariesFromServers(healthy, [r1]);
+    const drained = applyChanges(healthy, drain.changes);
+    const demoted = drain.changes.flatMap((c) => c.moves.map((m) => `${c.tableId}:${m.shard}`));
+    // Every shard equally quiet, except one that is not among the demoted: traffic is known, ties go to the old placement.
+    const loads = new Map(drained.tables.flatMap((t) => t.shards.map((sh) => [`${t.id}:${sh.index}`, 1])));
+    const other = [...loads.keys()].find((k) => !demoted.includes(k));
+    loads.set(other, 500);
+    const prefer = demoted.map((k) => { const i = k.lastIndexOf(':'); return { tableId: k.slice(0, i), shard: Number(k.slice(i + 1)), serverId: r1 }; });
+    const moved = planRebalancePrimaries(drained, { prefer, loads }).changes.flatMap((c) => c.moves.map((m) => `${c.tableId}:${m.shard}`));
+    expect(moved.length).toBeGreaterThan(0);
+    expect(moved.every((k) => demoted.includes(k))).toBe(true);
+  });
+
   test('when a configured primary is on a dead server, then rebalancing moves it to a live server', () => {
     const cluster = fixtureCluster('06-one-server-killed-after-13.5s.json');
     const dead = findServer(cluster, 'rethinkdb_3').id;
