@@ -14,6 +14,10 @@ const ROOT = '/sys/fs/cgroup';
 const CONTROLLERS = ['cpu', 'cpuacct'];
 const PERIOD_US = 100000;
 
+// Busy loops still running: killed when this process exits, however it exits (a watchdog's process.exit too).
+const running = new Set();
+process.once('exit', () => { for (const child of running) { try { child.kill('SIGKILL'); } catch { /* gone */ } } });
+
 export function cpuNodesAvailable() {
   return CONTROLLERS.every((c) => existsSync(join(ROOT, c, 'cgroup.procs')));
 }
@@ -44,6 +48,7 @@ export function createCpuNodes({ name, coresPerNode }) {
     ensure(index);
     const enter = CONTROLLERS.map((c) => `echo $$ > ${dir(c, `node-${index}`, 'noisy', 'cgroup.procs')}`).join(' && ');
     const children = Array.from({ length: processes }, () => spawn('sh', ['-c', `${enter} && exec sh -c 'while :; do :; done'`], { stdio: 'ignore' }));
+    for (const child of children) { running.add(child); child.once('exit', () => running.delete(child)); }
     noise.set(index, [...(noise.get(index) ?? []), ...children]);
   }
 

@@ -203,13 +203,13 @@ export function createRethinkDbCluster({
   // queries of the clients that enter through it, like a proxy pod on a node of its own. It runs outside the CPU
   // nodes (no neighbour shares its CPU), in network namespace `index` with netns. It is not one of `servers`.
   // Returns { name, host, driverPort }.
-  async function addProxy({ index = 20 } = {}) {
+  async function addProxy({ index = 20 + proxies.length } = {}) {
     const hostname = `rethinkdb-proxy-${proxies.length}`;
     const placement = lab ? { ...pick(lab.addHost(index), 'host', 'netns'), driverPort: 28015, clusterPort: 29015 }
       : { host: '127.0.0.1', netns: null, driverPort: await freePort(), clusterPort: await freePort() };
     const p = { index, name: hostname, hostname, proxy: true, child: null, ...placement };
     const argv = placeArgv(p, [binary, 'proxy', '--bind', p.host, '--driver-port', String(p.driverPort), '--cluster-port', String(p.clusterPort),
-      '--no-http-admin', '--log-file', join(baseDir, `${hostname}.log`), ...joinArgs(p)]);
+      '--no-http-admin', '--log-file', join(baseDir, `${hostname}.server.log`), ...joinArgs(p)]);
     const out = openSync(join(baseDir, `${hostname}.log`), 'a');
     const child = spawn(argv[0], argv.slice(1), { stdio: ['ignore', out, out] });
     p.child = child;

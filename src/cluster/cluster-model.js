@@ -107,9 +107,12 @@ function byName(a, b) {
   return a.name.localeCompare(b.name) || a.id.localeCompare(b.id);
 }
 
-// Client traffic per shard, estimated from rethinkdb.stats ['table_server', table, server] rows: reads are served
-// by primaries (read_mode single), so a server's read_docs_per_sec for a table is split over the shards of that
-// table it is the primary of. Returns Map `${tableId}:${shard}` -> docs/s (shards with no row are absent).
+// Client traffic per shard, estimated from rethinkdb.stats ['table_server', table, server] rows: reads are counted
+// where they run (the B-tree's keys_read, on the primary with read_mode single), so a server's read_docs_per_sec
+// for a table is split evenly over the shards of that table it is the primary of. An estimate: writes are left
+// out (every replica applies them, so they do not tell shards apart), and the rate covers the last second only.
+// Returns Map `${tableId}:${shard}` -> docs/s; a shard whose primary has no row (an error row from an unresponsive
+// server) is absent, and the planner counts it as the busiest.
 export function shardLoads(cluster, statsRows) {
   const reads = new Map();
   for (const row of statsRows ?? []) {

@@ -51,19 +51,25 @@ export function planMovePrimariesFromServers(cluster, serverIds, { draining = []
 // known, each levelling move takes the least busy of the shards it could move (of equally busy ones, a preferred
 // return), because a handover fails the operations that reach the shard meanwhile: moving an idle shard's primary
 // costs clients nothing. Without traffic every move is as cheap, and `prefer` restores the old placement.
-// The plan by traffic is kept only where it takes no more handovers, and moves no more traffic, than the plan by
-// counts (greedy quiet moves can need an extra one: then the count plan is the cheaper).
+// A shard missing from `loads` (its primary's stats not read) counts as the busiest: it is moved last.
+// Of the plan by traffic and the plan by counts, the one with fewer handovers is kept, and on a tie the one that
+// moves less traffic (greedy quiet moves can need an extra handover: then the count plan is the cheaper).
 export function planRebalancePrimaries(cluster, { draining = [], tableIds = null, prefer = [], loads = null } = {}) {
   const byCounts = levelPrimaries(cluster, { draining, tableIds, prefer, byTraffic: null });
   if (!loads || ![...loads.values()].some((v) => v > 0)) return byCounts;
   const byTraffic = levelPrimaries(cluster, { draining, tableIds, prefer, byTraffic: loads });
   const cost = (plan) => {
-    const moves = plan.changes.flatMap((c) => c.moves.map((m) => loads.get(`${c.tableId}:${m.shard}`) ?? 0));
+    const moves = plan.changes.flatMap((c) => c.moves.map((m) => loadOf(loads, c.tableId, m.shard)));
     return { handovers: moves.length, traffic: moves.reduce((a, b) => a + b, 0) };
   };
   const [t, c] = [cost(byTraffic), cost(byCounts)];
-  return t.handovers <= c.handovers && t.traffic <= c.traffic ? byTraffic : byCounts;
+  return t.handovers < c.handovers || (t.handovers === c.handovers && t.traffic <= c.traffic) ? byTraffic : byCounts;
 }
+
+const loadOf = (loads, tableId, shard) => {
+  const v = loads.get(`${tableId}:${shard}`);
+  return Number.isFinite(v) ? v : Infinity;
+};
 
 function levelPrimaries(cluster, { draining, tableIds, prefer, byTraffic }) {
   const view = createView(cluster, { draining });
@@ -151,11 +157,11 @@ function findLevellingMove(view, byServer, counts, eligibleFor) {
 // none of theirs can move), so it takes as many moves; but of all the primaries on the servers with that count, it
 // moves the quietest. Ties go to a preferred return, then to the least loaded destination.
 function findQuietestLevellingMove(view, byServer, counts, eligibleFor, loads, prefer) {
-  const loadOf = (ref) => loads.get(`${ref.table.id}:${ref.shard.index}`) ?? 0;
+  const trafficOf = (ref) => loadOf(loads, ref.table.id, ref.shard.index);
   const count = (id) => counts.get(id) ?? 0;
   const preferredTo = (ref) => prefer.find((p) => p.tableId === ref.table.id && p.shard === ref.shard.index)?.serverId;
   const lowest = Math.min(...[...counts.entries()].filter(([id]) => !view.draining.has(id) && view.isConnected(id)).map(([, c]) => c), 0);
-  const better = (a, b) => loadOf(a.ref) - loadOf(b.ref) || a.back - b.back || count(a.to) - count(b.to)
+  const better = (a, b) => compareTraffic(trafficOf(a.ref), trafficOf(b.ref)) || a.back - b.back || count(a.to) - count(b.to)
     || view.nameOf(a.from).localeCompare(view.nameOf(b.from));
   const levels = [...new Set([...byServer.keys()].map(count))].filter((c) => c - lowest >= 2).sort((a, b) => b - a);
   for (const level of levels) {
@@ -174,6 +180,9 @@ function findQuietestLevellingMove(view, byServer, counts, eligibleFor, loads, p
   }
   return null;
 }
+
+// Infinity - Infinity is NaN: two unknown loads are equal.
+const compareTraffic = (a, b) => (a === b ? 0 : a - b);
 
 function groupMoves(tables, moves) {
   const byTable = new Map();

@@ -167,6 +167,44 @@ describe('planRebalancePrimaries', () => {
     expect(moved.every((k) => demoted.includes(k))).toBe(true);
   });
 
+  // Found by the property test: server_4 holds three primaries; moving the idle shard 1 first (to server_1) leaves
+  // the busy shard 0 to move as well (2 handovers), where by counts shard 0 alone moves (1 handover).
+  test('when quiet moves first would take an extra handover, then the plan by counts is kept', () => {
+    const srv = (i, connected = true) => ({ id: `s${i}`, name: `server_${i}`, connected, tags: [], hostname: `server-${i}`, canonicalAddresses: [] });
+    const sh = (index, primary, replicas, states, nonvoting = []) => ({ index, primary, replicas, nonvoting, acting: [primary], states });
+    const cluster = {
+      draining: [],
+      servers: [srv(0), srv(1), srv(2, false), srv(3), srv(4)],
+      backfills: [],
+      tables: [{
+        id: 't0', db: 'db', name: 'table0', readyForWrites: true, readyForReads: true, allReplicasReady: true, raftLeader: null,
+        shards: [
+          sh(0, 's4', ['s4', 's3', 's1'], { s4: 'ready', s3: 'ready', s1: 'ready' }),
+          sh(1, 's4', ['s3', 's4', 's1', 's0'], { s3: 'transitioning', s4: 'ready', s1: 'ready', s0: 'ready' }, ['s0']),
+          sh(2, 's4', ['s4'], { s4: 'ready' }),
+          sh(3, 's1', ['s1'], { s1: 'ready' }),
+        ],
+      }],
+    };
+    const loads = new Map([['t0:0', 399], ['t0:1', 0], ['t0:2', 0], ['t0:3', 0]]);
+    const byCounts = planRebalancePrimaries(cluster);
+    expect(byCounts.changes.flatMap((c) => c.moves)).toEqual([{ shard: 0, from: 's4', to: 's3' }]);
+    expect(planRebalancePrimaries(cluster, { loads })).toEqual(byCounts);
+  });
+
+  test('when a shard\'s load is unknown (its primary\'s stats were not read), then a known quiet shard moves before it', () => {
+    const healthy = fixtureCluster('01-healthy.json');
+    const r1 = findServer(healthy, 'rethinkdb_1').id;
+    const drained = applyChanges(healthy, planMovePrimariesFromServers(healthy, [r1]).changes);
+    const byCount = planRebalancePrimaries(drained);
+    const [first] = byCount.changes.flatMap((c) => c.moves.map((m) => `${c.tableId}:${m.shard}`));
+    // Every shard known and busy except the one a count alone picks, which is unknown: it must not be the one moved.
+    const loads = new Map(drained.tables.flatMap((t) => t.shards.map((s) => [`${t.id}:${s.index}`, 100])));
+    loads.delete(first);
+    const moved = planRebalancePrimaries(drained, { loads }).changes.flatMap((c) => c.moves.map((m) => `${c.tableId}:${m.shard}`));
+    expect(moved).not.toContain(first);
+  });
+
   test('when a configured primary is on a dead server, then rebalancing moves it to a live server', () => {
     const cluster = fixtureCluster('06-one-server-killed-after-13.5s.json');
     const dead = findServer(cluster, 'rethinkdb_3').id;
