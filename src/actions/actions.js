@@ -120,7 +120,8 @@ export function createActions({
   }
 
   // byLoad: level with the least busy shards (client traffic read once from rethinkdb.stats; if that read fails,
-  // on counts alone).
+  // on counts alone). Levelling the manager starts itself (POSTSTART, a warning's end, the primaries a new or
+  // replacement server gets after its replicas) goes by load; the operator's rebalance-primaries by counts.
   async function rebalancePrimaries({
     dryRun = false, deadlineSeconds, reason, tableIds = null, actor, pod, prefer = [], snapshot = null, byLoad = false,
   } = {}) {
@@ -166,7 +167,7 @@ export function createActions({
     return startReplicaMoves({
       action: 'replace-server', target: { lost: gone.name, server: s.name }, intent: { type: 'replace-server', lostId: gone.id, serverId: s.id }, stateServer: s,
       cluster, plan, dryRun, deadlineSeconds, reason, actor,
-      afterMoves: (touched) => rebalancePrimaries({ tableIds: touched, reason: `give ${s.name} its share of primaries`, actor, pod: podNameOf(s) }),
+      afterMoves: (touched) => rebalancePrimaries({ tableIds: touched, reason: `give ${s.name} its share of primaries`, actor, pod: podNameOf(s), byLoad: true }),
     });
   }
 
@@ -178,7 +179,7 @@ export function createActions({
     return startReplicaMoves({
       action: 'add-server', target: { server: s.name, tables: tables ?? null, grow }, intent: { type: 'add-server', serverId: s.id, tableIds, grow }, stateServer: s,
       cluster, plan, dryRun, deadlineSeconds, reason, actor,
-      afterMoves: (touched) => rebalancePrimaries({ tableIds: touched, reason: `give ${s.name} its share of primaries`, actor, pod: podNameOf(s) }),
+      afterMoves: (touched) => rebalancePrimaries({ tableIds: touched, reason: `give ${s.name} its share of primaries`, actor, pod: podNameOf(s), byLoad: true }),
     });
   }
 

@@ -39,6 +39,27 @@ describe('POST /v1/hooks/poststart', () => {
     expect(new Set(await primaryMap(h.store)).size).toBe(4); // 4 primaries stay on 4 different servers
   });
 
+  const returnPod = async (h) => {
+    await request(h.app).post('/v1/hooks/prestop?pod=rethinkdb-1');
+    await request(h.app).post('/v1/hooks/poststart?pod=rethinkdb-1');
+  };
+  // The sandbox models no traffic (its stats are empty, so the choice falls back to counts); what is checked here is
+  // that the levelling the manager starts itself asks RethinkDB for traffic, and the operator's does not.
+  test.each([
+    ['an expansion', true, {}, async (h) => { await h.kube.patchStatefulSetScale(5); }],
+    ['a returning server (POSTSTART_GIVE_BACK=balance, the default)', true, {}, returnPod],
+    ['a returning server with POSTSTART_GIVE_BACK=always', false, { POSTSTART_GIVE_BACK: 'always' }, returnPod],
+  ])('when primaries are levelled for %s, then client traffic is read to choose them: %p', async (_, readsTraffic, env, act) => {
+    let statsReads = 0;
+    const h = createSandboxHarness({ env, wrapSource: (source) => ({ ...source, readTableServerStats: async () => { statsReads += 1; return []; } }) });
+    await act(h);
+    await settle(h);
+    expect(h.operations.list().find((o) => o.kind === 'poststart')).toMatchObject({ status: 'succeeded' });
+    expect(statsReads > 0).toBe(readsTraffic);
+    await request(h.app).post('/v1/actions/rebalance-primaries').set('content-type', 'application/json').send('{}');
+    expect(statsReads > 0).toBe(readsTraffic);
+  });
+
   test('when called, then 202 at once with an operation; a repeat while it runs returns the same operation', async () => {
     let hold = null;
     const h = createSandboxHarness({
