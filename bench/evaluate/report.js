@@ -43,14 +43,15 @@ export function recoveryOf(run, { from, to, steadyP99Ms, factor = 2 }) {
   };
 }
 
-// A named stretch of a run between two events (e.g. a migration): its p99 and failed ops; null where an event is
-// missing (the arm without the manager has no migration).
+// A named stretch of a run between two events (e.g. a migration): its p99 (overall and per kind of operation) and
+// failed ops; null where an event is missing (the arm without the manager has no migration).
 export function phaseFigures(run, { name, from, to }) {
   const start = run.events.find((e) => e.label === from)?.t;
   const end = run.events.find((e) => e.label === to)?.t;
-  if (start === undefined || end === undefined) return { name, seconds: null, p99Ms: null, failed: null };
+  if (start === undefined || end === undefined) return { name, seconds: null, p99Ms: null, p99ByKind: null, failed: null };
   const s = summarize(run.records, { t0: run.t0, fromMs: start * 1000, toMs: end * 1000 });
-  return { name, seconds: end - start, p99Ms: s.latency?.p99 ?? null, failed: s.failed };
+  const p99ByKind = Object.fromEntries(Object.entries(s.byKind).map(([kind, k]) => [kind, k.latency?.p99 ?? null]));
+  return { name, seconds: end - start, p99Ms: s.latency?.p99 ?? null, p99ByKind, failed: s.failed };
 }
 
 // Failed ops due between each event and the next (the last until the end): where a run's failures came from.

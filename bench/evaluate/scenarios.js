@@ -95,6 +95,7 @@ export const SCENARIOS = {
     durationSeconds: 60,
     coresPerNode: 0.5,
     window: { from: 'interference on', to: 'interference off' },
+    phases: [{ name: 'after the demotion', from: 'PERFWARNING raised and handled (rethinkdb-1)', to: 'interference off' }],
     managerEnv: {
       MONITOR_ENABLED: 'true', MONITOR_POLL_INTERVAL_MS: '2000', MONITOR_SCALE_OUT: 'false', MONITOR_CLEAR_COOLDOWN_SECONDS: '10',
     },
