@@ -154,8 +154,9 @@ function findLevellingMove(view, byServer, counts, eligibleFor) {
 }
 
 // With shard loads: as by counts, a move takes a primary off the most loaded servers (the next ones down only where
-// none of theirs can move), so it takes as many moves; but of all the primaries on the servers with that count, it
-// moves the quietest. Ties go to a preferred return, then to the least loaded destination.
+// none of theirs can move), so it mostly takes as many moves (planRebalancePrimaries keeps the count plan where it
+// does not); but of all the primaries on the servers with that count, it moves the quietest. Ties go to a
+// preferred return, then to the least loaded destination.
 function findQuietestLevellingMove(view, byServer, counts, eligibleFor, loads, prefer) {
   const trafficOf = (ref) => loadOf(loads, ref.table.id, ref.shard.index);
   const count = (id) => counts.get(id) ?? 0;
