@@ -112,6 +112,42 @@ export const SCENARIOS = {
     },
   },
 };
+// IV-B4: the hot-spot announced in advance. At t=12 s (manager arm, after the steady seconds the report compares
+// with) a PERFWARNING for rethinkdb-1 that will last 60 s demotes its primaries; the noisy neighbour runs from
+// t=17 s to t=52 s; at t=54 s the warning is withdrawn and the primaries are levelled back. The monitor is off:
+// the warning comes from whoever schedules the work.
+SCENARIOS['hotspot-announced'] = {
+  name: 'hotspot-announced',
+  title: 'IV-B4 a hot-spot announced by PERFWARNING before it starts',
+  durationSeconds: 65,
+  coresPerNode: 0.5,
+  entry: 'proxy',
+  window: { from: 'interference on', to: 'interference off' },
+  phases: [{ name: 'interference', from: 'interference on', to: 'interference off' }],
+  managerEnv: { MONITOR_ENABLED: 'false' },
+  async timeline(ctx) {
+    const { cluster, at, mark, hotServer, manager, notes } = ctx;
+    await at(12);
+    if (manager) {
+      const res = await manager.hook('POST', '/v1/hooks/perfwarning', { pod: `rethinkdb-${hotServer}`, durationSeconds: 60, reason: 'evaluation: a batch job at t=17 s' });
+      notes.perfwarning = { status: res.status, demotion: res.body?.pods?.[0]?.outcome ?? null };
+      mark('PERFWARNING answered');
+    }
+    await at(17);
+    cluster.cpu.startNoise(hotServer, { processes: 2 });
+    mark('interference on');
+    await at(52);
+    cluster.cpu.stopNoise(hotServer);
+    mark('interference off');
+    await at(54);
+    if (manager) {
+      const res = await manager.hook('DELETE', `/v1/hooks/perfwarning?pod=rethinkdb-${hotServer}`);
+      notes.end = { status: res.status, restore: res.body?.restore?.outcome ?? res.body?.restore?.action ?? null };
+      mark('warning withdrawn');
+    }
+  },
+};
+
 // IV-B5: a noisy neighbour on rethinkdb_1's node from t=10 s to the end, announced by a PERFWARNING that says it
 // will last an hour (longer than PERFWARNING_LONG_SECONDS): the manager demotes rethinkdb_1's primaries and moves
 // its replicas off, one at a time. At t=CRASH_AT_SECONDS, the server that held no replica of the busiest shard when
