@@ -3,6 +3,14 @@
 
 const RETURN_AFTER_SECONDS = 15;
 
+// The server that leads ycsb.usertable's Raft group (table_status.raft_leader): every write asks it for the table's
+// config, so a starved leader may slow writes wherever the primaries are. Null if it cannot be read.
+async function raftLeaderOf(cluster) {
+  const { default: r } = await import('rethinkdb');
+  return cluster.withConnection((c) => r.db('rethinkdb').table('table_status').filter({ db: 'ycsb', name: 'usertable' }).nth(0)('raft_leader').run(c))
+    .catch(() => null);
+}
+
 // The pod's preStop hook then the stop itself; with the manager, PRESTOP first, as the StatefulSet's hook does.
 async function prestopThen(ctx, stop) {
   const { manager, mark, hotServer, notes } = ctx;
@@ -104,6 +112,7 @@ export const SCENARIOS = {
       await at(10);
       cluster.cpu.startNoise(hotServer, { processes: 2 });
       mark('interference on');
+      notes.raftLeader = await raftLeaderOf(cluster);
       await watchMonitor(ctx, 45);
       cluster.cpu.stopNoise(hotServer);
       mark('interference off');
@@ -136,6 +145,7 @@ SCENARIOS['hotspot-announced'] = {
     await at(17);
     cluster.cpu.startNoise(hotServer, { processes: 2 });
     mark('interference on');
+    notes.raftLeader = await raftLeaderOf(cluster);
     await at(52);
     cluster.cpu.stopNoise(hotServer);
     mark('interference off');
