@@ -122,13 +122,21 @@ describe('planRebalancePrimaries', () => {
     expect(planRebalancePrimaries(after).changes).toEqual([]);
   });
 
-  test('when shard loads are known, then levelling moves the least busy shards, not the one a count alone would pick', () => {
+  // The healthy fixture with rethinkdb_1 drained, and the shard a rebalance by counts would move first.
+  function drainedRethinkdb1() {
     const healthy = fixtureCluster('01-healthy.json');
     const r1 = findServer(healthy, 'rethinkdb_1').id;
-    const drained = applyChanges(healthy, planMovePrimariesFromServers(healthy, [r1]).changes);
+    const drain = planMovePrimariesFromServers(healthy, [r1]);
+    const drained = applyChanges(healthy, drain.changes);
     const byCount = planRebalancePrimaries(drained);
-    const [busy] = byCount.changes.flatMap((c) => c.moves.map((m) => `${c.tableId}:${m.shard}`));
-    const loads = new Map(drained.tables.flatMap((t) => t.shards.map((sh) => [`${t.id}:${sh.index}`, 1])));
+    const [firstByCount] = byCount.changes.flatMap((c) => c.moves.map((m) => `${c.tableId}:${m.shard}`));
+    return { drained, drain, byCount, firstByCount, r1 };
+  }
+  const loadsOf = (cluster, value) => new Map(cluster.tables.flatMap((t) => t.shards.map((sh) => [`${t.id}:${sh.index}`, value])));
+
+  test('when shard loads are known, then levelling moves the least busy shards, not the one a count alone would pick', () => {
+    const { drained, byCount, firstByCount: busy, r1 } = drainedRethinkdb1();
+    const loads = loadsOf(drained, 1);
     loads.set(busy, 500);
     const byLoad = planRebalancePrimaries(drained, { loads });
     const moved = byLoad.changes.flatMap((c) => c.moves.map((m) => `${c.tableId}:${m.shard}`));
@@ -141,24 +149,18 @@ describe('planRebalancePrimaries', () => {
   });
 
   test('when the shard loads show no traffic, then levelling gives the preferred shards back, as without loads', () => {
-    const healthy = fixtureCluster('01-healthy.json');
-    const r1 = findServer(healthy, 'rethinkdb_1').id;
-    const drain = planMovePrimariesFromServers(healthy, [r1]);
-    const drained = applyChanges(healthy, drain.changes);
+    const { drained, drain, r1 } = drainedRethinkdb1();
     const prefer = drain.changes.flatMap((c) => c.moves.map((m) => ({ tableId: c.tableId, shard: m.shard, serverId: r1 })));
-    const idle = new Map(drained.tables.flatMap((t) => t.shards.map((sh) => [`${t.id}:${sh.index}`, 0])));
+    const idle = loadsOf(drained, 0);
     expect(planRebalancePrimaries(drained, { prefer, loads: idle })).toEqual(planRebalancePrimaries(drained, { prefer }));
     expect(planRebalancePrimaries(drained, { prefer, loads: new Map() })).toEqual(planRebalancePrimaries(drained, { prefer }));
   });
 
   test('when shard loads are known and several shards are as quiet, then the preferred ones go back first', () => {
-    const healthy = fixtureCluster('01-healthy.json');
-    const r1 = findServer(healthy, 'rethinkdb_1').id;
-    const drain = planMovePrimariesFromServers(healthy, [r1]);
-    const drained = applyChanges(healthy, drain.changes);
+    const { drained, drain, r1 } = drainedRethinkdb1();
     const demoted = drain.changes.flatMap((c) => c.moves.map((m) => `${c.tableId}:${m.shard}`));
     // Every shard equally quiet, except one that is not among the demoted: traffic is known, ties go to the old placement.
-    const loads = new Map(drained.tables.flatMap((t) => t.shards.map((sh) => [`${t.id}:${sh.index}`, 1])));
+    const loads = loadsOf(drained, 1);
     const other = [...loads.keys()].find((k) => !demoted.includes(k));
     loads.set(other, 500);
     const prefer = demoted.map((k) => { const i = k.lastIndexOf(':'); return { tableId: k.slice(0, i), shard: Number(k.slice(i + 1)), serverId: r1 }; });
@@ -193,13 +195,9 @@ describe('planRebalancePrimaries', () => {
   });
 
   test('when a shard\'s load is unknown (its primary\'s stats were not read), then a known quiet shard moves before it', () => {
-    const healthy = fixtureCluster('01-healthy.json');
-    const r1 = findServer(healthy, 'rethinkdb_1').id;
-    const drained = applyChanges(healthy, planMovePrimariesFromServers(healthy, [r1]).changes);
-    const byCount = planRebalancePrimaries(drained);
-    const [first] = byCount.changes.flatMap((c) => c.moves.map((m) => `${c.tableId}:${m.shard}`));
+    const { drained, firstByCount: first } = drainedRethinkdb1();
     // Every shard known and busy except the one a count alone picks, which is unknown: it must not be the one moved.
-    const loads = new Map(drained.tables.flatMap((t) => t.shards.map((s) => [`${t.id}:${s.index}`, 100])));
+    const loads = loadsOf(drained, 100);
     loads.delete(first);
     const moved = planRebalancePrimaries(drained, { loads }).changes.flatMap((c) => c.moves.map((m) => `${c.tableId}:${m.shard}`));
     expect(moved).not.toContain(first);
