@@ -233,3 +233,56 @@ async function watchMonitor({ manager, at, mark }, untilS) {
     await new Promise((res) => { setTimeout(res, 200); });
   }
 }
+
+// An experiment, not the manager's behaviour: hotspot-proxy where, once the monitor has demoted rethinkdb_1, the
+// timeline itself (by hand, through the driver) makes rethinkdb_1 nonvoting in every usertable shard, waits until
+// another server leads the table's Raft group, and makes it voting again. Does moving the Raft leadership bring
+// the updates back, and what do the two config writes cost?
+SCENARIOS['hotspot-proxy-raft-nudge'] = {
+  ...SCENARIOS['hotspot-proxy'],
+  name: 'hotspot-proxy-raft-nudge',
+  title: 'IV-B3 through a proxy, the Raft leadership moved by hand after the demotion',
+  phases: [{ name: 'after the nudge', from: 'Raft leadership moved (by hand)', to: 'interference off' }],
+  async timeline(ctx) {
+    const { cluster, at, mark, hotServer, manager, notes } = ctx;
+    await at(10);
+    cluster.cpu.startNoise(hotServer, { processes: 2 });
+    mark('interference on');
+    notes.raftLeader = await raftLeaderOf(cluster);
+    const raised = () => (manager.monitor().lastDecisions ?? []).some((d) => d.type === 'raise');
+    let timedOut = false;
+    at(40).then(() => { timedOut = true; });
+    if (manager) {
+      while (!raised() && !timedOut) await new Promise((res) => { setTimeout(res, 200); });
+      mark('PERFWARNING raised and handled (rethinkdb-1)');
+      notes.nudge = await nudgeRaftLeader(cluster, cluster.servers[hotServer].name);
+      mark('Raft leadership moved (by hand)');
+    }
+    await at(45);
+    cluster.cpu.stopNoise(hotServer);
+    mark('interference off');
+    await at(58);
+  },
+};
+
+async function nudgeRaftLeader(cluster, serverName) {
+  const { default: r } = await import('rethinkdb');
+  const started = performance.now();
+  return cluster.withConnection(async (c) => {
+    const table = r.db('ycsb').table('usertable');
+    const before = await table.config().run(c);
+    const leaderNow = () => r.db('rethinkdb').table('table_status').filter({ db: 'ycsb', name: 'usertable' }).nth(0)('raft_leader').run(c);
+    const from = await leaderNow();
+    if (from !== serverName) return { from, moved: false, reason: 'not the leader' };
+    const nonvoting = before.shards.map((sh) => (sh.replicas.includes(serverName) && sh.primary_replica !== serverName
+      ? { ...sh, nonvoting_replicas: [...new Set([...(sh.nonvoting_replicas ?? []), serverName])] } : sh));
+    await table.config().update({ shards: nonvoting }).run(c);
+    let to = from;
+    while (to === serverName && performance.now() - started < 15000) {
+      await new Promise((res) => { setTimeout(res, 200); });
+      to = await leaderNow().catch(() => serverName);
+    }
+    await table.config().update({ shards: before.shards }).run(c);
+    return { from, to, seconds: Math.round(performance.now() - started) / 1000 };
+  });
+}
