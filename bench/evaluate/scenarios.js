@@ -3,6 +3,14 @@
 
 const RETURN_AFTER_SECONDS = 15;
 
+// At t=seconds, the noisy neighbour starts on the hot server's node; notes which server leads the table's Raft group.
+async function interferenceAt({ cluster, at, mark, hotServer, notes }, seconds) {
+  await at(seconds);
+  cluster.cpu.startNoise(hotServer, { processes: 2 });
+  mark('interference on');
+  notes.raftLeader = await raftLeaderOf(cluster);
+}
+
 // The server that leads ycsb.usertable's Raft group (table_status.raft_leader): every write asks it for the table's
 // config, so a starved leader may slow writes wherever the primaries are. Null if it cannot be read.
 async function raftLeaderOf(cluster) {
@@ -108,11 +116,8 @@ export const SCENARIOS = {
       MONITOR_ENABLED: 'true', MONITOR_POLL_INTERVAL_MS: '2000', MONITOR_SCALE_OUT: 'false', MONITOR_CLEAR_COOLDOWN_SECONDS: '10',
     },
     async timeline(ctx) {
-      const { cluster, at, mark, hotServer, manager, notes } = ctx;
-      await at(10);
-      cluster.cpu.startNoise(hotServer, { processes: 2 });
-      mark('interference on');
-      notes.raftLeader = await raftLeaderOf(cluster);
+      const { cluster, mark, hotServer, manager, notes } = ctx;
+      await interferenceAt(ctx, 10);
       await watchMonitor(ctx, 45);
       cluster.cpu.stopNoise(hotServer);
       mark('interference off');
@@ -142,10 +147,7 @@ SCENARIOS['hotspot-announced'] = {
       notes.perfwarning = { status: res.status, demotion: res.body?.pods?.[0]?.outcome ?? null };
       mark('PERFWARNING answered');
     }
-    await at(17);
-    cluster.cpu.startNoise(hotServer, { processes: 2 });
-    mark('interference on');
-    notes.raftLeader = await raftLeaderOf(cluster);
+    await interferenceAt(ctx, 17);
     await at(52);
     cluster.cpu.stopNoise(hotServer);
     mark('interference off');
@@ -245,10 +247,7 @@ SCENARIOS['hotspot-proxy-raft-nudge'] = {
   phases: [{ name: 'after the nudge', from: 'Raft leadership moved (by hand)', to: 'interference off' }],
   async timeline(ctx) {
     const { cluster, at, mark, hotServer, manager, notes } = ctx;
-    await at(10);
-    cluster.cpu.startNoise(hotServer, { processes: 2 });
-    mark('interference on');
-    notes.raftLeader = await raftLeaderOf(cluster);
+    await interferenceAt(ctx, 10);
     const raised = () => (manager.monitor().lastDecisions ?? []).some((d) => d.type === 'raise');
     let timedOut = false;
     at(40).then(() => { timedOut = true; });
