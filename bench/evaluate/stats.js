@@ -64,12 +64,16 @@ function entryNames(records) {
 }
 
 // Index range of buckets to report: every bucket from the first to the last start or ok completion.
+// Due times are t0 + i x interval in floating point, so (t0 + 1000) - t0 can come out a hair under 1000: a nanosecond
+// of tolerance keeps an op due on a bucket's boundary in that bucket.
+const bucketIndex = (ms, bucketMs) => Math.floor((ms + 1e-6) / bucketMs);
+
 function bucketRange(records, t0, bucketMs) {
   let first = 0;
   let last = -1;
   for (const rec of records) {
-    const startIndex = Math.floor((rec.startMs - t0) / bucketMs);
-    const endIndex = rec.ok ? Math.floor((rec.endMs - t0) / bucketMs) : startIndex;
+    const startIndex = bucketIndex(rec.startMs - t0, bucketMs);
+    const endIndex = rec.ok ? bucketIndex(rec.endMs - t0, bucketMs) : startIndex;
     first = Math.min(first, startIndex);
     last = Math.max(last, startIndex, endIndex);
   }
@@ -84,8 +88,8 @@ function bucketOf(startedRecords, okCompletions, bucketMs) {
 // was due; throughput is ok ops completing in the bucket, per second. byEntry has every entry in every bucket.
 export function bucketize(records, { t0 = 0, bucketMs = 1000 } = {}) {
   const { first, last } = bucketRange(records, t0, bucketMs);
-  const byStart = groupBy(records, (rec) => Math.floor((rec.startMs - t0) / bucketMs));
-  const okByEnd = groupBy(records.filter((rec) => rec.ok), (rec) => Math.floor((rec.endMs - t0) / bucketMs));
+  const byStart = groupBy(records, (rec) => bucketIndex(rec.startMs - t0, bucketMs));
+  const okByEnd = groupBy(records.filter((rec) => rec.ok), (rec) => bucketIndex(rec.endMs - t0, bucketMs));
   const entries = entryNames(records);
   const buckets = [];
   for (let index = first; index <= last; index += 1) {

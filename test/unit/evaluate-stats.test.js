@@ -75,6 +75,14 @@ describe('summarizeLatencies', () => {
 });
 
 describe('bucketize', () => {
+  // Seen on a real run: with this t0, (t0 + 200 x 5) - t0 is 999.9999999... in floating point.
+  test('when ops are due every 5 ms from a t0 with floating-point error, then each second holds exactly 200', () => {
+    const t0 = 130698.22340947956;
+    expect((t0 + 1000) - t0).toBeLessThan(1000);
+    const due = Array.from({ length: 600 }, (_, i) => ({ startMs: t0 + i * 5, endMs: t0 + i * 5 + 1, ok: true, kind: 'read', entry: 'a', errorKind: null }));
+    expect(bucketize(due, { t0 }).map((b) => b.attempted)).toEqual([200, 200, 200]);
+  });
+
   const records = [
     op(0, 5),
     op(200, 15, { entry: 'b', kind: 'update' }),
