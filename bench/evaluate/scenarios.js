@@ -14,9 +14,12 @@ async function interferenceAt({ cluster, at, mark, hotServer, notes }, seconds) 
 // The server that leads ycsb.usertable's Raft group (table_status.raft_leader): every write asks it for the table's
 // config, so a starved leader may slow writes wherever the primaries are. Null if it cannot be read.
 async function raftLeaderOf(cluster) {
+  return cluster.withConnection((c) => raftLeaderOn(c)).catch(() => null);
+}
+
+async function raftLeaderOn(conn) {
   const { default: r } = await import('rethinkdb');
-  return cluster.withConnection((c) => r.db('rethinkdb').table('table_status').filter({ db: 'ycsb', name: 'usertable' }).nth(0)('raft_leader').run(c))
-    .catch(() => null);
+  return r.db('rethinkdb').table('table_status').filter({ db: 'ycsb', name: 'usertable' }).nth(0)('raft_leader').run(conn);
 }
 
 // The pod's preStop hook then the stop itself; with the manager, PRESTOP first, as the StatefulSet's hook does.
@@ -270,7 +273,7 @@ async function nudgeRaftLeader(cluster, serverName) {
   return cluster.withConnection(async (c) => {
     const table = r.db('ycsb').table('usertable');
     const before = await table.config().run(c);
-    const leaderNow = () => r.db('rethinkdb').table('table_status').filter({ db: 'ycsb', name: 'usertable' }).nth(0)('raft_leader').run(c);
+    const leaderNow = () => raftLeaderOn(c);
     const from = await leaderNow();
     if (from !== serverName) return { from, moved: false, reason: 'not the leader' };
     const nonvoting = before.shards.map((sh) => (sh.replicas.includes(serverName) && sh.primary_replica !== serverName

@@ -79,12 +79,7 @@ export function createRethinkDbCluster({
     }
     const serve = [binary, 'serve', '-d', s.dir, '--bind', s.host, '--driver-port', String(s.driverPort), '--cluster-port', String(s.clusterPort),
       '--no-http-admin', '--cache-size', String(cacheSizeMb), ...(joinTo ? joinArgs(s) : [])];
-    const argv = placeArgv(s, serve);
-    const out = openSync(join(baseDir, `${s.hostname}.log`), 'a');
-    const child = spawn(argv[0], argv.slice(1), { stdio: ['ignore', out, out] });
-    s.child = child;
-    live.add(child);
-    s.exited = new Promise((res) => child.once('exit', (code, signal) => { live.delete(child); if (s.child === child) s.child = null; res({ code, signal }); }));
+    spawnAs(s, placeArgv(s, serve));
     log({ server: s.name, host: s.host, driverPort: s.driverPort }, 'rethinkdb server starting');
     try {
       await waitForDriverPort(s, 30000);
@@ -96,6 +91,16 @@ export function createRethinkDbCluster({
       Object.assign(s, { driverPort: await freePort(), clusterPort: await freePort() });
       await launch(s, { join: joinTo, retryOnPortClash: false });
     }
+  }
+
+  // Starts argv as the lab's process `s` (a server or a proxy), its output in <hostname>.log; s.exited resolves when
+  // it ends, and it is killed if this process exits first.
+  function spawnAs(s, argv) {
+    const out = openSync(join(baseDir, `${s.hostname}.log`), 'a');
+    const child = spawn(argv[0], argv.slice(1), { stdio: ['ignore', out, out] });
+    s.child = child;
+    live.add(child);
+    s.exited = new Promise((res) => child.once('exit', (code, signal) => { live.delete(child); if (s.child === child) s.child = null; res({ code, signal }); }));
   }
 
   // The command line that runs `command` as process `s` of the lab: its own UTS namespace (so that
@@ -208,13 +213,8 @@ export function createRethinkDbCluster({
     const placement = lab ? { ...pick(lab.addHost(index), 'host', 'netns'), driverPort: 28015, clusterPort: 29015 }
       : { host: '127.0.0.1', netns: null, driverPort: await freePort(), clusterPort: await freePort() };
     const p = { index, name: hostname, hostname, proxy: true, child: null, ...placement };
-    const argv = placeArgv(p, [binary, 'proxy', '--bind', p.host, '--driver-port', String(p.driverPort), '--cluster-port', String(p.clusterPort),
-      '--no-http-admin', '--log-file', join(baseDir, `${hostname}.server.log`), ...joinArgs(p)]);
-    const out = openSync(join(baseDir, `${hostname}.log`), 'a');
-    const child = spawn(argv[0], argv.slice(1), { stdio: ['ignore', out, out] });
-    p.child = child;
-    live.add(child);
-    p.exited = new Promise((res) => child.once('exit', (code, signal) => { live.delete(child); p.child = null; res({ code, signal }); }));
+    spawnAs(p, placeArgv(p, [binary, 'proxy', '--bind', p.host, '--driver-port', String(p.driverPort), '--cluster-port', String(p.clusterPort),
+      '--no-http-admin', '--log-file', join(baseDir, `${hostname}.server.log`), ...joinArgs(p)]));
     proxies.push(p);
     await waitForDriverPort(p, 30000);
     return { name: p.name, host: p.host, driverPort: p.driverPort };

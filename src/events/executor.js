@@ -100,7 +100,7 @@ export function createExecutor({ store, actions, marks, operations, config, cloc
       return { ready: await waitForReplicasReady(server.id, snapshot, observe) };
     },
     // prefer: shards to give back ([{ tableId, shard }]), e.g. what the server held before it was demoted.
-    // byLoad: level with the least busy shards rather than give back `prefer`.
+    // byLoad: level with the least busy shards (client traffic from rethinkdb.stats); `prefer` then breaks ties.
     async 'rebalance-primaries'({ server = null, prefer = [], byLoad = false, reason, clearsRestore = false }, {
       actor, pod, dryRun, deadlineSeconds, snapshot,
     }) {

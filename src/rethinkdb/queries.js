@@ -20,7 +20,7 @@ export function buildReadSystemTables(r) {
 // Client traffic per table and server (rethinkdb.stats), for choosing which primaries are cheap to move.
 export function buildReadTableServerStats(r) {
   return r.db('rethinkdb').table('stats').filter(r.row('id').nth(0).eq('table_server'))
-    .pluck('id', { query_engine: ['read_docs_per_sec', 'written_docs_per_sec'] }).coerceTo('array');
+    .pluck('id', { query_engine: ['read_docs_per_sec'] }).coerceTo('array');
 }
 
 // The cluster-wide heartbeat timeout: how long servers wait before they declare a silent peer gone (min 2 s).

@@ -173,7 +173,7 @@ describe('hooks on a real RethinkDB cluster', () => {
   });
 });
 
-describe('POSTSTART_GIVE_BACK=never on a real cluster', () => {
+describe('POSTSTART_GIVE_BACK never and balance on a real cluster', () => {
   test('when a drained server returns, then it is released but keeps no primary, and no table_config changes', async () => {
     await cluster.destroy();
     cluster = await startRealCluster();
