@@ -2,6 +2,7 @@
 
 import { createActions } from './actions/actions.js';
 import { createOperationRegistry } from './actions/operations.js';
+import { createRaftLeadership } from './actions/raft-leadership.js';
 import { createReconfigurer } from './actions/reconfigurer.js';
 import { createApp } from './app.js';
 import { createAudit } from './audit/audit.js';
@@ -34,7 +35,10 @@ export function createManager({
   const operations = createOperationRegistry({ clock, logger });
   const work = createWorkTracker({ started: stateLoaded });
   const reconfigurer = createReconfigurer({ store, locks, marks, clock, logger, waitPollIntervalMs: config.waitPollIntervalMs });
-  const actions = createActions({ store, reconfigurer, marks, operations, clock, logger, config, audit });
+  const actions = {
+    ...createActions({ store, reconfigurer, marks, operations, clock, logger, config, audit }),
+    ...createRaftLeadership({ store, reconfigurer, marks, clock, logger, config, audit }),
+  };
   // The one writer of marks, shared by the events, the operator's commands and the start-up reconciliation.
   const executor = createExecutor({ store, actions, marks, operations, config, clock, logger });
   const targets = createTargets({ store, kube, config });
@@ -82,15 +86,16 @@ export function createManager({
   }
 
   // One round of periodic work: expire perf warnings (and retry restores), end departures (and restore the
-  // heartbeat timeout), retry unfinished migrations that are
-  // due, then poll the metrics. Nothing runs before the persisted state is loaded.
+  // heartbeat timeout), retry unfinished migrations that are due, give back the votes a Raft leadership move still
+  // owes, then poll the metrics. Nothing runs before the persisted state is loaded.
   async function tick({ poll = true } = {}) {
-    if (!work.started()) return { expired: [], heartbeat: null, retried: [], polled: null };
+    if (!work.started()) return { expired: [], heartbeat: null, retried: [], votes: [], polled: null };
     const expired = await events.expireDue().catch((err) => { log.warn({ err: err.message }, 'perf warning expiry failed'); return []; });
     const heartbeat = await events.restoreHeartbeatDue().catch((err) => { log.warn({ err: err.message }, 'heartbeat restore failed; retried next tick'); return null; });
     const retried = await actions.retryDueMigrations().catch((err) => { log.warn({ err: err.message }, 'migration retry failed'); return []; });
+    const votes = await actions.restoreOwedVotes().catch((err) => { log.warn({ err: err.message }, 'owed votes not given back; retried next tick'); return []; });
     const polled = poll && monitor.view().enabled ? await monitor.pollOnce() : null;
-    return { expired, heartbeat, retried, polled };
+    return { expired, heartbeat, retried, votes, polled };
   }
 
   // Stop taking work, let running actions and operations finish within graceMs, then close the store.

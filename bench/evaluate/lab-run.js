@@ -26,6 +26,9 @@ export async function runOnce(scenario, arm, options) {
     ]);
     const layout = await pinLayout(cluster, { keyCount, seed, hotServer });
     log({ busiestShard: layout.busiestShard }, 'layout pinned');
+    // A scenario may shape the cluster further before the load starts, the same in both arms.
+    const prepared = scenario.prepare ? await scenario.prepare({ cluster, layout, hotServer }) : null;
+    if (prepared) log(prepared, 'prepared');
     if (arm === 'manager') {
       manager = await startManager(cluster, {
         via: entryServers[0], env: { ...scenario.managerEnv, ...options.managerEnv }, kube: scenario.coresPerNode ? createLabKube(cluster) : null,
@@ -41,7 +44,7 @@ export async function runOnce(scenario, arm, options) {
     const events = [];
     const at = (seconds) => sleep(t0 + seconds * 1000 - performance.now());
     const mark = (label) => { events.push({ t: (performance.now() - t0) / 1000, label }); log({ label }, 'event'); };
-    const notes = {};
+    const notes = prepared ? { prepared } : {};
     await scenario.timeline({ cluster, manager, at, mark, arm, hotServer, layout, notes, log });
     await at(scenario.durationSeconds);
     log({ progress: load.progress() }, 'stopping the load');

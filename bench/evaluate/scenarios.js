@@ -1,6 +1,8 @@
 // The paper's Section IV scenarios as timelines of infrastructure events, each run with and without the manager.
 // A timeline gets { cluster, manager, at, mark, arm, hotServer, layout, notes } and awaits its events at fixed times.
 
+import { pinRaftLeader, raftLeaderOn } from '../lab/raft-leader.js';
+
 const RETURN_AFTER_SECONDS = 15;
 
 // At t=seconds, the noisy neighbour starts on the hot server's node; notes which server leads the table's Raft group.
@@ -14,12 +16,7 @@ async function interferenceAt({ cluster, at, mark, hotServer, notes }, seconds) 
 // The server that leads ycsb.usertable's Raft group (table_status.raft_leader): every write asks it for the table's
 // config, so a starved leader may slow writes wherever the primaries are. Null if it cannot be read.
 async function raftLeaderOf(cluster) {
-  return cluster.withConnection((c) => raftLeaderOn(c)).catch(() => null);
-}
-
-async function raftLeaderOn(conn) {
-  const { default: r } = await import('rethinkdb');
-  return r.db('rethinkdb').table('table_status').filter({ db: 'ycsb', name: 'usertable' }).nth(0)('raft_leader').run(conn);
+  return cluster.withConnection((c) => raftLeaderOn(c, 'ycsb', 'usertable')).catch(() => null);
 }
 
 // The pod's preStop hook then the stop itself; with the manager, PRESTOP first, as the StatefulSet's hook does.
@@ -126,6 +123,7 @@ export const SCENARIOS = {
       mark('interference off');
       if (manager) await watchMonitor(ctx, 58);
       notes.monitor = manager ? manager.monitor().lastError : null;
+      if (manager) notes.raftMoves = raftMovesOf(manager);
     },
   },
 };
@@ -220,6 +218,12 @@ SCENARIOS['hotspot-proxy'] = {
   entry: 'proxy',
 };
 
+// What the manager's Raft leadership moves did (audit records): outcome, the new leader, how long.
+function raftMovesOf(manager) {
+  return manager.audit.list().filter((e) => e.action === 'move-raft-leadership')
+    .map((e) => ({ outcome: e.outcome, to: e.changes.map((c) => c.to), ms: e.durationMs }));
+}
+
 // Until t=untilS, marks the monitor's raise and clear as events, once each per pod (the manager's arm). The monitor
 // shows a poll's decisions once they were carried out, so "raised" is marked after the demotion.
 async function watchMonitor({ manager, at, mark }, untilS) {
@@ -239,52 +243,23 @@ async function watchMonitor({ manager, at, mark }, untilS) {
   }
 }
 
-// An experiment, not the manager's behaviour: hotspot-proxy where, once the monitor has demoted rethinkdb_1, the
-// timeline itself (by hand, through the driver) makes rethinkdb_1 nonvoting in every usertable shard, waits until
-// another server leads the table's Raft group, and makes it voting again. Does moving the Raft leadership bring
-// the updates back, and what do the two config writes cost?
-SCENARIOS['hotspot-proxy-raft-nudge'] = {
-  ...SCENARIOS['hotspot-proxy'],
-  name: 'hotspot-proxy-raft-nudge',
-  title: 'IV-B3 through a proxy, the Raft leadership moved by hand after the demotion',
-  phases: [{ name: 'after the nudge', from: 'Raft leadership moved (by hand)', to: 'interference off' }],
-  async timeline(ctx) {
-    const { cluster, at, mark, hotServer, manager, notes } = ctx;
-    await interferenceAt(ctx, 10);
-    const raised = () => (manager.monitor().lastDecisions ?? []).some((d) => d.type === 'raise');
-    let timedOut = false;
-    at(40).then(() => { timedOut = true; });
-    if (manager) {
-      while (!raised() && !timedOut) await new Promise((res) => { setTimeout(res, 200); });
-      mark('PERFWARNING raised and handled (rethinkdb-1)');
-      notes.nudge = await nudgeRaftLeader(cluster, cluster.servers[hotServer].name);
-      mark('Raft leadership moved (by hand)');
-    }
-    await at(45);
-    cluster.cpu.stopNoise(hotServer);
-    mark('interference off');
-    await at(58);
-  },
-};
+// Before the load, the same in both arms: ycsb.usertable's Raft leadership on the hot server.
+const leadingHotServer = ({ cluster, layout, hotServer }) => pinRaftLeader(cluster, {
+  db: 'ycsb', table: 'usertable', server: cluster.servers[hotServer].name, shards: layout.shards,
+});
 
-async function nudgeRaftLeader(cluster, serverName) {
-  const { default: r } = await import('rethinkdb');
-  const started = performance.now();
-  return cluster.withConnection(async (c) => {
-    const table = r.db('ycsb').table('usertable');
-    const before = await table.config().run(c);
-    const leaderNow = () => raftLeaderOn(c);
-    const from = await leaderNow();
-    if (from !== serverName) return { from, moved: false, reason: 'not the leader' };
-    const nonvoting = before.shards.map((sh) => (sh.replicas.includes(serverName) && sh.primary_replica !== serverName
-      ? { ...sh, nonvoting_replicas: [...new Set([...(sh.nonvoting_replicas ?? []), serverName])] } : sh));
-    await table.config().update({ shards: nonvoting }).run(c);
-    let to = from;
-    while (to === serverName && performance.now() - started < 15000) {
-      await new Promise((res) => { setTimeout(res, 200); });
-      to = await leaderNow().catch(() => serverName);
-    }
-    await table.config().update({ shards: before.shards }).run(c);
-    return { from, to, seconds: Math.round(performance.now() - started) / 1000 };
-  });
-}
+// hotspot-proxy with the table's Raft leadership on the starved server in both arms (where 6 of 6 earlier runs
+// kept the updates slow after the demotion).
+SCENARIOS['hotspot-raft-leader'] = {
+  ...SCENARIOS['hotspot-proxy'],
+  name: 'hotspot-raft-leader',
+  title: 'IV-B3 through a proxy, the starved server leading the table\'s Raft group',
+  prepare: leadingHotServer,
+};
+// The same with the manager leaving the Raft leadership where it is (PERFWARNING_MOVE_RAFT_LEADER=false).
+SCENARIOS['hotspot-raft-leader-stays'] = {
+  ...SCENARIOS['hotspot-raft-leader'],
+  name: 'hotspot-raft-leader-stays',
+  title: 'IV-B3 through a proxy, the starved server leading, the leadership left there',
+  managerEnv: { ...SCENARIOS['hotspot-raft-leader'].managerEnv, PERFWARNING_MOVE_RAFT_LEADER: 'false' },
+};

@@ -16,44 +16,53 @@ export function createReconfigurer({ store, locks, marks, clock, logger, waitPol
   // from, kept off whether or not they are marked yet. Returns what was written and what was not.
   async function commit(planFn, { tableIds, deadline, leaving = [] }) {
     const sorted = [...new Set(tableIds)].sort();
-    return withLocks(sorted, deadline, async () => {
-      const cluster = await store.readCluster();
-      // Read under the locks: a drain that committed while we waited is seen here (no primary onto it).
-      const draining = [...new Set([...(await marks.drainingIds()), ...leaving])];
-      const plan = planFn(cluster, draining);
-      const written = [];
-      const notDone = [];
-      for (const change of plan.changes) {
-        const table = cluster.tables.find((t) => t.id === change.tableId);
-        if (!sorted.includes(change.tableId)) {
-          notDone.push({ tableId: change.tableId, reason: 'table changed concurrently; run the action again' });
-          continue;
-        }
-        if (deadline.expired()) {
-          notDone.push({ tableId: change.tableId, reason: 'deadline passed before this table was written' });
-          continue;
-        }
-        const violations = checkTransition(cluster, table, change.shards, { draining });
-        if (violations.length > 0) {
-          notDone.push({ tableId: change.tableId, reason: `unsafe, not written: ${violations.join('; ')}` });
-          log.error({ table: tableLabel(table), violations }, 'unsafe transition refused');
-          continue;
-        }
-        try {
-          await store.writeTableShards(change.tableId, change.shards);
-          written.push({ change, before: table });
-        } catch (err) {
-          if (err.code === 'DATA_STORE_UNAVAILABLE') {
-            // The write may or may not have been applied: say so rather than guess.
-            notDone.push({ tableId: change.tableId, reason: `write outcome unknown, RethinkDB became unavailable: ${err.message}` });
-            break;
-          }
-          notDone.push({ tableId: change.tableId, reason: err.message });
-          log.warn({ table: tableLabel(table), err: err.message }, 'table_config write failed');
-        }
+    return withLocks(sorted, deadline, () => commitLocked(planFn, { tableIds: sorted, deadline, leaving }));
+  }
+
+  // The same, for a caller that already holds the locks of `tableIds` (withTableLocks).
+  async function commitLocked(planFn, { tableIds, deadline, leaving = [] }) {
+    const cluster = await store.readCluster();
+    // Read under the locks: a drain that committed while we waited is seen here (no primary onto it).
+    const draining = [...new Set([...(await marks.drainingIds()), ...leaving])];
+    const plan = planFn(cluster, draining);
+    const written = [];
+    const notDone = [];
+    for (const change of plan.changes) {
+      const table = cluster.tables.find((t) => t.id === change.tableId);
+      if (!tableIds.includes(change.tableId)) {
+        notDone.push({ tableId: change.tableId, reason: 'table changed concurrently; run the action again' });
+        continue;
       }
-      return { cluster, plan, written, notDone, draining };
-    });
+      if (deadline.expired()) {
+        notDone.push({ tableId: change.tableId, reason: 'deadline passed before this table was written' });
+        continue;
+      }
+      const violations = checkTransition(cluster, table, change.shards, { draining });
+      if (violations.length > 0) {
+        notDone.push({ tableId: change.tableId, reason: `unsafe, not written: ${violations.join('; ')}` });
+        log.error({ table: tableLabel(table), violations }, 'unsafe transition refused');
+        continue;
+      }
+      try {
+        await store.writeTableShards(change.tableId, change.shards);
+        written.push({ change, before: table });
+      } catch (err) {
+        if (err.code === 'DATA_STORE_UNAVAILABLE') {
+          // The write may or may not have been applied: say so rather than guess.
+          notDone.push({ tableId: change.tableId, reason: `write outcome unknown, RethinkDB became unavailable: ${err.message}` });
+          break;
+        }
+        notDone.push({ tableId: change.tableId, reason: err.message });
+        log.warn({ table: tableLabel(table), err: err.message }, 'table_config write failed');
+      }
+    }
+    return { cluster, plan, written, notDone, draining };
+  }
+
+  // Runs fn holding the locks of every table in tableIds (in a fixed order), so that no other writer touches
+  // those configs meanwhile, across several commits (commitLocked).
+  async function withTableLocks(tableIds, deadline, fn) {
+    return withLocks([...new Set(tableIds)].sort(), deadline, fn);
   }
 
   async function withLocks(keys, deadline, fn, index = 0) {
@@ -119,6 +128,14 @@ export function createReconfigurer({ store, locks, marks, clock, logger, waitPol
     });
   }
 
+  // Until none of the tables (ids) is led by `serverId` in Raft and each has a leader again (table_status.raft_leader).
+  async function waitForRaftLeaders(tableIds, serverId, deadline) {
+    return pollUntil(deadline, (cluster) => cluster.tables.filter((t) => tableIds.includes(t.id))
+      .filter((t) => t.raftLeader === serverId || !t.raftLeader)
+      .map((t) => ({ tableId: t.id, reason: t.raftLeader ? 'the server still leads the table\'s Raft group' : 'no Raft leader yet' })));
+    // A pending item without a tableId is a failed read: nothing is known about any table then.
+  }
+
   // Polls the cluster until check() returns no pending items or the deadline passes.
   async function pollUntil(deadline, check) {
     let pending = [{ reason: 'not checked yet' }];
@@ -135,5 +152,7 @@ export function createReconfigurer({ store, locks, marks, clock, logger, waitPol
     }
   }
 
-  return { commit, waitForPrimaries, waitUntilNotActing, waitForReplicaReady };
+  return {
+    commit, commitLocked, withTableLocks, waitForPrimaries, waitUntilNotActing, waitForReplicaReady, waitForRaftLeaders,
+  };
 }

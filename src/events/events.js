@@ -113,17 +113,20 @@ export function createEvents({
     const servers = found.filter((t) => t.server).map((t) => t.server);
     const decision = decidePerfWarning({
       durationSeconds, longSeconds: config.perfwarning.longSeconds, servers, node: node ?? null, reason, now: clock.now(), source, signal,
+      moveRaftLeader: config.perfwarning.moveRaftLeader,
     });
     const { warning } = decision;
     const done = await executor.run(decision.intents, { actor, pod: pod ?? null, snapshot: cluster });
     const demotion = resultOf(done, 'demote');
     const migrations = done.filter((d) => d.intent.type === 'migrate-replicas-off');
+    const raftReports = resultOf(done, 'move-raft-leadership')?.reports ?? [];
     const results = found.map((t) => {
       if (!t.server) return { pod: t.pod, server: null, outcome: 'nothing_to_do', reason: 'no connected RethinkDB server matches this pod' };
       const started = migrations.find((m) => m.intent.server.id === t.server.id)?.result.operation;
       const migration = started ? { id: started.id, status: started.status } : null;
       return {
         pod: t.pod, server: t.server.name, outcome: demotion.outcome, demotion,
+        raftLeadership: raftReports.find((rep) => rep.target?.server === t.server.name) ?? null,
         migration, expiresAt: warning.expiresAt,
       };
     });

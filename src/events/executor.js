@@ -10,7 +10,7 @@ import { unreadyReplicasOf } from '../planner/eligibility.js';
 import { decideHeartbeatLowering } from '../policy/policy.js';
 
 // The intents that reconfigure tables: the snapshot a decision was made on is stale after one of them.
-const RECONFIGURES = new Set(['demote', 'rebalance-primaries', 'migrate-replicas-off', 'add-server', 'replace-server']);
+const RECONFIGURES = new Set(['demote', 'move-raft-leadership', 'rebalance-primaries', 'migrate-replicas-off', 'add-server', 'replace-server']);
 // The intents a dry run runs (the actions plan and change nothing); it skips the others, which write.
 const DRY_RUN = new Set(['move-connection', 'demote', 'rebalance-primaries', 'migrate-replicas-off']);
 
@@ -51,6 +51,22 @@ export function createExecutor({ store, actions, marks, operations, config, cloc
         for (const s of servers) await marks.noteDemoted(s.id, mark, report.changes.filter((c) => c.from === s.name));
       }
       return report;
+    },
+    // After a demotion: the tables each server leads in Raft get another leader, while its warning lasts. A failure
+    // is reported, not thrown: the demotion before it is what the warning is for. { reports: [one per server] }
+    async 'move-raft-leadership'({ servers, reason }, { actor, deadlineSeconds }) {
+      const reports = [];
+      for (const s of servers) {
+        const stillWanted = async () => Boolean(await marks.getPerfWarning(s.id));
+        reports.push(await actions.moveRaftLeadership({ server: s.id, reason, actor, deadlineSeconds, stillWanted }).catch((err) => {
+          log.warn({ server: s.name, err: err.message }, 'Raft leadership not moved');
+          return {
+            action: 'move-raft-leadership', target: { server: s.name }, dryRun: false, reason, outcome: 'failed', changes: [], skipped: [],
+            notDone: [{ reason: err.message }], settled: false, votesRestored: [], durationMs: null,
+          };
+        }));
+      }
+      return { reports };
     },
     // Marks the departure first, so that a manager restarted after the write still restores the heartbeat.
     // A failure is reported, not thrown: the demotion before it is what the PRESTOP is for.

@@ -206,8 +206,12 @@ function replicaCount(cluster, serverId) {
 // servers: the servers the warning names (one pod's, or all of a node's), demoted together in one plan;
 // reason: why it was raised (prefixed to the decision's own reason); now, source, signal: for the mark the
 // servers get (the decision's `warning`), which says when it expires.
+// moveRaftLeader: after the demotion, also move the Raft leadership of the tables a warned server leads
+// (PERFWARNING_MOVE_RAFT_LEADER): every write asks that leader for the table's config, so a starved leader keeps
+// the writes slow wherever the primaries went.
 export function decidePerfWarning({
   durationSeconds = null, longSeconds, servers = [], node = null, reason: given = null, now = 0, source = 'operator', signal = null,
+  moveRaftLeader = false,
 }) {
   const known = Number.isFinite(durationSeconds);
   const long = known && durationSeconds >= longSeconds;
@@ -223,6 +227,7 @@ export function decidePerfWarning({
     { type: 'mark-perf-warning', servers, warning },
     { type: 'move-connection', servers },
     { type: 'demote', servers, node, mark: 'perfwarning', reason: why },
+    ...(moveRaftLeader ? [{ type: 'move-raft-leadership', servers, reason: `${why}; then move the Raft leadership of the tables it leads` }] : []),
     ...(long ? servers.map((server) => ({ type: 'migrate-replicas-off', server, reason: why })) : []),
   ];
   return { long, reason, warning, intents };

@@ -103,6 +103,18 @@ export function createSandboxCluster({ clock, topology = paperTopology(), electi
     return rt.acting;
   }
 
+  // A leader stays while it is connected, even made nonvoting (as measured on 2.4.4: it steps down only at the
+  // next config write, see updateTableShards), and adding voters back does not move it; otherwise the first
+  // connected voter by name takes over. Kept on the table between reads.
+  function raftLeader(table, tableVoters) {
+    const current = table.raftLeader;
+    if (!(current && isConnected(current))) {
+      // eslint-disable-next-line no-param-reassign
+      table.raftLeader = tableVoters.filter(isConnected).sort((a, b) => nameOf(a).localeCompare(nameOf(b)))[0] ?? null;
+    }
+    return table.raftLeader;
+  }
+
   function tableStatus(table, now, format) {
     const ref = (id) => (format === 'uuid' ? id : nameOf(id));
     const shards = table.shards.map((shard, i) => {
@@ -122,7 +134,7 @@ export function createSandboxCluster({ clock, topology = paperTopology(), electi
     const raftQuorum = tableVoters.filter(isConnected).length * 2 > tableVoters.length;
     const allReady = everyShard((i) => shards[i].replicas.every((r) => r.state === 'ready')
       && table.runtime[i].acting === table.shards[i].primary);
-    const leader = raftQuorum ? tableVoters.filter(isConnected).sort((a, b) => nameOf(a).localeCompare(nameOf(b)))[0] : null;
+    const leader = raftQuorum ? raftLeader(table, tableVoters) : null;
     return {
       db: format === 'uuid' ? table.dbId : dbs.get(table.dbId),
       id: table.id,
@@ -249,6 +261,13 @@ export function createSandboxCluster({ clock, topology = paperTopology(), electi
       for (const id of rt.backfills.keys()) if (!shard.replicas.includes(id)) rt.backfills.delete(id);
       if (shard.primary !== old.primary) rt.changedAt = now;
     });
+    // Measured on 2.4.4: a leader that votes in no shard steps down during the next config write; another voter of
+    // the new config leads.
+    const oldVoters = new Set(table.shards.flatMap(voters));
+    if (table.raftLeader && !oldVoters.has(table.raftLeader)) {
+      table.raftLeader = [...new Set(next.flatMap(voters))].filter((id) => id !== table.raftLeader && isConnected(id))
+        .sort((a, b) => nameOf(a).localeCompare(nameOf(b)))[0] ?? null;
+    }
     table.shards = next;
     return writeResult({ replaced: 1 });
   }

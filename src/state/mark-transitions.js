@@ -3,7 +3,9 @@
 // returns the new ones, the same object when nothing changes. The state store applies them and persists
 // exactly the kinds that changed.
 
-export const NO_MARKS = Object.freeze({ draining: null, perfwarning: null, restore: null, migration: null, departing: null });
+export const NO_MARKS = Object.freeze({
+  draining: null, perfwarning: null, restore: null, migration: null, departing: null, voting: null,
+});
 
 // A drain already under way keeps its first reason, time and origin (a repeat PRESTOP changes nothing).
 // origin: what drained it and who asked, { kind: 'prestop' | 'operator', by }.
@@ -64,4 +66,25 @@ export function noteDemoted(marks, kind, changes) {
 // The planners keep primaries and new replicas off a server that is draining or under a perf warning.
 export function keepsOff(marks) {
   return Boolean(marks.draining || marks.perfwarning);
+}
+
+// Shards where the manager made the server nonvoting to move a table's Raft leadership off it, and owes it its vote
+// back: { tables: [{ tableId, shards: [index] }], since, reason }. Kept until the vote is back, so that a manager
+// restarted in between still gives it back.
+// A new debt adds to what is owed already (shards merged per table).
+export function owesVote(marks, voting) {
+  return { ...marks, voting: { ...voting, tables: mergeOwed(marks.voting?.tables ?? [], voting.tables) } };
+}
+
+// `remaining`: what is still owed after a give-back ([] or null: nothing).
+export function voteGivenBack(marks, remaining = []) {
+  if (!marks.voting) return marks;
+  const tables = (remaining ?? []).filter((t) => t.shards.length > 0);
+  return { ...marks, voting: tables.length > 0 ? { ...marks.voting, tables } : null };
+}
+
+function mergeOwed(owed, added) {
+  const byTable = new Map(owed.map((t) => [t.tableId, new Set(t.shards)]));
+  for (const t of added) byTable.set(t.tableId, new Set([...(byTable.get(t.tableId) ?? []), ...t.shards]));
+  return [...byTable].map(([tableId, shards]) => ({ tableId, shards: [...shards].sort((a, b) => a - b) }));
 }

@@ -1,14 +1,15 @@
 // The manager's state that must survive a restart of the manager: which servers are draining, which pods have
 // an active perf warning, which ended warnings still wait to give their primaries back, which departing servers
-// the heartbeat timeout is lowered for, and which data migrations are in flight. It holds these marks and applies
+// the heartbeat timeout is lowered for, which data migrations are in flight, and which servers the manager made
+// nonvoting for a moment to move a table's Raft leadership and owes their vote back. It holds these marks and applies
 // every change as a pure transition (./mark-transitions.js); the events' executor is the only writer of the
-// marks, the actions only of their own migration records. Reads come from memory; every change is written
+// marks, the actions only of their own journals (migration records, votes owed). Reads come from memory; every change is written
 // through to an annotation on the pod concerned (when there is a Kubernetes port), and load() reads them back at
 // start-up. A pod that is gone takes its annotations with it.
 
 import {
-  NO_MARKS, awaitHealth, clearMigration, depart, departed, endWarning, keepsOff, noteDemoted, release, restored, setMigration,
-  startDraining, warn,
+  NO_MARKS, awaitHealth, clearMigration, depart, departed, endWarning, keepsOff, noteDemoted, owesVote, release, restored, setMigration,
+  startDraining, voteGivenBack, warn,
 } from './mark-transitions.js';
 
 const STATE_ANNOTATIONS = Object.freeze({
@@ -17,12 +18,13 @@ const STATE_ANNOTATIONS = Object.freeze({
   migration: 'rethinkdb-manager.io/migration',
   restore: 'rethinkdb-manager.io/restore',
   departing: 'rethinkdb-manager.io/departing',
+  voting: 'rethinkdb-manager.io/voting-restore',
 });
 const KINDS = Object.keys(STATE_ANNOTATIONS);
 
 export function createStateStore({ kube = null, clock, logger }) {
   const log = logger.child({ module: 'state' });
-  // serverId -> { serverId, serverName, pod, draining, perfwarning, migration, restore, departing, persistence }
+  // serverId -> { serverId, serverName, pod, draining, perfwarning, migration, restore, departing, voting, persistence }
   const entries = new Map();
   const queues = new Map();
 
@@ -136,6 +138,13 @@ export function createStateStore({ kube = null, clock, logger }) {
     setDeparture: async (serverId, departure, ref) => apply(serverId, (m) => depart(m, departure), ref).departing,
     clearDeparture: async (serverId) => { if (entries.has(serverId)) apply(serverId, departed); },
     departures: async () => pick('departing'),
+    // The Raft leadership move's own journal (like a migration record): the votes it still owes.
+    setVotingRestore: async (serverId, voting, ref) => apply(serverId, (m) => owesVote(m, voting), ref).voting,
+    // remaining: what is still owed ([] when everything is back).
+    settleVotingRestore: async (serverId, remaining = []) => { if (entries.has(serverId)) apply(serverId, (m) => voteGivenBack(m, remaining)); },
+    // Waits for the annotation write: 'saved', 'memory-only (...)' or 'failed: ...'.
+    persistedVotingRestore: async (serverId) => { await queues.get(entries.get(serverId)?.pod); return entries.get(serverId)?.persistence.voting ?? null; },
+    votingRestores: async () => pick('voting'),
     load,
     // Resolves when every queued annotation write has been attempted (tests, shutdown).
     flush: () => Promise.all([...queues.values()]),

@@ -1,0 +1,117 @@
+// The pure plan that moves a table's Raft leadership off a server (nonvoting in every shard it votes in, the
+// whole table or nothing) and the plan that gives its vote back; with a property test that the move never
+// leaves a shard without a live voting majority.
+
+import fc from 'fast-check';
+import { createView, hasLiveMajority } from '../../src/planner/eligibility.js';
+import { planRaftLeadershipMove, planVotingRestore } from '../../src/planner/raft-leader.js';
+import { checkTransition } from '../../src/planner/safety.js';
+import { applyChanges, clusterArbitrary } from '../helpers/clusters.js';
+
+// Servers a..d; table t1 has two shards on a, b, c with primaries b and c, and `a` (starved, demoted) leads its
+// Raft group. Rows override what they test.
+function cluster({ leader = 'a', disconnected = [], states = {}, shards = null, acting = {} } = {}) {
+  const ids = ['a', 'b', 'c', 'd'];
+  const connected = (id) => !disconnected.includes(id);
+  const shard = (index, primary, replicas, nonvoting = []) => ({
+    index, primary, replicas, nonvoting, acting: acting[index] ?? (connected(primary) ? [primary] : []),
+    states: { ...Object.fromEntries(replicas.map((id) => [id, connected(id) ? 'ready' : 'disconnected'])), ...(states[index] ?? {}) },
+  });
+  return {
+    servers: ids.map((id) => ({ id, name: `server_${id}`, connected: connected(id), tags: [], hostname: `server-${id}`, canonicalAddresses: [] })),
+    backfills: [],
+    tables: [{
+      id: 't1', db: 'db', name: 'users', readyForWrites: true, readyForReads: true, allReplicasReady: true, raftLeader: leader,
+      shards: (shards ?? [[0, 'b', ['a', 'b', 'c']], [1, 'c', ['a', 'b', 'c']]]).map((args) => shard(...args)),
+    }],
+  };
+}
+
+describe('planRaftLeadershipMove', () => {
+  test('when the server leads a table and votes in its shards, then it becomes nonvoting in every one of them', () => {
+    const plan = planRaftLeadershipMove(cluster(), 'a');
+    expect(plan.skipped).toEqual([]);
+    expect(plan.changes).toHaveLength(1);
+    expect(plan.changes[0].flipped).toEqual([0, 1]);
+    expect(plan.changes[0].shards.map((s) => s.nonvoting)).toEqual([['a'], ['a']]);
+    expect(plan.changes[0].shards.map((s) => s.primary)).toEqual(['b', 'c']);
+  });
+
+  test('when a shard does not have the server, then only the shards it votes in change', () => {
+    const plan = planRaftLeadershipMove(cluster({ shards: [[0, 'b', ['a', 'b', 'c']], [1, 'c', ['b', 'c', 'd']]] }), 'a');
+    expect(plan.changes[0].flipped).toEqual([0]);
+    expect(plan.changes[0].shards[1].nonvoting).toEqual([]);
+  });
+
+  test('when another server leads, then nothing is planned for that table', () => {
+    expect(planRaftLeadershipMove(cluster({ leader: 'b' }), 'a')).toEqual({ changes: [], skipped: [] });
+  });
+
+  test('when a table is not among tableIds, then it is left alone', () => {
+    expect(planRaftLeadershipMove(cluster(), 'a', { tableIds: ['t2'] })).toEqual({ changes: [], skipped: [] });
+  });
+
+  // [why the table is skipped, cluster options, the reason reported]
+  test.each([
+    ['the server is still a configured primary', { shards: [[0, 'a', ['a', 'b', 'c']], [1, 'c', ['a', 'b', 'c']]] }, /server_a is still the primary of shard 0/],
+    ['another voter of a shard is disconnected', { disconnected: ['c'], shards: [[0, 'b', ['a', 'b', 'c']]] }, /shard 0 would be left without a live voting majority/],
+    ['another voter of a shard is backfilling', { states: { 1: { b: 'backfilling' } } }, /shard 1 is settling/],
+    ['the server still acts as a primary', { shards: [[0, 'b', ['a', 'b', 'c']]], acting: { 0: ['a'] } }, /server_a is still the primary of shard 0/],
+    ['the server already votes nowhere', { shards: [[0, 'b', ['a', 'b', 'c'], ['a']]] }, /votes in no shard/],
+  ])('when %s, then the table is skipped with the reason', (_, options, reason) => {
+    const plan = planRaftLeadershipMove(cluster(options), 'a');
+    expect(plan.changes).toEqual([]);
+    expect(plan.skipped).toEqual([{ tableId: 't1', reason: expect.stringMatching(reason) }]);
+  });
+
+  test('when another voter is draining (about to leave), then it does not count toward the majority left', () => {
+    const plan = planRaftLeadershipMove(cluster({ shards: [[0, 'b', ['a', 'b', 'c']]] }), 'a', { draining: ['c'] });
+    expect(plan.skipped).toEqual([{ tableId: 't1', reason: expect.stringMatching(/shard 0 would be left without a live voting majority/) }]);
+  });
+
+  test('property: a planned move keeps every shard\'s live voting majority, passes the safety check, and giving the vote back restores the config', () => {
+    let planned = 0;
+    fc.assert(fc.property(clusterArbitrary, fc.nat(), (c, pick) => {
+      // A server demoted already (primary nowhere), as after the PERFWARNING's demotion.
+      const demoted = c.servers.filter((s) => c.tables.every((t) => t.shards.every((sh) => sh.primary !== s.id && !sh.acting.includes(s.id))));
+      fc.pre(demoted.length > 0);
+      const serverId = demoted[pick % demoted.length].id;
+      const led = { ...c, tables: c.tables.map((t) => ({ ...t, raftLeader: serverId })) };
+      const view = createView(led);
+      for (const change of planRaftLeadershipMove(led, serverId).changes) {
+        planned += 1;
+        const table = led.tables.find((t) => t.id === change.tableId);
+        expect(checkTransition(led, table, change.shards)).toEqual([]);
+        change.shards.forEach((s, i) => {
+          if (hasLiveMajority(view, table.shards[i])) expect(hasLiveMajority(view, { ...s, states: table.shards[i].states })).toBe(true);
+          expect(s.primary).not.toBe(serverId);
+        });
+        const flipped = applyChanges(led, [change]);
+        const back = planVotingRestore(flipped, serverId, [{ tableId: change.tableId, shards: change.flipped }]);
+        expect(back.changes.map((b) => b.shards.map((s) => s.nonvoting))).toEqual([table.shards.map((s) => s.nonvoting)]);
+      }
+    }), { numRuns: 500 });
+    expect(planned).toBeGreaterThan(20);
+  });
+});
+
+describe('planVotingRestore', () => {
+  test('when the server is still nonvoting in the shards the move flipped, then it votes there again', () => {
+    const c = cluster({ leader: 'b', shards: [[0, 'b', ['a', 'b', 'c'], ['a']], [1, 'c', ['a', 'b', 'c'], ['a']]] });
+    const plan = planVotingRestore(c, 'a', [{ tableId: 't1', shards: [0, 1] }]);
+    expect(plan.changes).toHaveLength(1);
+    expect(plan.changes[0].restored).toEqual([0, 1]);
+    expect(plan.changes[0].shards.map((s) => s.nonvoting)).toEqual([[], []]);
+  });
+
+  test('when a shard was not flipped by the move, then its nonvoting replica stays nonvoting', () => {
+    const c = cluster({ leader: 'b', shards: [[0, 'b', ['a', 'b', 'c'], ['a']], [1, 'c', ['a', 'b', 'c'], ['a']]] });
+    const plan = planVotingRestore(c, 'a', [{ tableId: 't1', shards: [0] }]);
+    expect(plan.changes[0].shards.map((s) => s.nonvoting)).toEqual([[], ['a']]);
+  });
+
+  test('when the table is gone, the server left the shard, or it votes already, then nothing is planned', () => {
+    const c = cluster({ leader: 'b', shards: [[0, 'b', ['b', 'c', 'd']], [1, 'c', ['a', 'b', 'c']]] });
+    expect(planVotingRestore(c, 'a', [{ tableId: 't1', shards: [0, 1] }, { tableId: 'gone', shards: [0] }])).toEqual({ changes: [] });
+  });
+});
