@@ -221,7 +221,7 @@ SCENARIOS['hotspot-proxy'] = {
 // What the manager's Raft leadership moves did (audit records): outcome, the new leader, how long.
 function raftMovesOf(manager) {
   return manager.audit.list().filter((e) => e.action === 'move-raft-leadership')
-    .map((e) => ({ outcome: e.outcome, to: e.changes.map((c) => c.to), ms: e.durationMs }));
+    .map((e) => ({ outcome: e.outcome, to: e.plan.changes.map((c) => c.to), ms: e.durationMs }));
 }
 
 // Until t=untilS, marks the monitor's raise and clear as events, once each per pod (the manager's arm). The monitor
