@@ -119,6 +119,7 @@ export const SCENARIOS = {
       const { cluster, mark, hotServer, manager, notes } = ctx;
       await interferenceAt(ctx, 10);
       await watchMonitor(ctx, 45);
+      notes.raftLeaderAtEnd = await raftLeaderOf(cluster);
       cluster.cpu.stopNoise(hotServer);
       mark('interference off');
       if (manager) await watchMonitor(ctx, 58);
@@ -221,7 +222,9 @@ SCENARIOS['hotspot-proxy'] = {
 // What the manager's Raft leadership moves did (audit records): outcome, the new leader, how long.
 function raftMovesOf(manager) {
   return manager.audit.list().filter((e) => e.action === 'move-raft-leadership')
-    .map((e) => ({ outcome: e.outcome, to: e.plan.changes.map((c) => c.to), ms: e.durationMs }));
+    .map((e) => ({
+      outcome: e.outcome, to: e.plan.changes.map((c) => c.to), ms: e.durationMs, notDone: [...e.plan.skipped, ...e.plan.notDone].map((n) => `${n.table}: ${n.reason}`),
+    }));
 }
 
 // Until t=untilS, marks the monitor's raise and clear as events, once each per pod (the manager's arm). The monitor

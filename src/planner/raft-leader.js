@@ -11,7 +11,7 @@
 import { createView, hasLiveMajority, isSettling } from './eligibility.js';
 
 // The tables `serverId` leads and how to make it vote in none of their shards:
-// { changes: [{ tableId, shards, flipped: [index] }], skipped: [{ tableId, reason }] }. A table is changed whole
+// { changes: [{ tableId, shards, flipped: [index] }], skipped: [{ tableId, reason, settling? }] }. A table is changed whole
 // or not at all (a server still voting in one shard keeps its Raft vote): it is skipped while the server is the
 // configured or acting primary of one of its shards, while a shard is settling, or where a shard would be left
 // without a live voting majority of the others (draining servers count as gone: they are about to leave).
@@ -23,7 +23,7 @@ export function planRaftLeadershipMove(cluster, serverId, { tableIds = null, dra
   for (const table of cluster.tables) {
     if (table.raftLeader !== serverId || (tableIds && !tableIds.includes(table.id))) continue;
     const why = leadershipMoveIneligibility(view, table, serverId, leaving);
-    if (why) { skipped.push({ tableId: table.id, reason: why }); continue; }
+    if (why) { skipped.push({ tableId: table.id, reason: why.reason, ...(why.settling ? { settling: true } : {}) }); continue; }
     const flipped = table.shards.filter((s) => votesIn(s, serverId)).map((s) => s.index);
     const shards = table.shards.map((s) => (flipped.includes(s.index) ? { ...s, nonvoting: [...s.nonvoting, serverId] } : s));
     changes.push({ tableId: table.id, shards, flipped });
@@ -35,16 +35,18 @@ function votesIn(shard, serverId) {
   return shard.replicas.includes(serverId) && !shard.nonvoting.includes(serverId);
 }
 
+// Why the table cannot be flipped now ({ reason, settling }), or null. settling: it may be possible in a moment
+// (right after a demotion the new primary's secondaries resync for a second or two).
 function leadershipMoveIneligibility(view, table, serverId, leaving) {
   const name = view.nameOf(serverId);
   const primaryOf = table.shards.find((s) => s.primary === serverId || s.acting.includes(serverId));
-  if (primaryOf) return `${name} is still the primary of shard ${primaryOf.index}`;
+  if (primaryOf) return { reason: `${name} is still the primary of shard ${primaryOf.index}`, settling: primaryOf.primary !== serverId };
   const voting = table.shards.filter((s) => votesIn(s, serverId));
-  if (voting.length === 0) return `${name} votes in no shard; RethinkDB should elect another leader by itself`;
+  if (voting.length === 0) return { reason: `${name} votes in no shard; RethinkDB should elect another leader by itself` };
   const settling = table.shards.find((s) => isSettling(view, s));
-  if (settling) return `shard ${settling.index} is settling (an election or a catch-up under way)`;
+  if (settling) return { reason: `shard ${settling.index} is settling (an election or a catch-up under way)`, settling: true };
   const exposed = voting.find((s) => !hasLiveMajority(view, { ...s, nonvoting: [...s.nonvoting, serverId], states: withoutLeaving(s.states, leaving) }));
-  if (exposed) return `shard ${exposed.index} would be left without a live voting majority of the other replicas`;
+  if (exposed) return { reason: `shard ${exposed.index} would be left without a live voting majority of the other replicas` };
   return null;
 }
 

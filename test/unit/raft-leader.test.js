@@ -61,7 +61,16 @@ describe('planRaftLeadershipMove', () => {
   ])('when %s, then the table is skipped with the reason', (_, options, reason) => {
     const plan = planRaftLeadershipMove(cluster(options), 'a');
     expect(plan.changes).toEqual([]);
-    expect(plan.skipped).toEqual([{ tableId: 't1', reason: expect.stringMatching(reason) }]);
+    expect(plan.skipped).toEqual([expect.objectContaining({ tableId: 't1', reason: expect.stringMatching(reason) })]);
+  });
+
+  test.each([
+    ['a shard is settling', { states: { 1: { b: 'backfilling' } } }, true],
+    ['it still acts for a shard it is no longer the configured primary of', { shards: [[0, 'b', ['a', 'b', 'c']]], acting: { 0: ['a'] } }, true],
+    ['it is still the configured primary', { shards: [[0, 'a', ['a', 'b', 'c']]] }, false],
+    ['another voter is disconnected', { disconnected: ['c'], shards: [[0, 'b', ['a', 'b', 'c']]] }, false],
+  ])('when %s, then the skip says whether it may be possible in a moment (settling: %p)', (_, options, settling) => {
+    expect(Boolean(planRaftLeadershipMove(cluster(options), 'a').skipped[0].settling)).toBe(settling);
   });
 
   test('when another voter is draining (about to leave), then it does not count toward the majority left', () => {
