@@ -65,7 +65,7 @@ describe('paper scenarios on the sandbox', () => {
   test('IV-B4: when PERFWARNING announces a brief hot-spot, then primaries leave before it and return when the warning expires', async () => {
     const r = await runScenario('IV-B4');
     const warned = step(r, 'PERFWARNING');
-    expect(warned.decision).toBe('move-primaries-from-server');
+    expect(warned.decision).toBe('move-primaries-from-server + move-raft-leadership');
     expect(warned.primaries).not.toContain('rethinkdb_1');
     expect(step(r, 'interference starts').primaries).not.toContain('rethinkdb_1');
     expect(r.steps.some((s) => s.event.startsWith('monitor: raise'))).toBe(false); // already warned
@@ -77,7 +77,7 @@ describe('paper scenarios on the sandbox', () => {
   test('IV-B5: when a long hot-spot is announced, then replicas migrate off one at a time, and a second crash leaves every shard writable', async () => {
     const r = await runScenario('IV-B5');
     const warned = step(r, 'PERFWARNING');
-    expect(warned.decision).toBe('move-primaries-from-server + migrate-replicas-off');
+    expect(warned.decision).toBe('move-primaries-from-server + move-raft-leadership + migrate-replicas-off');
     const migrated = step(r, 'replicas migrated off');
     expect(migrated.reason).toMatch(/^3 replicas moved one at a time: succeeded/);
     expect(migrated.replicas.flat()).not.toContain('rethinkdb_1');

@@ -55,9 +55,10 @@ describe('the monitor on a real cluster with CPU nodes', () => {
 
   test('when the neighbour is gone and the cooldown has passed, then the monitor ends the warning and rethinkdb-1 gets primaries back', async () => {
     cluster.cpu.stopNoise(1);
-    await poll();
-    await sleep(1000);
-    const cleared = await poll();
+    // The first poll's window may still hold some of the noise (the raise, with its Raft leadership move, can take
+    // seconds on a loaded machine), so the clear is looked for over a few polls, not at an exact one.
+    let cleared = null;
+    for (let i = 0; i < 6 && !cleared?.decisions.length; i += 1) cleared = await poll();
     expect(cleared.decisions).toEqual([expect.objectContaining({ type: 'clear', pod: 'rethinkdb-1' })]);
     expect(await m.marks.perfWarnings()).toEqual([]);
     await eventually(async () => allPrimaries(await readTables(cluster)).includes('rethinkdb_1'), { what: 'a primary back on rethinkdb_1' });

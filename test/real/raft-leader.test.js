@@ -77,7 +77,7 @@ describe('a hot-spot on the server that leads the table\'s Raft group', () => {
     expect((await request(m.app).delete('/v1/hooks/perfwarning?pod=rethinkdb-1')).status).toBe(200);
   });
 
-  test('when the manager still owes a vote (it stopped between the two writes), then the next tick gives it back', async () => {
+  test('when the manager owes a vote (journaled on the mark, the server nonvoting in a shard, as a move cut short leaves it), then the next tick gives it back', async () => {
     const m = await manager();
     const view = (await request(m.app).get('/v1/cluster')).body;
     const server = view.servers.find((s) => s.name === 'rethinkdb_1');
