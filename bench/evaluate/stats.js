@@ -63,17 +63,20 @@ function entryNames(records) {
   return [...new Set(records.map((rec) => rec.entry))].sort();
 }
 
+// A time relative to t0, for deciding which bucket or window it falls in. Due times are t0 + i x interval in
+// floating point, so (t0 + 1000) - t0 can come out a hair under 1000: a nanosecond of tolerance keeps an op due on
+// a boundary on the side it was due, for buckets and windows alike.
+const sinceT0 = (ms, t0) => ms - t0 + 1e-6;
+const bucketIndex = (ms, t0, bucketMs) => Math.floor(sinceT0(ms, t0) / bucketMs);
+
 // Index range of buckets to report: every bucket from the first to the last start or ok completion.
-// Due times are t0 + i x interval in floating point, so (t0 + 1000) - t0 can come out a hair under 1000: a nanosecond
-// of tolerance keeps an op due on a bucket's boundary in that bucket.
-const bucketIndex = (ms, bucketMs) => Math.floor((ms + 1e-6) / bucketMs);
 
 function bucketRange(records, t0, bucketMs) {
   let first = 0;
   let last = -1;
   for (const rec of records) {
-    const startIndex = bucketIndex(rec.startMs - t0, bucketMs);
-    const endIndex = rec.ok ? bucketIndex(rec.endMs - t0, bucketMs) : startIndex;
+    const startIndex = bucketIndex(rec.startMs, t0, bucketMs);
+    const endIndex = rec.ok ? bucketIndex(rec.endMs, t0, bucketMs) : startIndex;
     first = Math.min(first, startIndex);
     last = Math.max(last, startIndex, endIndex);
   }
@@ -88,8 +91,8 @@ function bucketOf(startedRecords, okCompletions, bucketMs) {
 // was due; throughput is ok ops completing in the bucket, per second. byEntry has every entry in every bucket.
 export function bucketize(records, { t0 = 0, bucketMs = 1000 } = {}) {
   const { first, last } = bucketRange(records, t0, bucketMs);
-  const byStart = groupBy(records, (rec) => bucketIndex(rec.startMs - t0, bucketMs));
-  const okByEnd = groupBy(records.filter((rec) => rec.ok), (rec) => bucketIndex(rec.endMs - t0, bucketMs));
+  const byStart = groupBy(records, (rec) => bucketIndex(rec.startMs, t0, bucketMs));
+  const okByEnd = groupBy(records.filter((rec) => rec.ok), (rec) => bucketIndex(rec.endMs, t0, bucketMs));
   const entries = entryNames(records);
   const buckets = [];
   for (let index = first; index <= last; index += 1) {
@@ -130,7 +133,7 @@ function windowSummary(started, okCompletions, durationMs) {
 export function summarize(records, { t0 = 0, fromMs = -Infinity, toMs = Infinity } = {}) {
   const { from, to } = windowBounds(records, t0, fromMs, toMs);
   const durationMs = to - from;
-  const inWindow = (ms) => ms - t0 >= fromMs && ms - t0 < toMs;
+  const inWindow = (ms) => sinceT0(ms, t0) >= fromMs && sinceT0(ms, t0) < toMs;
   const summaryOf = (group) => windowSummary(group.filter((rec) => inWindow(rec.startMs)),
     group.filter((rec) => rec.ok && inWindow(rec.endMs)).length, durationMs);
   const byGroup = (keyOf) => Object.fromEntries([...groupBy(records, keyOf)]
