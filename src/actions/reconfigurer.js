@@ -129,11 +129,11 @@ export function createReconfigurer({ store, locks, marks, clock, logger, waitPol
   }
 
   // Until none of the tables (ids) is led by `serverId` in Raft and each has a leader again (table_status.raft_leader).
+  // A pending item without a tableId is a failed read (pollUntil): nothing is known of any table then.
   async function waitForRaftLeaders(tableIds, serverId, deadline) {
     return pollUntil(deadline, (cluster) => cluster.tables.filter((t) => tableIds.includes(t.id))
       .filter((t) => t.raftLeader === serverId || !t.raftLeader)
       .map((t) => ({ tableId: t.id, reason: t.raftLeader ? 'the server still leads the table\'s Raft group' : 'no Raft leader yet' })));
-    // A pending item without a tableId is a failed read: nothing is known about any table then.
   }
 
   // Polls the cluster until check() returns no pending items or the deadline passes.

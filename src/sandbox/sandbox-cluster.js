@@ -110,9 +110,14 @@ export function createSandboxCluster({ clock, topology = paperTopology(), electi
     const current = table.raftLeader;
     if (!(current && isConnected(current))) {
       // eslint-disable-next-line no-param-reassign
-      table.raftLeader = tableVoters.filter(isConnected).sort((a, b) => nameOf(a).localeCompare(nameOf(b)))[0] ?? null;
+      table.raftLeader = electedAmong(tableVoters);
     }
     return table.raftLeader;
+  }
+
+  // The sandbox's election: the first connected server by name.
+  function electedAmong(ids) {
+    return ids.filter(isConnected).sort((a, b) => nameOf(a).localeCompare(nameOf(b)))[0] ?? null;
   }
 
   function tableStatus(table, now, format) {
@@ -265,8 +270,7 @@ export function createSandboxCluster({ clock, topology = paperTopology(), electi
     // the new config leads.
     const oldVoters = new Set(table.shards.flatMap(voters));
     if (table.raftLeader && !oldVoters.has(table.raftLeader)) {
-      table.raftLeader = [...new Set(next.flatMap(voters))].filter((id) => id !== table.raftLeader && isConnected(id))
-        .sort((a, b) => nameOf(a).localeCompare(nameOf(b)))[0] ?? null;
+      table.raftLeader = electedAmong([...new Set(next.flatMap(voters))].filter((id) => id !== table.raftLeader));
     }
     table.shards = next;
     return writeResult({ replaced: 1 });

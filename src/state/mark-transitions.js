@@ -1,5 +1,5 @@
 // Pure: the marks a server carries and how events change them. A server's marks are
-// { draining, perfwarning, restore, migration } (each null or an object); every transition takes the marks and
+// { draining, perfwarning, restore, migration, departing, voting } (each null or an object); every transition takes the marks and
 // returns the new ones, the same object when nothing changes. The state store applies them and persists
 // exactly the kinds that changed.
 
