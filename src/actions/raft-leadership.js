@@ -10,7 +10,7 @@
 import { managerActor } from '../audit/actor.js';
 import { podNameForServer, resolveServer, serverName, tableLabel } from '../cluster/cluster-model.js';
 import { createDeadline } from '../lib/clock.js';
-import { planRaftLeadershipMove, planVotingRestore } from '../planner/raft-leader.js';
+import { planRaftLeadershipMove, planVotingRestore, votesBack } from '../planner/raft-leader.js';
 import { namedItems, outcomeOf } from './report.js';
 
 // Rounds of flip and give-back before the action reports a table whose leadership did not move.
@@ -30,10 +30,9 @@ export function createRaftLeadership({ store, reconfigurer, marks, clock, logger
   async function moveRaftLeadership({ server, reason, actor, deadlineSeconds, stillWanted = async () => true }) {
     const startedAt = clock.now();
     const deadline = createDeadline(clock, (deadlineSeconds ?? config.deadlines.actionSeconds) * 1000);
-    const s = resolveServer(await store.readCluster(), server);
+    const { cluster, server: s, plan: first } = await planWhenSettled(server, deadline);
     const pod = podNameForServer(s, config.podServerOverrides);
     const base = { action: 'move-raft-leadership', target: { server: s.name }, dryRun: false, reason: reason ?? null };
-    const { cluster, plan: first } = await planWhenSettled(s.id, deadline);
     const skipped = namedItems(cluster, first.skipped);
     if (first.changes.length === 0) {
       const report = finish({ ...base, changes: [], skipped, notDone: [], settled: true, votesRestored: [] }, startedAt);
@@ -81,12 +80,14 @@ export function createRaftLeadership({ store, reconfigurer, marks, clock, logger
   // Right after the demotion a table is often still settling (the new primaries' secondaries resync): it is planned
   // again on fresh reads until none is, or RAFT_LEADER_MOVE_WAIT_SECONDS pass. Measured: skipped as settling in 1
   // of 3 runs otherwise, and then that table's writes stayed slow.
-  async function planWhenSettled(serverId, deadline) {
+  // ref: the server (name or id), resolved on the first read.
+  async function planWhenSettled(ref, deadline) {
     const until = createDeadline(clock, Math.min(deadline.remainingMs(), config.raftLeader.waitSeconds * 1000));
     for (;;) {
       const cluster = await store.readCluster();
-      const plan = planRaftLeadershipMove(cluster, serverId, { draining: await marks.drainingIds() });
-      if (!plan.skipped.some((x) => x.settling) || until.expired()) return { cluster, plan };
+      const server = resolveServer(cluster, ref);
+      const plan = planRaftLeadershipMove(cluster, server.id, { draining: await marks.drainingIds() });
+      if (!plan.skipped.some((x) => x.settling) || until.expired()) return { cluster, server, plan };
       await clock.sleep(Math.min(config.waitPollIntervalMs, until.remainingMs()));
     }
   }
@@ -119,20 +120,24 @@ export function createRaftLeadership({ store, reconfigurer, marks, clock, logger
 
   // Gives back every vote the server's journal owes (the caller holds the tables' locks), re-reading after a
   // failed or unknown write (the write during which the leader steps down can outlast a query timeout under
-  // load), and keeps in the journal only what a fresh read shows still owed.
+  // load), and keeps in the journal only what a fresh read shows still owed. `restored`: the votes that read shows
+  // back, whether or not the write that gave them back answered.
   async function giveBack(serverId) {
     const owedNow = (await marks.votingRestores()).find((v) => v.serverId === serverId)?.tables ?? [];
     const deadline = createDeadline(clock, config.deadlines.actionSeconds * 1000);
-    const restored = [];
+    let restored = [];
     let failures = [];
     let remaining = owedNow;
     for (let attempt = 1; attempt <= RESTORE_ATTEMPTS && remaining.length > 0; attempt += 1) {
       const committed = await reconfigurer.commitLocked((c) => planVotingRestore(c, serverId, owedNow), { tableIds: owedNow.map((o) => o.tableId), deadline })
         .catch((err) => ({ cluster: null, written: [], notDone: [{ reason: err.message }] }));
-      restored.push(...committed.written.map(({ change, before }) => ({ table: tableLabel(before), shards: change.restored })));
       failures = committed.notDone;
       const after = await store.readCluster().catch(() => null);
-      remaining = after ? planVotingRestore(after, serverId, owedNow).changes.map((c) => ({ tableId: c.tableId, shards: c.restored, table: tableLabel(after.tables.find((t) => t.id === c.tableId)) })) : remaining;
+      if (after) {
+        const label = (tableId) => tableLabel(after.tables.find((t) => t.id === tableId));
+        remaining = planVotingRestore(after, serverId, owedNow).changes.map((c) => ({ tableId: c.tableId, shards: c.restored, table: label(c.tableId) }));
+        restored = votesBack(after, serverId, owedNow).map((v) => ({ table: label(v.tableId), shards: v.shards }));
+      }
       if (remaining.length === 0 || deadline.expired()) break;
       await clock.sleep(Math.min(config.waitPollIntervalMs * 4, deadline.remainingMs()));
     }

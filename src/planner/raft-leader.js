@@ -69,3 +69,13 @@ export function planVotingRestore(cluster, serverId, flips) {
   }
   return { changes };
 }
+
+// Of the votes owed ([{ tableId, shards }]), those the server has back on this read: it is a voting replica of the
+// shard again (not those whose shard it has left, nor a table that is gone). [{ tableId, shards }]
+export function votesBack(cluster, serverId, owed) {
+  return owed.map(({ tableId, shards }) => {
+    const table = cluster.tables.find((t) => t.id === tableId);
+    const back = shards.filter((i) => table?.shards[i]?.replicas.includes(serverId) && !table.shards[i].nonvoting.includes(serverId));
+    return { tableId, shards: back };
+  }).filter((v) => v.shards.length > 0);
+}

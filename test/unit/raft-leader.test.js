@@ -4,7 +4,7 @@
 
 import fc from 'fast-check';
 import { createView, hasLiveMajority } from '../../src/planner/eligibility.js';
-import { planRaftLeadershipMove, planVotingRestore } from '../../src/planner/raft-leader.js';
+import { planRaftLeadershipMove, planVotingRestore, votesBack } from '../../src/planner/raft-leader.js';
 import { checkTransition } from '../../src/planner/safety.js';
 import { applyChanges, clusterArbitrary } from '../helpers/clusters.js';
 
@@ -122,5 +122,12 @@ describe('planVotingRestore', () => {
   test('when the table is gone, the server left the shard, or it votes already, then nothing is planned', () => {
     const c = cluster({ leader: 'b', shards: [[0, 'b', ['b', 'c', 'd']], [1, 'c', ['a', 'b', 'c']]] });
     expect(planVotingRestore(c, 'a', [{ tableId: 't1', shards: [0, 1] }, { tableId: 'gone', shards: [0] }])).toEqual({ changes: [] });
+  });
+});
+
+describe('votesBack', () => {
+  test('when the read shows the server voting in some owed shards, nonvoting in one and gone from another, then only the voting ones are back', () => {
+    const c = cluster({ leader: 'b', shards: [[0, 'b', ['a', 'b', 'c']], [1, 'c', ['a', 'b', 'c'], ['a']], [2, 'c', ['b', 'c', 'd']]] });
+    expect(votesBack(c, 'a', [{ tableId: 't1', shards: [0, 1, 2] }, { tableId: 'gone', shards: [0] }])).toEqual([{ tableId: 't1', shards: [0] }]);
   });
 });
