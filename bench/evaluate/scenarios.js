@@ -146,7 +146,7 @@ SCENARIOS['hotspot-announced'] = {
     await at(12);
     if (manager) {
       const res = await manager.hook('POST', '/v1/hooks/perfwarning', { pod: `rethinkdb-${hotServer}`, durationSeconds: 60, reason: 'evaluation: a batch job at t=17 s' });
-      notes.perfwarning = { status: res.status, demotion: res.body?.pods?.[0]?.outcome ?? null };
+      notes.perfwarning = { status: res.status, demotion: res.body?.pods?.[0]?.outcome ?? null, raftLeadership: raftMoveOf(res.body?.pods?.[0]) };
       mark('PERFWARNING answered');
     }
     await interferenceAt(ctx, 17);
@@ -193,7 +193,7 @@ SCENARIOS['long-hotspot-crash'] = {
       mark('PERFWARNING answered');
       const [answer] = res.body?.pods ?? [];
       const href = answer?.migration?.href ?? null;
-      notes.perfwarning = { status: res.status, demotion: answer?.outcome ?? null, migration: href };
+      notes.perfwarning = { status: res.status, demotion: answer?.outcome ?? null, raftLeadership: raftMoveOf(answer), migration: href };
       // Followed until the run ends, not beyond (a migration cut short by the crash can wait for its deadline).
       migration = href ? manager.waitOperation(href, (LONG_HOTSPOT_SECONDS - 12) * 1000).then((op) => {
         if (op?.status === 'running') { notes.migration = { status: 'running at the end of the run' }; return; }
@@ -218,6 +218,12 @@ SCENARIOS['hotspot-proxy'] = {
   title: 'IV-B3 with the clients entering through a rethinkdb proxy',
   entry: 'proxy',
 };
+
+// What a PERFWARNING answer's Raft leadership move did (a pod's entry): outcome and the new leaders.
+function raftMoveOf(podAnswer) {
+  const move = podAnswer?.raftLeadership;
+  return move ? { outcome: move.outcome, to: move.changes.map((c) => c.to) } : null;
+}
 
 // What the manager's Raft leadership moves did (audit records): outcome, the new leader, how long.
 function raftMovesOf(manager) {
@@ -265,4 +271,12 @@ SCENARIOS['hotspot-raft-leader-stays'] = {
   name: 'hotspot-raft-leader-stays',
   title: 'IV-B3 through a proxy, the starved server leading, the leadership left there',
   managerEnv: { ...SCENARIOS['hotspot-raft-leader'].managerEnv, PERFWARNING_MOVE_RAFT_LEADER: 'false' },
+};
+// IV-B5 with the table's Raft leadership on the starved server in both arms: the manager's long path moves it after
+// the demotion, before the migration.
+SCENARIOS['long-hotspot-crash-raft-leader'] = {
+  ...SCENARIOS['long-hotspot-crash'],
+  name: 'long-hotspot-crash-raft-leader',
+  title: 'IV-B5, the starved server leading the table\'s Raft group',
+  prepare: leadingHotServer,
 };
