@@ -66,9 +66,11 @@ describe('load generator on a real RethinkDB server', () => {
 
   test('when run at 200 ops/s for 3 s, then about 600 ops are issued, one every 5 ms, and all succeed', () => {
     const summary = summarize(run.records, { t0: run.t0 });
-    // open loop: the count follows the time that really passed (a busy machine sleeps a little longer than 3 s)
+    // open loop: the count follows the time that really passed (a busy machine sleeps a little longer than 3 s;
+    // Node's timers run on libuv's cached loop clock, so a 3 s sleep can also end a fraction of a millisecond
+    // early by performance.now(), when the op due at exactly 3 s is not yet due: 600 is the floor, not 601)
     const dueBeforeStop = Math.floor((stoppedAtMs - run.t0) / (1000 / RATE_OPS_PER_SEC)) + 1;
-    expect(run.records.length).toBeGreaterThanOrEqual(Math.max(601, dueBeforeStop));
+    expect(run.records.length).toBeGreaterThanOrEqual(Math.max(600, dueBeforeStop));
     expect(run.records.length).toBeLessThanOrEqual(dueBeforeStop + 2);
     expect(run.records.every((rec, i) => rec.i === i && Math.abs(rec.startMs - run.t0 - i * 5) < 1e-6)).toBe(true);
     expect({ failed: summary.failed, examples: run.examples }).toEqual({ failed: 0, examples: {} });
