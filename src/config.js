@@ -1,5 +1,7 @@
 // loadConfig(env): the only reader of the environment. Pure: checks every key and reports all problems at once.
 
+import { DEFAULT_DRAIN_TAINTS } from './policy/maintenance.js';
+
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 const BACKENDS = ['rethinkdb', 'sandbox'];
 const AUTH_MODES = ['tokenreview', 'static', 'none'];
@@ -52,6 +54,12 @@ const KEYS = [
   { env: 'MONITOR_SCALE_OUT', field: 'monitor.scaleOut', parse: boolean, default: true },
   { env: 'MONITOR_SCALE_OUT_COOLDOWN_SECONDS', field: 'monitor.scaleOutCooldownSeconds', parse: integer(0, 86400), default: 600 },
   { env: 'MONITOR_MAX_REPLICAS', field: 'monitor.maxReplicas', parse: integer(1, 1000), default: 16 },
+  { env: 'NODE_WATCH_ENABLED', field: 'maintenance.watchNodes', parse: boolean, default: true },
+  { env: 'NODE_DRAIN_TAINTS', field: 'maintenance.taints', parse: taintKeys, default: [...DEFAULT_DRAIN_TAINTS] },
+  { env: 'WEBHOOK_PORT', field: 'webhook.port', parse: integer(0, 65535), default: 8443 },
+  { env: 'WEBHOOK_TLS_CERT_FILE', field: 'webhook.certFile', parse: nonEmptyString, default: undefined },
+  { env: 'WEBHOOK_TLS_KEY_FILE', field: 'webhook.keyFile', parse: nonEmptyString, default: undefined },
+  { env: 'WEBHOOK_EVICTION_DEADLINE_SECONDS', field: 'webhook.evictionDeadlineSeconds', parse: integer(1, 29), default: 8 },
   { env: 'AUTH_MODE', field: 'auth.mode', parse: oneOf(AUTH_MODES), default: undefined },
   { env: 'AUTH_AUDIENCE', field: 'auth.audience', parse: nonEmptyString, default: 'rethinkdb-manager' },
   { env: 'AUTH_HOOK_SUBJECTS', field: 'auth.hookSubjects', parse: subjects, default: undefined },
@@ -94,6 +102,10 @@ export function loadConfig(env) {
     problems.push('RETHINKDB_RECONNECT_MIN_MS must not exceed RETHINKDB_RECONNECT_MAX_MS');
   }
   if (config.retry.minMs > config.retry.maxMs) problems.push('RETRY_MIN_MS must not exceed RETRY_MAX_MS');
+  if (Boolean(config.webhook.certFile) !== Boolean(config.webhook.keyFile)) {
+    problems.push('WEBHOOK_TLS_CERT_FILE and WEBHOOK_TLS_KEY_FILE go together (the eviction webhook is served only with both)');
+  }
+  config.webhook.enabled = Boolean(config.webhook.certFile && config.webhook.keyFile);
   if (config.rethinkdb.tlsCaFile && !config.rethinkdb.tls) {
     problems.push('RETHINKDB_TLS_CA_FILE is set but RETHINKDB_TLS is not true');
   }
@@ -189,6 +201,14 @@ function oneOf(values) {
 
 function dnsLabel(raw) {
   return /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(raw.trim()) ? { value: raw.trim() } : { error: 'must be a DNS label (lowercase letters, digits and -)' };
+}
+
+// Taint keys, comma separated (a qualified name: an optional DNS prefix and a name).
+function taintKeys(raw) {
+  const items = raw.split(',').map((s) => s.trim()).filter(Boolean);
+  const bad = items.filter((s) => !/^([a-z0-9]([-a-z0-9.]*[a-z0-9])?\/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/.test(s));
+  if (bad.length) return { error: `expected taint keys such as node.kubernetes.io/unschedulable, got ${bad.join(', ')}` };
+  return { value: items };
 }
 
 // "db.table" or "db.*", comma separated.

@@ -9,6 +9,7 @@ import { createAudit } from './audit/audit.js';
 import { createAuthenticator } from './auth/authenticator.js';
 import { createEvents } from './events/events.js';
 import { createExecutor } from './events/executor.js';
+import { createMaintenance } from './events/maintenance.js';
 import { createOperatorCommands } from './events/operator-commands.js';
 import { createTargets } from './events/targets.js';
 import { createKeyedMutex } from './lib/keyed-mutex.js';
@@ -19,6 +20,7 @@ import { createMonitor } from './monitor/monitor.js';
 import { createHookRoutes } from './routes/hook-routes.js';
 import { createHookCounter, createMetricsRoutes } from './routes/metrics-routes.js';
 import { createSandboxRoutes } from './routes/sandbox-routes.js';
+import { createWebhookApp } from './routes/webhook-routes.js';
 import { createStateStore } from './state/state-store.js';
 import { reconcileState } from './state/reconcile.js';
 
@@ -44,6 +46,7 @@ export function createManager({
   const targets = createTargets({ store, kube, config });
   const events = createEvents({ store, marks, operations, kube, executor, targets, config, clock, logger });
   const commands = createOperatorCommands({ marks, executor, targets, audit, logger });
+  const maintenance = createMaintenance({ marks, kube, executor, targets, audit, config, clock, logger });
   const monitor = createMonitor({ kube, events, marks, config, clock, logger, metrics, audit });
   let reconciliation = null;
   const routes = [createHookRoutes({ events, work, prestopDeadlineSeconds: config.deadlines.prestopSeconds })];
@@ -54,7 +57,8 @@ export function createManager({
     observers: [createHookCounter({ metrics })],
     extraRoutes: [...routes, ...extraRoutes],
     status: async () => ({
-      perfWarnings: await marks.perfWarnings(), migrations: await marks.migrations(), pendingRestores: await events.pendingRestores(), reconciliation, ...(await podPlacement()),
+      perfWarnings: await marks.perfWarnings(), migrations: await marks.migrations(), pendingRestores: await events.pendingRestores(), reconciliation,
+      nodeMaintenance: maintenance.view(), ...(await podPlacement()),
     }),
   });
   const log = logger.child({ module: 'manager' });
@@ -85,17 +89,37 @@ export function createManager({
     return reconciliation;
   }
 
+  // The node informer (NODE_WATCH_ENABLED): each node as listed and each change goes to the maintenance use-case.
+  // Started once the persisted state is loaded (src/server.js); null without a Kubernetes API. Returns { stop }.
+  function watchNodes() {
+    if (!kube?.watchNodes || !config.maintenance.watchNodes) return null;
+    const watchLog = logger.child({ module: 'node-watch' });
+    return kube.watchNodes({
+      retry: config.retry,
+      onNode: (node) => {
+        work.track(() => maintenance.observeNode(node)).catch((err) => watchLog.warn({ node: node.name, err: err.message }, 'node change not handled'));
+      },
+      onError: (err, { failures, retryInMs }) => watchLog.warn({ err: err.message, failures, retryInMs }, 'node watch failed; restarting it'),
+      onConnect: () => watchLog.debug('node watch (re)connected'),
+    });
+  }
+
+  // The eviction webhook's app, served over TLS on its own port by src/webhook-server.js.
+  const webhookApp = createWebhookApp({ maintenance, work, logger });
+
   // One round of periodic work: expire perf warnings (and retry restores), end departures (and restore the
   // heartbeat timeout), retry unfinished migrations that are due, give back the votes a Raft leadership move still
-  // owes, then poll the metrics. Nothing runs before the persisted state is loaded.
+  // owes, retry node maintenance signals that failed, then poll the metrics. Nothing runs before the persisted state
+  // is loaded.
   async function tick({ poll = true } = {}) {
-    if (!work.started()) return { expired: [], heartbeat: null, retried: [], votes: [], polled: null };
+    if (!work.started()) return { expired: [], heartbeat: null, retried: [], votes: [], nodes: [], polled: null };
     const expired = await events.expireDue().catch((err) => { log.warn({ err: err.message }, 'perf warning expiry failed'); return []; });
     const heartbeat = await events.restoreHeartbeatDue().catch((err) => { log.warn({ err: err.message }, 'heartbeat restore failed; retried next tick'); return null; });
     const retried = await actions.retryDueMigrations().catch((err) => { log.warn({ err: err.message }, 'migration retry failed'); return []; });
     const votes = await actions.restoreOwedVotes().catch((err) => { log.warn({ err: err.message }, 'owed votes not given back; retried next tick'); return []; });
+    const nodes = await maintenance.retryDueNodes();
     const polled = poll && monitor.view().enabled ? await monitor.pollOnce() : null;
-    return { expired, heartbeat, retried, votes, polled };
+    return { expired, heartbeat, retried, votes, nodes, polled };
   }
 
   // Stop taking work, let running actions and operations finish within graceMs, then close the store.
@@ -108,5 +132,5 @@ export function createManager({
     return { finished, inFlight: work.inFlightCount(), runningOperations: operations.runningCount() };
   }
 
-  return { app, actions, commands, events, monitor, marks, audit, authenticator, operations, work, store, metrics, reconcile, tick, shutdown };
+  return { app, webhookApp, watchNodes, maintenance, actions, commands, events, monitor, marks, audit, authenticator, operations, work, store, metrics, reconcile, tick, shutdown };
 }

@@ -11,6 +11,7 @@ import { createManager } from './manager.js';
 import { createMetrics } from './metrics/metrics.js';
 import { createRethinkDbStore } from './rethinkdb/connect.js';
 import { connectSandboxHooks, createSandboxWorld } from './sandbox/sandbox-world.js';
+import { startWebhookServer } from './webhook-server.js';
 
 function main() {
   let config;
@@ -36,6 +37,26 @@ function main() {
   }
   const { manager } = backend;
   const timers = [];
+  const closers = [];
+  if (config.webhook.enabled) {
+    startWebhookServer({
+      app: manager.webhookApp, certFile: config.webhook.certFile, keyFile: config.webhook.keyFile, port: config.webhook.port, host: config.http.host, logger,
+    }).then((webhook) => {
+      closers.push(webhook.close);
+      logger.info({ port: webhook.port }, 'eviction webhook listening (TLS)');
+    }).catch((err) => {
+      // A missing certificate (the optional Secret not created yet) leaves the webhook off, which its failurePolicy
+      // Ignore turns into evictions without demotion; a port in use is a configuration error.
+      if (err.code === 'WEBHOOK_TLS_UNREADABLE') {
+        logger.error({ err: err.message }, 'eviction webhook off: evictions go ahead without demoting primaries first (see README, "Node maintenance")');
+        return;
+      }
+      logger.fatal({ err: err.message }, 'cannot start the eviction webhook');
+      process.exit(1);
+    });
+  } else {
+    logger.info('eviction webhook off: WEBHOOK_TLS_CERT_FILE and WEBHOOK_TLS_KEY_FILE are not set');
+  }
   const server = manager.app.listen(config.http.port, config.http.host, async () => {
     const { port } = server.address();
     logger.info({ port, backend: config.backend, auth: config.auth.mode, protectReads: config.auth.protectReads }, 'manager listening');
@@ -47,6 +68,8 @@ function main() {
     // Retries until the persisted state is loaded; until then the manager takes no work and is not ready.
     await manager.reconcile().catch((err) => logger.error({ err: err.message }, 'state reconciliation stopped'));
     if (!manager.work.started()) return;
+    const nodeWatch = manager.watchNodes();
+    if (nodeWatch) closers.push(nodeWatch.stop);
     timers.push(every(1000, () => manager.tick({ poll: false })));
     if (manager.monitor.view().enabled) timers.push(every(config.monitor.pollIntervalMs, () => manager.monitor.pollOnce()));
   });
@@ -58,6 +81,7 @@ function main() {
     logger.info({ signal }, 'shutting down: no new work; waiting for running actions');
     server.close();
     for (const timer of timers) clearInterval(timer);
+    await Promise.all(closers.map((close) => close().catch(() => {})));
     const result = await manager.shutdown(config.deadlines.shutdownGraceSeconds * 1000);
     await backend.close();
     logger.info(result, 'shutdown complete');

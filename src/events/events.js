@@ -58,10 +58,10 @@ export function createEvents({
     const startedAt = clock.now();
     const step = (name) => { const s = { step: name, status: 'running', detail: null }; op.steps.push(s); return s; };
     const join = step('wait-for-join');
-    const { server, cluster } = await waitForJoin(pod);
+    const { server, cluster, podNode } = await waitForJoin(pod);
     join.status = 'done';
     join.detail = `${server.name} joined`;
-    const draining = releasableDrain(requester, await marks.getDraining(server.id));
+    const draining = releasableDrain(requester, await marks.getDraining(server.id), { podNode });
     const decision = decidePoststart(cluster, {
       serverId: server.id, wasDraining: Boolean(draining), giveBack: config.poststart.giveBack, demoted: draining?.demoted ?? [],
     });
@@ -88,14 +88,14 @@ export function createEvents({
     return { outcome: inner.report?.outcome ?? inner.status, operationId: inner.id, changes: inner.report?.changes ?? [], skipped: inner.report?.skipped ?? [], notDone: inner.report?.notDone ?? [] };
   }
 
-  // The joined server and the cluster it was found in.
+  // The joined server, the cluster it was found in, and the node the pod runs on (null without Kubernetes).
   async function waitForJoin(pod) {
     const deadline = createDeadline(clock, config.deadlines.poststartJoinSeconds * 1000);
     for (;;) {
       const podInfo = kube ? await kube.getPod(pod).catch(() => null) : null;
       const cluster = await store.readCluster().catch(() => null);
       const server = cluster && findServerForPod(cluster, { podName: pod, podIp: podInfo?.podIp ?? null, overrides: config.podServerOverrides });
-      if (server) return { server, cluster };
+      if (server) return { server, cluster, podNode: podInfo?.nodeName ?? null };
       if (deadline.expired()) throw new AppError('DEADLINE_EXCEEDED', `no RethinkDB server for pod ${pod} joined within ${config.deadlines.poststartJoinSeconds} s`);
       await clock.sleep(config.waitPollIntervalMs);
     }

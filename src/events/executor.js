@@ -115,14 +115,15 @@ export function createExecutor({ store, actions, marks, operations, config, cloc
     async 'wait-for-replicas-ready'({ server }, { snapshot, observe }) {
       return { ready: await waitForReplicasReady(server.id, snapshot, observe) };
     },
-    // prefer: shards to give back ([{ tableId, shard }]), e.g. what the server held before it was demoted.
+    // prefer: shards to give back ([{ tableId, shard }] to `server`, or [{ tableId, shard, serverId }]), e.g. what a
+    // server held before it was demoted.
     // byLoad: level with the least busy shards (client traffic from rethinkdb.stats); `prefer` then breaks ties.
     async 'rebalance-primaries'({ server = null, prefer = [], byLoad = false, reason, clearsRestore = false }, {
       actor, pod, dryRun, deadlineSeconds, snapshot,
     }) {
       if (clearsRestore) await marks.clearRestore(server.id);
       return actions.rebalancePrimaries({
-        reason, actor, pod, dryRun, deadlineSeconds, prefer: prefer.map((d) => ({ ...d, serverId: server.id })), byLoad, snapshot,
+        reason, actor, pod, dryRun, deadlineSeconds, prefer: prefer.map((d) => ({ serverId: server?.id, ...d })), byLoad, snapshot,
       });
     },
     async 'add-server'({ server, reason, clearsRestore = false, wait = true }, { actor, snapshot }) {

@@ -1,7 +1,9 @@
 // The Kubernetes adapter: the calls the manager makes, through @kubernetes/client-node 1.4, with the API's
 // shapes and errors turned into ours. KUBE_CALLS lists every call; the RBAC rules are derived from it.
 
-import { AppsV1Api, AuthenticationV1Api, CoreV1Api, CustomObjectsApi, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
+import {
+  AppsV1Api, AuthenticationV1Api, CoreV1Api, CustomObjectsApi, PatchStrategy, makeInformer, setHeaderOptions,
+} from '@kubernetes/client-node';
 import { AppError } from '../errors.js';
 import { withinMs } from '../lib/clock.js';
 import { parseOptionalQuantity, parseQuantity } from './quantity.js';
@@ -12,7 +14,8 @@ export const KUBE_CALLS = Object.freeze([
   { apiGroup: '', resource: 'pods', verbs: ['get', 'list', 'patch'], namespaced: true },
   { apiGroup: '', resource: 'events', verbs: ['create'], namespaced: true },
   { apiGroup: 'apps', resource: 'statefulsets/scale', verbs: ['get', 'patch'], namespaced: true },
-  { apiGroup: '', resource: 'nodes', verbs: ['get'], namespaced: false },
+  // list and watch: the node informer (cordons and drain taints announce a node's maintenance).
+  { apiGroup: '', resource: 'nodes', verbs: ['get', 'list', 'watch'], namespaced: false },
   { apiGroup: 'metrics.k8s.io', resource: 'pods', verbs: ['list'], namespaced: true },
   { apiGroup: 'metrics.k8s.io', resource: 'nodes', verbs: ['get', 'list'], namespaced: false },
   { apiGroup: 'authentication.k8s.io', resource: 'tokenreviews', verbs: ['create'], namespaced: false },
@@ -44,6 +47,45 @@ export function createKubeAdapter({
   async function getNode(name) {
     const node = await call(`get node ${name}`, () => core.readNode({ name }));
     return { name: node.metadata.name, allocatableCpuCores: parseOptionalQuantity(node.status?.allocatable?.cpu) };
+  }
+
+  // The RethinkDB pod of this name (the pod selector applies, as the API server reads it), or null: an eviction's
+  // webhook is asked about every pod of the namespace.
+  async function findRethinkDbPod(name) {
+    const list = await call(`find pod ${name}`, () => core.listNamespacedPod({ namespace, labelSelector: podLabelSelector, fieldSelector: `metadata.name=${name}` }));
+    return list.items.length > 0 ? toPod(list.items[0]) : null;
+  }
+
+  // An informer on the nodes (list, then watch from that version; the client re-lists after a 410). onNode gets
+  // every node as listed and each change; a failed list or watch is reported to onError and started again after
+  // a doubling backoff (retry: { minMs, maxMs }), the informer's cache kept. Returns { stop }.
+  function watchNodes({ onNode, onError = () => {}, onConnect = () => {}, retry = { minMs: 500, maxMs: 30000 } }) {
+    const informer = makeInformer(kubeConfig, '/api/v1/nodes', () => core.listNode());
+    let stopped = false;
+    let failures = 0;
+    let timer = null;
+    const start = () => informer.start().catch(restart);
+    function restart(err) {
+      if (stopped) return;
+      failures += 1;
+      const delayMs = Math.min(retry.maxMs, retry.minMs * 2 ** (failures - 1));
+      onError(translateKubeError(err, 'watch nodes'), { failures, retryInMs: delayMs });
+      clearTimeout(timer);
+      timer = setTimeout(start, delayMs);
+    }
+    const deliver = (node) => { failures = 0; onNode(toNode(node)); };
+    informer.on('add', deliver);
+    informer.on('update', deliver);
+    informer.on('error', restart);
+    informer.on('connect', () => onConnect());
+    start();
+    return {
+      async stop() {
+        stopped = true;
+        clearTimeout(timer);
+        await informer.stop();
+      },
+    };
   }
 
   async function nodeExists(name) {
@@ -137,6 +179,8 @@ export function createKubeAdapter({
     listRethinkDbPodsOnNode: (nodeName) => listRethinkDbPods({ nodeName }),
     getNode,
     nodeExists,
+    findRethinkDbPod,
+    watchNodes,
     listPodMetrics,
     listNodeMetrics,
     getStatefulSetScale,
@@ -162,8 +206,18 @@ function toPod(pod) {
     phase: pod.status?.phase ?? null,
     ready: (pod.status?.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True'),
     annotations: pod.metadata.annotations ?? {},
+    deleting: Boolean(pod.metadata.deletionTimestamp),
     cpuRequestCores: sum((r) => r.requests?.cpu),
     cpuLimitCores: sum((r) => r.limits?.cpu),
+  };
+}
+
+// What the maintenance signals read of a node.
+function toNode(node) {
+  return {
+    name: node.metadata.name,
+    unschedulable: node.spec?.unschedulable === true,
+    taints: (node.spec?.taints ?? []).map((t) => ({ key: t.key, effect: t.effect ?? null })),
   };
 }
 

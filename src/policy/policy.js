@@ -24,17 +24,21 @@ export function endableWarningSource(requester) {
 // The draining mark a POSTSTART releases: an operator's drain (release-server undoes it) outlives the pod's
 // restarts, so the pod itself releases only one its own PRESTOP set. (A mark written before origins were
 // structured says so in `via`.)
-export function releasableDrain(requester, mark) {
+// A drain that came from the pod's own eviction is the pod's as well. A drain that came from its node's
+// maintenance (a cordon or a drain taint) is released by the pod only once it runs on another node (podNode):
+// the node's uncordon releases it otherwise.
+export function releasableDrain(requester, mark, { podNode = null } = {}) {
   if (!mark) return null;
   const origin = mark.origin?.kind ?? (mark.via === 'prestop' ? 'prestop' : 'operator');
-  return requester.kind !== 'pod' || origin === 'prestop' ? mark : null;
+  if (requester.kind !== 'pod' || origin === 'prestop' || origin === 'eviction') return mark;
+  return origin === 'node' && podNode && podNode !== mark.origin.node ? mark : null;
 }
 
 // Draining servers, whoever asks: the manager's own connection leaves them, they are marked draining (origin:
 // { kind: 'prestop' } when the pod is stopping, { kind: 'operator' } when an operator asked; a pod's own POSTSTART
 // may undo only the former), and their primaries are demoted in one plan, what each lost kept with its mark.
 // node, pods: the node they share and its pods, when that is why they are named together.
-function drainIntents({ servers, origin, reason, node = null, pods = null }) {
+export function drainIntents({ servers, origin, reason, node = null, pods = null }) {
   return [
     { type: 'move-connection', servers },
     { type: 'mark-draining', servers, origin, reason },

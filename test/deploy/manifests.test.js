@@ -51,9 +51,24 @@ describe('deploy/k8s: parsing, schemas and the kustomization', () => {
     expect(findResource(resources, 'Namespace', defaults.kubernetes.namespace)).toBeDefined();
     const ids = resources.map(({ doc }) => `${doc.kind}/${doc.metadata.namespace ?? ''}/${doc.metadata.name}`);
     expect(new Set(ids).size).toBe(ids.length);
-    for (const { doc } of resources.filter((r) => !['Namespace', 'ClusterRole', 'ClusterRoleBinding'].includes(r.doc.kind))) {
+    for (const { doc } of resources.filter((r) => !['Namespace', 'ClusterRole', 'ClusterRoleBinding', 'ValidatingWebhookConfiguration'].includes(r.doc.kind))) {
       expect(doc.metadata.namespace).toBe(defaults.kubernetes.namespace);
     }
+  });
+
+  test('when the eviction webhook is rendered, then it calls the manager\'s Service on its webhook port, for evictions in that namespace only', () => {
+    const [hook] = findResource(resources, 'ValidatingWebhookConfiguration', 'rethinkdb-manager-eviction').webhooks;
+    const service = findResource(resources, 'Service', 'rethinkdb-manager');
+    expect(hook.clientConfig.service).toEqual({ name: service.metadata.name, namespace: defaults.kubernetes.namespace, port: 443, path: '/v1/admission/eviction' });
+    expect(service.spec.ports.find((p) => p.port === 443).targetPort).toBe('webhook');
+    expect(hook.namespaceSelector).toEqual({ matchLabels: { 'kubernetes.io/metadata.name': defaults.kubernetes.namespace } });
+    expect(hook.rules).toEqual([{ apiGroups: [''], apiVersions: ['v1'], operations: ['CREATE'], resources: ['pods/eviction'], scope: 'Namespaced' }]);
+    const config = findResource(resources, 'ConfigMap', 'rethinkdb-manager').data;
+    const manager = findResource(resources, 'Deployment', 'rethinkdb-manager').spec.template.spec;
+    expect(manager.containers[0].ports).toContainEqual({ name: 'webhook', containerPort: Number(config.WEBHOOK_PORT) });
+    const mount = manager.containers[0].volumeMounts.find((v) => v.name === 'webhook-tls');
+    expect(config.WEBHOOK_TLS_CERT_FILE).toBe(`${mount.mountPath}/tls.crt`);
+    expect(manager.volumes.find((v) => v.name === 'webhook-tls').secret).toEqual({ secretName: 'rethinkdb-manager-webhook-tls', optional: true });
   });
 
   (commandExists('kubectl') ? test : test.skip)('when kubectl is installed, then `kubectl kustomize` renders the same resources as our renderer', () => {

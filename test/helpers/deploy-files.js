@@ -32,7 +32,7 @@ export function listK8sFiles() {
 // What `kubectl kustomize` does for the fields our kustomization uses (resources, namespace); anything else
 // fails loudly so that a new feature is not silently ignored.
 const SUPPORTED_KUSTOMIZATION_FIELDS = new Set(['apiVersion', 'kind', 'namespace', 'resources']);
-const CLUSTER_SCOPED_KINDS = new Set(['Namespace', 'ClusterRole', 'ClusterRoleBinding', 'PersistentVolume', 'StorageClass']);
+const CLUSTER_SCOPED_KINDS = new Set(['Namespace', 'ClusterRole', 'ClusterRoleBinding', 'PersistentVolume', 'StorageClass', 'ValidatingWebhookConfiguration']);
 
 export function renderKustomization(dir = k8sDir) {
   const [kustomization] = readYamlFile(join(dir, 'kustomization.yaml'));

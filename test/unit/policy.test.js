@@ -60,8 +60,12 @@ describe('who may undo what', () => {
     ['the pod, a drain persisted as via prestop', pod, { via: 'prestop' }, true],
     ['the pod, a drain persisted as via action', pod, { via: 'action' }, false],
     ['an operator, an operator drain', OPERATOR, { origin: { kind: 'operator' } }, true],
+    ['the pod, its eviction\'s drain', pod, { origin: { kind: 'eviction' } }, true],
+    ['the pod back on its cordoned node, the node\'s drain', pod, { origin: { kind: 'node', node: 'node-1' } }, false],
+    ['the pod now on another node, the old node\'s drain', pod, { origin: { kind: 'node', node: 'node-0' } }, true],
+    ['an operator, a node\'s drain', OPERATOR, { origin: { kind: 'node', node: 'node-1' } }, true],
   ])('when POSTSTART is asked by %s, then it releases it: %s', (_, requester, mark, released) => {
-    expect(releasableDrain(requester, mark)).toBe(released ? mark : null);
+    expect(releasableDrain(requester, mark, { podNode: 'node-1' })).toBe(released ? mark : null);
     expect(releasableDrain(requester, null)).toBeNull();
   });
 

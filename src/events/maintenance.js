@@ -1,0 +1,182 @@
+// The use-cases of Kubernetes' node maintenance, the notice it gives before any preStop:
+//   a node's cordon or drain taint   drain that node's servers in one plan (the node informer calls observeNode);
+//   its end (uncordon)               release them and level the primaries again;
+//   an eviction of a RethinkDB pod   demote its primaries before the eviction is admitted, or refuse it while that
+//                                    cannot be done safely (the eviction webhook calls reviewEviction).
+// Each reads the cluster, asks the pure policy (src/policy/maintenance.js) and has the executor run the intents.
+// Each signal and each eviction decision is audited (a log line, a Kubernetes Event on each pod concerned, and the
+// actions metric).
+
+import { hookActor, managerActor } from '../audit/actor.js';
+import { withinMs } from '../lib/clock.js';
+import { createKeyedMutex } from '../lib/keyed-mutex.js';
+import { backoffMs } from '../lib/retry.js';
+import { decideEviction, decideNodeMaintenance, nodeDrainSignal } from '../policy/maintenance.js';
+import { resultOf } from './executor.js';
+
+const NODE_ACTOR = managerActor('node-watch');
+
+export function createMaintenance({
+  marks, kube, executor, targets, audit, config, clock, logger,
+}) {
+  const log = logger.child({ module: 'maintenance' });
+  const { taints } = config.maintenance;
+  const nodeLocks = createKeyedMutex();
+  // node name -> { node, handled: the signal last acted on (JSON), failures, retryAt }
+  const nodes = new Map();
+  const signatureOf = (node) => JSON.stringify(nodeDrainSignal(node, { taints }));
+
+  // A node as listed or changed. Acts only when its drain signal differs from the one last acted on (or one is
+  // being acted on, which then looks at the node again when it ends).
+  function observeNode(node) {
+    const entry = nodes.get(node.name) ?? { handled: undefined, failures: 0, retryAt: 0 };
+    entry.node = node;
+    nodes.set(node.name, entry);
+    if (entry.handled === signatureOf(node)) return Promise.resolve(null);
+    return handleNode(node.name);
+  }
+
+  // Called periodically: nodes whose last handling failed, once their backoff has passed.
+  async function retryDueNodes() {
+    const now = clock.now();
+    const due = [...nodes.values()].filter((e) => e.failures > 0 && e.retryAt <= now && e.handled !== signatureOf(e.node));
+    const results = [];
+    for (const entry of due) results.push(await handleNode(entry.node.name));
+    return results;
+  }
+
+  // Under the node's lock, until what was acted on is the node as last seen: a change that arrives while a drain
+  // runs is handled right after it.
+  function handleNode(name) {
+    return nodeLocks.runExclusive(`node:${name}`, async () => {
+      const entry = nodes.get(name);
+      let result = null;
+      while (entry.handled !== signatureOf(entry.node)) {
+        result = await handleOnce(name, entry);
+        if (result.outcome === 'failed') break;
+      }
+      return result;
+    });
+  }
+
+  async function handleOnce(name, entry) {
+    const { node } = entry;
+    const signature = signatureOf(node);
+    try {
+      const drains = await marks.list();
+      const signal = nodeDrainSignal(node, { taints });
+      const { cluster, targets: found } = signal ? await targets.serversOnNode(name) : { cluster: null, targets: [] };
+      const decision = decideNodeMaintenance({ node, targets: found, drains, taints, giveBack: config.poststart.giveBack });
+      const result = decision.intents.length === 0 ? null : await act(node, decision, cluster);
+      entry.handled = signature;
+      entry.failures = 0;
+      if (result) log.info({ node: name, action: decision.action, outcome: result.outcome, reason: decision.reason }, 'node maintenance signal handled');
+      return { node: name, action: decision.action, reason: decision.reason, ...(result ?? { outcome: 'nothing_to_do' }) };
+    } catch (err) {
+      entry.failures += 1;
+      const retryInMs = backoffMs(entry.failures, config.retry);
+      entry.retryAt = clock.now() + retryInMs;
+      log.warn({ node: name, err: err.message, retryInMs }, 'node maintenance signal not handled; retried');
+      audit.record({
+        actor: NODE_ACTOR, action: 'node-signal', target: { node: name }, reason: `${nodeDrainSignal(node, { taints })?.text ?? `node ${name} is schedulable`}: ${err.message}`,
+        outcome: 'failed', notDone: [{ reason: err.message }],
+      });
+      return { node: name, action: 'failed', outcome: 'failed', reason: err.message, retryInMs };
+    }
+  }
+
+  async function act(node, decision, cluster) {
+    const startedAt = clock.now();
+    const done = await executor.run(decision.intents, { actor: NODE_ACTOR, pod: null, snapshot: cluster, deadlineSeconds: config.deadlines.actionSeconds });
+    const report = resultOf(done, 'demote') ?? resultOf(done, 'rebalance-primaries');
+    const outcome = report?.outcome ?? 'completed';
+    for (const server of decision.servers) {
+      audit.record({
+        actor: NODE_ACTOR, action: decision.action, target: { node: node.name, server: server.name, signal: decision.signal?.key ?? decision.signal?.kind ?? null },
+        pod: server.pod, reason: decision.reason, outcome,
+        changes: (report?.changes ?? []).filter((c) => c.from === server.name || c.to === server.name),
+        skipped: report?.skipped ?? [], notDone: report?.notDone ?? [], durationMs: clock.now() - startedAt,
+      });
+    }
+    return { outcome, servers: decision.servers.map((s) => s.name), report };
+  }
+
+  // request: what the webhook read of the AdmissionReview: { pod, namespace, dryRun, user }.
+  // Answers within config.webhook.evictionDeadlineSeconds: { allowed, code, message, warnings, decision }.
+  // A dependency that does not answer in time leaves the eviction allowed with a warning (as the webhook's
+  // failurePolicy Ignore does when the manager itself is down); a demotion still running at the deadline refuses
+  // it for now (429: kubectl drain retries, and the retry finds the demotion done).
+  async function reviewEviction({ pod, namespace, dryRun = false, user = null }) {
+    const actor = hookActor('eviction', pod, user ? { kind: 'caller', name: user, pod: null } : null);
+    if (namespace !== config.kubernetes.namespace) return allow(`pod ${namespace}/${pod} is not in the RethinkDB namespace`);
+    const deadlineMs = config.webhook.evictionDeadlineSeconds * 1000;
+    const startedAt = clock.now();
+    const state = { demoting: false };
+    // A real timer: the API server waits in real time, whatever clock the manager plans with.
+    const answer = await withinMs(decideAndAct({ pod, dryRun, actor, startedAt, deadlineMs, state }), deadlineMs, () => new Error(
+      `no decision within ${config.webhook.evictionDeadlineSeconds} s`,
+    )).catch((err) => ({ error: err }));
+    if (answer.error) {
+      const why = answer.error.message;
+      if (state.demoting) {
+        return refuse(pod, actor, startedAt, `the primaries of pod ${pod} are still being demoted (${why}); retry`, 'timeout');
+      }
+      const message = `the manager could not check pod ${pod} (${why}): the eviction goes ahead without demoting its primaries first`;
+      log.warn({ pod, err: why }, 'eviction allowed without a decision');
+      audit.record({ actor, action: 'eviction-review', target: { pod }, pod, reason: message, outcome: 'failed', notDone: [{ reason: why }], durationMs: clock.now() - startedAt });
+      return { allowed: true, message, warnings: [message], decision: null };
+    }
+    return answer;
+  }
+
+  async function decideAndAct({ pod, dryRun, actor, startedAt, deadlineMs, state }) {
+    if (!(await kube.findRethinkDbPod(pod))) return allow(`pod ${pod} is not a RethinkDB pod (selector ${config.kubernetes.podLabelSelector})`);
+    const { cluster, targets: [{ server }] } = await targets.serversForPods([pod]);
+    const decision = decideEviction(cluster, { pod, server, drains: await marks.list() });
+    if (!decision.allowed) return refuse(pod, actor, startedAt, decision.reason, 'refused', decision);
+    if (dryRun || decision.intents.length === 0) {
+      const answer = allow(dryRun ? `dry run: ${decision.reason}` : decision.reason, decision);
+      if (!dryRun) audit.record({ actor, action: 'eviction-review', target: { pod }, pod, reason: decision.reason, outcome: 'allowed', durationMs: clock.now() - startedAt });
+      return answer;
+    }
+    state.demoting = true;
+    // What is left of the deadline, less a margin for the answer itself.
+    const deadlineSeconds = Math.max(0.5, (deadlineMs - (clock.now() - startedAt) - 500) / 1000);
+    const done = await executor.run(decision.intents, { actor, pod, snapshot: cluster, deadlineSeconds });
+    const report = resultOf(done, 'demote');
+    const off = report.skipped.length === 0 && report.notDone.length === 0 && report.settled !== false;
+    if (!off) {
+      const left = [...report.skipped, ...report.notDone].map((x) => x.reason ?? JSON.stringify(x)).slice(0, 3).join('; ');
+      return refuse(pod, actor, startedAt, `the primaries of ${server.name} are not all off yet (${left || 'the new primaries are not acting yet'}); retry`, 'partial', decision, report);
+    }
+    audit.record({
+      actor, action: 'eviction-review', target: { pod, server: server.name }, pod, reason: decision.reason, outcome: 'allowed',
+      changes: report.changes, durationMs: clock.now() - startedAt,
+    });
+    log.info({ pod, server: server.name, changes: report.changes.length }, 'eviction allowed: primaries off');
+    return {
+      allowed: true, message: `primaries of ${server.name} moved off (${report.changes.length} shard(s)); the eviction may go ahead`,
+      warnings: decision.unavoidable.slice(0, 3), decision: { reason: decision.reason, changes: report.changes },
+    };
+  }
+
+  function allow(message, decision = null) {
+    return { allowed: true, message, warnings: decision?.unavoidable?.slice(0, 3) ?? [], decision: decision && { reason: decision.reason } };
+  }
+
+  // 429, as a PodDisruptionBudget answers: kubectl drain and the cluster autoscaler retry it.
+  function refuse(pod, actor, startedAt, message, outcome, decision = null, report = null) {
+    log.info({ pod, message }, 'eviction refused');
+    audit.record({
+      actor, action: 'eviction-review', target: { pod }, pod, reason: message, outcome: `denied_${outcome}`,
+      changes: report?.changes ?? [], notDone: (decision?.refusals ?? []).map((reason) => ({ reason })), durationMs: clock.now() - startedAt,
+    });
+    return { allowed: false, code: 429, message: `rethinkdb-k8s-manager: ${message}`, warnings: [], decision: decision && { reason: decision.reason, refusals: decision.refusals } };
+  }
+
+  return {
+    observeNode, retryDueNodes, reviewEviction,
+    // The nodes whose drain signal was last acted on, for GET /v1/maintenance.
+    view: () => [...nodes.values()].filter((e) => e.handled && e.handled !== 'null').map((e) => ({ node: e.node.name, signal: JSON.parse(e.handled) })),
+  };
+}

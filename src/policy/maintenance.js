@@ -1,0 +1,123 @@
+// Pure: what Kubernetes' node maintenance means for RethinkDB, ahead of any preStop. A cordon or a drain taint on
+// a node drains that node's servers in one plan (the signal is level-based: the node's state is compared with the
+// drains the node already caused, so a repeat, a restarted manager or a missed watch event converge to the same
+// marks); its end releases them. An eviction of a RethinkDB pod (kubectl drain, the cluster autoscaler) is
+// admitted once that pod's primaries are off, and refused, with the reason, while it cannot be done safely.
+// No I/O and no clock. A server in an intent is { id, name, pod }.
+
+import { createView, isLiveReady, primaryIneligibility, votingReplicas } from '../planner/eligibility.js';
+import { drainIntents } from './policy.js';
+
+// The taints that announce a node's drain: the one Kubernetes puts on a cordoned node, and the cluster autoscaler's
+// before it deletes a node (NODE_DRAIN_TAINTS).
+export const DEFAULT_DRAIN_TAINTS = Object.freeze(['node.kubernetes.io/unschedulable', 'ToBeDeletedByClusterAutoscaler']);
+
+// node: { name, unschedulable, taints: [{ key, effect }] }. The signal that asks to drain it, or null.
+export function nodeDrainSignal(node, { taints = DEFAULT_DRAIN_TAINTS } = {}) {
+  if (node.unschedulable) return { kind: 'cordon', key: null, text: `node ${node.name} is cordoned (spec.unschedulable)` };
+  const taint = node.taints.find((t) => taints.includes(t.key));
+  if (!taint) return null;
+  return { kind: 'taint', key: taint.key, text: `node ${node.name} has the taint ${taint.key}${taint.effect ? `:${taint.effect}` : ''}` };
+}
+
+// node: as above; targets: the node's RethinkDB pods and their servers ([{ pod, server or null }]); drains: every
+// draining mark ([{ serverId, serverName, pod, origin }]); giveBack: POSTSTART_GIVE_BACK, which the end of a node's
+// maintenance follows as a returning pod's POSTSTART does.
+// Returns { action: 'drain-node' | 'end-node-drain' | 'none', signal, reason, intents, servers }.
+export function decideNodeMaintenance({ node, targets, drains, taints = DEFAULT_DRAIN_TAINTS, giveBack = 'balance' }) {
+  const signal = nodeDrainSignal(node, { taints });
+  const byNode = drains.filter((d) => d.origin?.kind === 'node' && d.origin.node === node.name);
+  if (signal) {
+    const drainingIds = new Set(drains.map((d) => d.serverId));
+    const servers = targets.filter((t) => t.server && !drainingIds.has(t.server.id)).map((t) => t.server);
+    if (servers.length === 0) {
+      const why = targets.some((t) => t.server) ? 'its RethinkDB servers are draining already' : 'no connected RethinkDB server runs there';
+      return { action: 'none', signal, reason: `${signal.text}, and ${why}`, intents: [], servers: [] };
+    }
+    const reason = `${signal.text}: its pods will be evicted; demote the primaries on ${servers.map((s) => s.name).join(', ')} now, before any preStop`;
+    const origin = { kind: 'node', node: node.name, signal: signal.key ?? signal.kind };
+    return {
+      action: 'drain-node', signal, reason, servers,
+      intents: drainIntents({ servers, origin, reason, node: node.name, pods: targets.map((t) => t.pod) }),
+    };
+  }
+  if (byNode.length === 0) return { action: 'none', signal: null, reason: `node ${node.name} is schedulable and drained nothing`, intents: [], servers: [] };
+  const servers = byNode.map((d) => ({ id: d.serverId, name: d.serverName, pod: d.pod }));
+  const names = servers.map((s) => s.name).join(', ');
+  const reason = `node ${node.name} is schedulable again: release ${names}`
+    + (giveBack === 'never' ? ' (POSTSTART_GIVE_BACK=never: the primaries stay where they are)' : ' and level the primaries again');
+  const prefer = giveBack === 'never' ? [] : byNode.flatMap((d) => (d.demoted ?? []).map((x) => ({ ...x, serverId: d.serverId })));
+  return {
+    action: 'end-node-drain', signal: null, reason, servers,
+    intents: [
+      { type: 'release', servers: servers.map((s) => s.id) },
+      ...(giveBack === 'never' ? [] : [{ type: 'rebalance-primaries', prefer, byLoad: giveBack === 'balance', reason }]),
+    ],
+  };
+}
+
+// An eviction of `pod` (its server: { id, name, pod } or null) asked through the API server, on the cluster as read
+// now. drains: every draining mark ([{ serverId, origin }]); a server draining because its pod is stopping or being
+// evicted (origin prestop or eviction) counts as leaving, as a disconnected one does.
+// Allowed when nothing is lost by it: its server's primaries can move and every shard it votes in keeps a live,
+// ready majority without it and without the servers already leaving. Refused while that is not so but could become
+// so (a replica catching up, another pod leaving first): the caller retries, as for a PodDisruptionBudget. A shard
+// that cannot keep a majority without this server even with every replica healthy (one or two voters) never could,
+// so it does not block the eviction; the answer names it.
+// Returns { allowed, reason, intents, refusals: [text], unavoidable: [text] }.
+export function decideEviction(cluster, { pod, server, drains = [] }) {
+  if (!server) {
+    return {
+      allowed: true, reason: `no connected RethinkDB server matches pod ${pod}: it holds no primary and counts in no majority`,
+      intents: [], refusals: [], unavoidable: [],
+    };
+  }
+  const leaving = new Set(drains.filter((d) => ['prestop', 'eviction'].includes(d.origin?.kind) && d.serverId !== server.id).map((d) => d.serverId));
+  const view = createView(cluster, { draining: drains.map((d) => d.serverId) });
+  const refusals = [];
+  const unavoidable = [];
+  for (const table of cluster.tables) {
+    table.shards.forEach((shard, index) => {
+      const voters = votingReplicas(shard);
+      if (!voters.includes(server.id) && !shard.acting.includes(server.id)) return;
+      const label = `${table.db}.${table.name}[${index}]`;
+      const others = voters.filter((id) => id !== server.id);
+      if (others.length * 2 <= voters.length) {
+        if (voters.includes(server.id)) unavoidable.push(`${label} has ${voters.length} voting replica(s): it has no majority while ${server.name} is away`);
+        return;
+      }
+      const live = others.filter((id) => isLiveReady(view, shard, id) && !leaving.has(id));
+      if (live.length * 2 <= voters.length) {
+        const missing = others.filter((id) => !live.includes(id)).map((id) => `${view.nameOf(id)} (${whyNotLive(view, shard, id, leaving)})`);
+        refusals.push(`${label} would lose its majority: besides ${server.name}, ${missing.join(', ')}`);
+        return;
+      }
+      const holds = shard.primary === server.id || shard.acting.includes(server.id);
+      if (holds && !others.some((id) => primaryIneligibility(view, shard, id) === null && !leaving.has(id))) {
+        refusals.push(`${label} has no other replica that may take its primary (${others.map((id) => `${view.nameOf(id)}: ${whyNotPrimary(view, shard, id, leaving)}`).join(', ')})`);
+      }
+    });
+  }
+  if (refusals.length > 0) {
+    return {
+      allowed: false, intents: [], refusals, unavoidable,
+      reason: `evicting pod ${pod} now is not safe, retry later: ${refusals.slice(0, 3).join('; ')}${refusals.length > 3 ? `; and ${refusals.length - 3} more shard(s)` : ''}`,
+    };
+  }
+  const reason = `pod ${pod} is being evicted: demote the primaries on ${server.name} before the eviction is admitted`
+    + (unavoidable.length > 0 ? ` (unavoidable: ${unavoidable.slice(0, 3).join('; ')})` : '');
+  return {
+    allowed: true, reason, refusals, unavoidable,
+    intents: drainIntents({ servers: [server], origin: { kind: 'eviction' }, reason }),
+  };
+}
+
+function whyNotLive(view, shard, id, leaving) {
+  if (!view.isConnected(id)) return 'disconnected';
+  if (leaving.has(id)) return 'leaving: its pod is stopping or being evicted';
+  return `replica ${shard.states[id] ?? 'state unknown'}`;
+}
+
+function whyNotPrimary(view, shard, id, leaving) {
+  return leaving.has(id) ? 'leaving' : primaryIneligibility(view, shard, id);
+}

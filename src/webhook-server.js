@@ -1,0 +1,52 @@
+// Serves the eviction webhook over TLS with the certificate and key from files (a Secret mounted in the manager's
+// pod; see README "Node maintenance"). A renewed certificate (cert-manager rewrites the files) is picked up
+// without a restart: the files are checked every reloadIntervalMs and the TLS context is replaced when they change.
+
+import { readFileSync, statSync } from 'node:fs';
+import { createServer } from 'node:https';
+
+// Resolves with { server, port, close } once listening; rejects with a clear message if the port is taken
+// (err.code 'WEBHOOK_LISTEN_FAILED') or the files cannot be read (err.code 'WEBHOOK_TLS_UNREADABLE').
+export async function startWebhookServer({
+  app, certFile, keyFile, port, host = '0.0.0.0', logger, reloadIntervalMs = 60000,
+}) {
+  const log = logger.child({ module: 'webhook-server' });
+  const read = () => ({ cert: readFileSync(certFile), key: readFileSync(keyFile) });
+  const stamp = () => [certFile, keyFile].map((f) => statSync(f).mtimeMs).join(':');
+  let seen;
+  let server;
+  try {
+    seen = stamp();
+    server = createServer(read(), app);
+  } catch (err) {
+    throw Object.assign(new Error(`the webhook certificate or key cannot be read (${err.message})`), { code: 'WEBHOOK_TLS_UNREADABLE' });
+  }
+  const timer = setInterval(() => {
+    try {
+      const now = stamp();
+      if (now === seen) return;
+      server.setSecureContext(read());
+      seen = now;
+      log.info({ certFile }, 'webhook certificate reloaded');
+    } catch (err) {
+      log.warn({ err: err.message }, 'webhook certificate not reloaded; the previous one is kept');
+    }
+  }, reloadIntervalMs);
+  timer.unref();
+  return new Promise((resolve, reject) => {
+    server.once('error', (err) => {
+      clearInterval(timer);
+      reject(Object.assign(
+        new Error(err.code === 'EADDRINUSE' ? `the webhook port ${host}:${port} is already in use` : `the webhook server cannot listen on ${host}:${port}: ${err.message}`),
+        { code: 'WEBHOOK_LISTEN_FAILED' },
+      ));
+    });
+    server.listen(port, host, () => {
+      resolve({
+        server,
+        port: server.address().port,
+        close: () => new Promise((done) => { clearInterval(timer); server.close(() => done()); server.closeAllConnections?.(); }),
+      });
+    });
+  });
+}
