@@ -1,4 +1,4 @@
-// Sandbox admin endpoints: crash or restore a server, crash a node, start a replacement pod, drive a pod's CPU
+// Sandbox admin endpoints: crash or restore a server, crash or cordon a node, start a replacement pod, drive a pod's CPU
 // load or its node's interference, and scale the StatefulSet. Mounted only on the sandbox backend (404
 // otherwise), so that a person can replay any scenario by hand with curl.
 
@@ -24,6 +24,10 @@ export const SANDBOX_ROUTES = {
   crashNode: sandbox({
     method: 'post', path: '/v1/sandbox/nodes/:node/crash', operationId: 'sandboxCrashNode', summary: 'Crash a node: its pods and servers vanish unannounced',
     params: objectSchema({ node: fields.node }, ['node']), errors: ['NODE_NOT_FOUND'],
+  }),
+  cordonNode: sandbox({
+    method: 'post', path: '/v1/sandbox/nodes/:node/cordon', operationId: 'sandboxCordonNode', summary: 'Cordon a node (or uncordon it with {"cordoned": false}), as kubectl does',
+    params: objectSchema({ node: fields.node }, ['node']), body: objectSchema({ cordoned: { type: 'boolean' } }), errors: ['NODE_NOT_FOUND'],
   }),
   startPod: sandbox({
     method: 'post', path: '/v1/sandbox/pods', operationId: 'sandboxStartPod', summary: 'Start a replacement pod on a fresh node; it calls POSTSTART',
@@ -74,6 +78,12 @@ export function createSandboxRoutes({ model, kube, store }) {
   mountRoute(router, SANDBOX_ROUTES.restoreServer, async ({ params }, res) => {
     guard(() => model.restoreServer(server(params.name)));
     res.json({ restored: params.name, ...(await snapshot()) });
+  });
+  mountRoute(router, SANDBOX_ROUTES.cordonNode, async ({ params, body }, res) => {
+    if (!(await kube.nodeExists(params.node))) throw new AppError('NODE_NOT_FOUND', `sandbox node "${params.node}" does not exist`);
+    const cordoned = body.cordoned ?? true;
+    kube.setNodeUnschedulable(params.node, cordoned);
+    res.json({ node: params.node, cordoned, ...(await snapshot()) });
   });
   mountRoute(router, SANDBOX_ROUTES.crashNode, async ({ params }, res) => {
     if (!(await kube.nodeExists(params.node))) throw new AppError('NODE_NOT_FOUND', `sandbox node "${params.node}" does not exist`);

@@ -27,6 +27,7 @@ const MUTATIONS = [
   ['POST', '/v1/sandbox/servers/rethinkdb_1/crash', {}],
   ['POST', '/v1/sandbox/servers/rethinkdb_1/restore', undefined],
   ['POST', '/v1/sandbox/nodes/node-1/crash', undefined],
+  ['POST', '/v1/sandbox/nodes/node-1/cordon', {}],
   ['POST', '/v1/sandbox/pods', {}],
   ['POST', '/v1/sandbox/pods/rethinkdb-1/cpu', { cores: 1 }],
   ['POST', '/v1/sandbox/pods/rethinkdb-1/interference', { cores: 1 }],

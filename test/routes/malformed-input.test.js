@@ -33,7 +33,7 @@ function credentialsFor(operation) {
 const WRITES = {
   source: ['updateTableShards'],
   model: ['updateTableShards', 'addServer', 'addTable', 'crashServer', 'restoreServer'],
-  kube: ['annotatePod', 'createPodEvent', 'patchStatefulSetScale', 'setPodCpu', 'setInterference', 'crashNode', 'startReplacementPod', 'stopPod'],
+  kube: ['annotatePod', 'createPodEvent', 'patchStatefulSetScale', 'setPodCpu', 'setInterference', 'crashNode', 'setNodeUnschedulable', 'startReplacementPod', 'stopPod'],
 };
 
 function countCalls(target, methods, label, calls) {
@@ -219,6 +219,7 @@ const EFFECTIVE = {
   'POST /v1/sandbox/servers/{name}/crash': { path: { name: 'rethinkdb_0' } },
   'POST /v1/sandbox/servers/{name}/restore': { path: { name: 'rethinkdb_0' }, setup: ['POST', '/v1/sandbox/servers/rethinkdb_0/crash', {}] },
   'POST /v1/sandbox/nodes/{node}/crash': { path: { node: 'node-0' } },
+  'POST /v1/sandbox/nodes/{node}/cordon': { path: { node: 'node-0' }, body: { cordoned: true } },
   'POST /v1/sandbox/pods': {},
   'POST /v1/sandbox/pods/{pod}/cpu': { path: { pod: 'rethinkdb-0' }, body: { cores: 2 } },
   'POST /v1/sandbox/pods/{pod}/interference': { path: { pod: 'rethinkdb-0' }, body: { cores: 2 } },

@@ -1,0 +1,132 @@
+// Node maintenance on the sandbox, through the routes: a cordon (the sandbox's admin endpoint, as kubectl cordon)
+// drains the node's server through the node watch and its uncordon gives the primaries back; the eviction
+// webhook's AdmissionReview handling (allowed after the demotion, refused with 429 and the reason, dry runs,
+// other pods and namespaces, malformed reviews, a manager that takes no work).
+
+import request from 'supertest';
+import { createSandboxHarness } from '../helpers/harness.js';
+
+const json = (req, body) => req.set('content-type', 'application/json').send(JSON.stringify(body));
+
+function review({ pod, namespace = 'rethinkdb', dryRun = false, subResource = 'eviction', uid = `uid-${pod}` }) {
+  return {
+    apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview',
+    request: {
+      uid, operation: 'CREATE', name: pod, namespace, dryRun, subResource,
+      kind: { group: 'policy', version: 'v1', kind: 'Eviction' }, resource: { group: '', version: 'v1', resource: 'pods' },
+      userInfo: { username: 'system:serviceaccount:kube-system:cluster-autoscaler' },
+      object: { apiVersion: 'policy/v1', kind: 'Eviction', metadata: { name: pod, namespace } },
+    },
+  };
+}
+
+const post = (h, body) => json(request(h.webhookApp).post('/v1/admission/eviction'), body);
+
+async function primariesOn(h, name) {
+  const cluster = await h.store.readCluster();
+  const id = cluster.servers.find((s) => s.name === name).id;
+  return cluster.tables.flatMap((t) => t.shards.filter((s) => s.primary === id)).length;
+}
+
+async function until(check, what) {
+  for (let i = 0; i < 200; i += 1) {
+    if (await check()) return;
+    await new Promise((resolve) => { setTimeout(resolve, 5); });
+  }
+  throw new Error(`never: ${what}`);
+}
+
+describe('node signals on the sandbox', () => {
+  test('when node-1 is cordoned through the sandbox, then rethinkdb_1 is drained for the node; uncordoned, it gets primaries back', async () => {
+    const h = createSandboxHarness();
+    const watch = h.watchNodes();
+    expect(await primariesOn(h, 'rethinkdb_1')).toBeGreaterThan(0);
+    expect((await json(request(h.app).post('/v1/sandbox/nodes/node-1/cordon'), {})).status).toBe(200);
+    await until(() => h.audit.list().some((r) => r.action === 'drain-node'), 'the drain-node record');
+    expect(await primariesOn(h, 'rethinkdb_1')).toBe(0);
+    expect(h.maintenance.view()).toEqual([{ node: 'node-1', signal: expect.objectContaining({ kind: 'cordon' }) }]);
+    expect((await request(h.app).get('/v1/cluster')).body.nodeMaintenance).toEqual(h.maintenance.view());
+    expect(h.kube.events().map((e) => `${e.pod} ${e.reason}`)).toContain('rethinkdb-1 DrainNode');
+
+    await json(request(h.app).post('/v1/sandbox/nodes/node-1/cordon'), { cordoned: false });
+    await until(() => h.audit.list().some((r) => r.action === 'end-node-drain'), 'the end-node-drain record');
+    expect(await primariesOn(h, 'rethinkdb_1')).toBeGreaterThan(0);
+    expect(await h.marks.list()).toEqual([]);
+    expect(h.maintenance.view()).toEqual([]);
+    await watch.stop();
+  });
+
+  test('when a node drain fails (RethinkDB unreachable), then it is audited and retried by the tick until it succeeds', async () => {
+    let down = true;
+    const h = createSandboxHarness({
+      wrapSource: (source) => ({ ...source, readSystemTables: (...args) => (down ? Promise.reject(new Error('connection refused')) : source.readSystemTables(...args)) }),
+    });
+    const watch = h.watchNodes();
+    h.kube.setNodeUnschedulable('node-2', true);
+    await until(() => h.audit.list().some((r) => r.action === 'node-signal' && r.outcome === 'failed'), 'the failure record');
+    down = false;
+    h.clock.advance(60000);
+    const { nodes } = await h.tick({ poll: false });
+    expect(nodes).toEqual([expect.objectContaining({ node: 'node-2', action: 'drain-node', outcome: 'completed' })]);
+    expect(await primariesOn(h, 'rethinkdb_2')).toBe(0);
+    await watch.stop();
+  });
+});
+
+describe('the eviction webhook on the sandbox', () => {
+  test('when rethinkdb-2 is evicted, then allowed once its primaries are off; rethinkdb-3 next is refused (429) and keeps its primaries', async () => {
+    const h = createSandboxHarness();
+    const allowed = await post(h, review({ pod: 'rethinkdb-2' }));
+    expect(allowed.status).toBe(200);
+    expect(allowed.body).toEqual({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response: { uid: 'uid-rethinkdb-2', allowed: true } });
+    expect(await primariesOn(h, 'rethinkdb_2')).toBe(0);
+    expect(h.audit.list()[0]).toMatchObject({ action: 'eviction-review', outcome: 'allowed', actor: 'hook:eviction:rethinkdb-2 (system:serviceaccount:kube-system:cluster-autoscaler)' });
+
+    const before = await primariesOn(h, 'rethinkdb_3');
+    const refused = await post(h, review({ pod: 'rethinkdb-3' }));
+    expect(refused.body.response).toEqual({
+      uid: 'uid-rethinkdb-3', allowed: false,
+      status: { code: 429, reason: 'TooManyRequests', message: expect.stringMatching(/^rethinkdb-k8s-manager: evicting pod rethinkdb-3 now is not safe, retry later: ycsb\.usertable\[1\] would lose its majority/) },
+    });
+    expect(await primariesOn(h, 'rethinkdb_3')).toBe(before);
+    expect((await h.marks.list()).map((d) => d.serverName)).toEqual(['rethinkdb_2']);
+  });
+
+  test('when the eviction is a dry run, then it is answered and nothing changes', async () => {
+    const h = createSandboxHarness();
+    const res = await post(h, review({ pod: 'rethinkdb-0', dryRun: true }));
+    expect(res.body.response).toMatchObject({ allowed: true });
+    expect(await primariesOn(h, 'rethinkdb_0')).toBeGreaterThan(0);
+    expect(await h.marks.list()).toEqual([]);
+  });
+
+  test.each([
+    ['a pod that is not a RethinkDB pod', review({ pod: 'client-7' })],
+    ['a pod of another namespace', review({ pod: 'rethinkdb-0', namespace: 'default' })],
+    ['another subresource', review({ pod: 'rethinkdb-0', subResource: 'status' })],
+  ])('when the review is for %s, then it is allowed and nothing changes', async (_, body) => {
+    const h = createSandboxHarness();
+    const res = await post(h, body);
+    expect(res.body.response).toMatchObject({ uid: body.request.uid, allowed: true });
+    expect(await h.marks.list()).toEqual([]);
+  });
+
+  test.each([
+    ['no request', { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview' }],
+    ['not an AdmissionReview', { kind: 'Pod', request: { uid: 'x' } }],
+  ])('when the body has %s, then 400', async (_, body) => {
+    const res = await post(createSandboxHarness(), body);
+    expect(res.status).toBe(400);
+    expect(res.body.error).toBe('BAD_REQUEST');
+  });
+
+  test('when the manager is shutting down, then the eviction is refused for now (429, retried) with the reason', async () => {
+    const h = createSandboxHarness();
+    h.work.beginShutdown();
+    const res = await post(h, review({ pod: 'rethinkdb-0' }));
+    expect(res.body.response).toEqual({
+      uid: 'uid-rethinkdb-0', allowed: false,
+      status: { code: 429, reason: 'TooManyRequests', message: 'rethinkdb-k8s-manager: the manager is shutting down and takes no new work' },
+    });
+  });
+});
