@@ -1,7 +1,7 @@
 // The Kubernetes adapter against a real kube-apiserver 1.34 and etcd: selectors, reads, the scale subresource,
 // Events, annotations, TokenReview, and metrics.k8s.io through the CRD stand-in.
 
-import { AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
+import { AppsV1Api, CoreV1Api, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { createKubeAdapter } from '../../src/kubernetes/kube-adapter.js';
 import { createVirtualClock } from '../helpers/harness.js';
 import { startKubeApiServer } from '../helpers/kube-apiserver.js';
@@ -43,8 +43,30 @@ describe('Kubernetes adapter against a real kube-apiserver', () => {
     const stored = await core.readNamespacedPod({ name: 'rethinkdb-2', namespace: NAMESPACE });
     expect(await kube.getPod('rethinkdb-2')).toEqual({
       name: 'rethinkdb-2', uid: stored.metadata.uid, nodeName: 'node-2', podIp: '198.18.0.12', hostname: 'rethinkdb-2',
-      phase: 'Running', ready: true, annotations: {}, cpuRequestCores: 0.5, cpuLimitCores: 1,
+      phase: 'Running', ready: true, annotations: {}, deleting: false, cpuRequestCores: 0.5, cpuLimitCores: 1,
     });
+  });
+
+  test('when finding a RethinkDB pod by name, then the pod selector applies as the API server reads it', async () => {
+    expect(await kube.findRethinkDbPod('rethinkdb-2')).toMatchObject({ name: 'rethinkdb-2', nodeName: 'node-2' });
+    expect(await kube.findRethinkDbPod('rethinkdb-99')).toBeNull();
+    const other = createKubeAdapter({ kubeConfig: api.kubeConfig, namespace: NAMESPACE, podLabelSelector: 'app=something-else', clock: createVirtualClock() });
+    expect(await other.findRethinkDbPod('rethinkdb-2')).toBeNull();
+  });
+
+  test('when watching nodes, then each is delivered as listed, and a cordon arrives as a change', async () => {
+    const seen = [];
+    const watch = kube.watchNodes({ onNode: (node) => seen.push(node) });
+    try {
+      for (let i = 0; i < 100 && !seen.some((n) => n.name === 'node-3'); i += 1) await new Promise((resolve) => { setTimeout(resolve, 50); });
+      expect(seen.find((n) => n.name === 'node-3')).toEqual({ name: 'node-3', unschedulable: false, taints: expect.any(Array) });
+      await core.patchNode({ name: 'node-3', body: { spec: { unschedulable: true } } }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
+      for (let i = 0; i < 100 && !seen.some((n) => n.name === 'node-3' && n.unschedulable); i += 1) await new Promise((resolve) => { setTimeout(resolve, 50); });
+      expect(seen.filter((n) => n.name === 'node-3').at(-1)).toMatchObject({ unschedulable: true });
+    } finally {
+      await watch.stop();
+      await core.patchNode({ name: 'node-3', body: { spec: { unschedulable: false } } }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
+    }
   });
 
   test('when a pod is missing, then the API server\'s 404 becomes NOT_FOUND naming it', async () => {

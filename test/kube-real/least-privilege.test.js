@@ -62,6 +62,19 @@ describe('the manager\'s ServiceAccount with only the rules derived from KUBE_CA
       expect(review).toMatchObject({ authenticated: true, username: `system:serviceaccount:${NAMESPACE}:default` });
       return review;
     },
+    findRethinkDbPod: async () => {
+      expect(await kube.findRethinkDbPod('rethinkdb-1')).toMatchObject({ name: 'rethinkdb-1' });
+      return true;
+    },
+    // The informer lists and then watches with the manager's token: the first node delivered proves both.
+    watchNodes: async () => {
+      let watch;
+      const node = await new Promise((resolve, reject) => {
+        watch = kube.watchNodes({ onNode: resolve, onError: reject, retry: { minMs: 100, maxMs: 100 } });
+      });
+      await watch.stop();
+      return node;
+    },
     createPodEvent: async () => kube.createPodEvent({ pod: await kube.getPod('rethinkdb-1'), reason: 'Test', message: 'least privilege' }),
   };
 
@@ -109,7 +122,7 @@ describe('the manager\'s ServiceAccount with only the rules derived from KUBE_CA
     { group: '', resource: 'pods', verb: 'get', namespace: 'default' },
     { group: '', resource: 'secrets', verb: 'get', namespace: NAMESPACE },
     { group: '', resource: 'events', verb: 'delete', namespace: NAMESPACE },
-    { group: '', resource: 'nodes', verb: 'list' },
+    { group: '', resource: 'nodes', verb: 'delete' },
     { group: '', resource: 'nodes', verb: 'patch' },
     { group: 'apps', resource: 'statefulsets', verb: 'patch', namespace: NAMESPACE },
     { group: 'apps', resource: 'statefulsets', verb: 'get', namespace: NAMESPACE },
