@@ -99,6 +99,7 @@ export function createManager({
       onNode: (node) => {
         work.track(() => maintenance.observeNode(node)).catch((err) => watchLog.warn({ node: node.name, err: err.message }, 'node change not handled'));
       },
+      onDelete: (name) => maintenance.forgetNode(name),
       onError: (err, { failures, retryInMs }) => watchLog.warn({ err: err.message, failures, retryInMs }, 'node watch failed; restarting it'),
       onConnect: () => watchLog.debug('node watch (re)connected'),
     });
@@ -109,17 +110,19 @@ export function createManager({
 
   // One round of periodic work: expire perf warnings (and retry restores), end departures (and restore the
   // heartbeat timeout), retry unfinished migrations that are due, give back the votes a Raft leadership move still
-  // owes, retry node maintenance signals that failed, then poll the metrics. Nothing runs before the persisted state
+  // owes, retry node maintenance signals that failed (and look again at nodes still signalled), release eviction
+  // drains whose eviction never happened, then poll the metrics. Nothing runs before the persisted state
   // is loaded.
   async function tick({ poll = true } = {}) {
-    if (!work.started()) return { expired: [], heartbeat: null, retried: [], votes: [], nodes: [], polled: null };
+    if (!work.started()) return { expired: [], heartbeat: null, retried: [], votes: [], nodes: [], holds: [], polled: null };
     const expired = await events.expireDue().catch((err) => { log.warn({ err: err.message }, 'perf warning expiry failed'); return []; });
     const heartbeat = await events.restoreHeartbeatDue().catch((err) => { log.warn({ err: err.message }, 'heartbeat restore failed; retried next tick'); return null; });
     const retried = await actions.retryDueMigrations().catch((err) => { log.warn({ err: err.message }, 'migration retry failed'); return []; });
     const votes = await actions.restoreOwedVotes().catch((err) => { log.warn({ err: err.message }, 'owed votes not given back; retried next tick'); return []; });
     const nodes = await maintenance.retryDueNodes();
+    const holds = await maintenance.expireEvictionHolds().catch((err) => { log.warn({ err: err.message }, 'eviction holds not checked; retried next tick'); return []; });
     const polled = poll && monitor.view().enabled ? await monitor.pollOnce() : null;
-    return { expired, heartbeat, retried, votes, nodes, polled };
+    return { expired, heartbeat, retried, votes, nodes, holds, polled };
   }
 
   // Stop taking work, let running actions and operations finish within graceMs, then close the store.

@@ -38,25 +38,26 @@ function main() {
   const { manager } = backend;
   const timers = [];
   const closers = [];
-  if (config.webhook.enabled) {
-    startWebhookServer({
-      app: manager.webhookApp, certFile: config.webhook.certFile, keyFile: config.webhook.keyFile, port: config.webhook.port, host: config.http.host, logger,
-    }).then((webhook) => {
-      closers.push(webhook.close);
-      logger.info({ port: webhook.port }, 'eviction webhook listening (TLS)');
-    }).catch((err) => {
-      // A missing certificate (the optional Secret not created yet) leaves the webhook off, which its failurePolicy
-      // Ignore turns into evictions without demotion; a port in use is a configuration error.
-      if (err.code === 'WEBHOOK_TLS_UNREADABLE') {
-        logger.error({ err: err.message }, 'eviction webhook off: evictions go ahead without demoting primaries first (see README, "Node maintenance")');
-        return;
-      }
-      logger.fatal({ err: err.message }, 'cannot start the eviction webhook');
-      process.exit(1);
-    });
-  } else {
-    logger.info('eviction webhook off: WEBHOOK_TLS_CERT_FILE and WEBHOOK_TLS_KEY_FILE are not set');
-  }
+  let stopping = false;
+  // The eviction webhook. Certificate files that cannot be read yet (the optional Secret not created, or not yet
+  // mounted) leave it off, which its failurePolicy Ignore turns into evictions without demotion; they are tried
+  // again every minute. A port that is taken is a configuration error.
+  const startWebhook = () => startWebhookServer({
+    app: manager.webhookApp, certFile: config.webhook.certFile, keyFile: config.webhook.keyFile, port: config.webhook.port, host: config.http.host, logger,
+  }).then((webhook) => {
+    closers.push(webhook.close);
+    logger.info({ port: webhook.port }, 'eviction webhook listening (TLS)');
+  }).catch((err) => {
+    if (err.code === 'WEBHOOK_TLS_UNREADABLE') {
+      logger.error({ err: err.message }, 'eviction webhook off for now (tried again in a minute): evictions go ahead without demoting primaries first (see README, "Node maintenance")');
+      if (!stopping) setTimeout(startWebhook, 60000).unref();
+      return;
+    }
+    logger.fatal({ err: err.message }, 'cannot start the eviction webhook');
+    process.exit(1);
+  });
+  if (config.webhook.enabled) startWebhook();
+  else logger.info('eviction webhook off: WEBHOOK_TLS_CERT_FILE and WEBHOOK_TLS_KEY_FILE are not set');
   const server = manager.app.listen(config.http.port, config.http.host, async () => {
     const { port } = server.address();
     logger.info({ port, backend: config.backend, auth: config.auth.mode, protectReads: config.auth.protectReads }, 'manager listening');
@@ -74,15 +75,15 @@ function main() {
     if (manager.monitor.view().enabled) timers.push(every(config.monitor.pollIntervalMs, () => manager.monitor.pollOnce()));
   });
 
-  let stopping = false;
   const stop = async (signal) => {
     if (stopping) return;
     stopping = true;
     logger.info({ signal }, 'shutting down: no new work; waiting for running actions');
     server.close();
     for (const timer of timers) clearInterval(timer);
-    await Promise.all(closers.map((close) => close().catch(() => {})));
+    // The webhook and the node watch close after the running work: a review in flight gets its answer.
     const result = await manager.shutdown(config.deadlines.shutdownGraceSeconds * 1000);
+    await Promise.all(closers.map((close) => close().catch(() => {})));
     await backend.close();
     logger.info(result, 'shutdown complete');
     process.exit(0);

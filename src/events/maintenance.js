@@ -11,7 +11,10 @@ import { hookActor, managerActor } from '../audit/actor.js';
 import { withinMs } from '../lib/clock.js';
 import { createKeyedMutex } from '../lib/keyed-mutex.js';
 import { backoffMs } from '../lib/retry.js';
-import { decideEviction, decideNodeMaintenance, nodeDrainSignal } from '../policy/maintenance.js';
+import { findServerForPod } from '../cluster/cluster-model.js';
+import {
+  decideEviction, decideNodeMaintenance, evictionDemotionDone, expiredEvictionDrains, nodeDrainSignal,
+} from '../policy/maintenance.js';
 import { resultOf } from './executor.js';
 
 const NODE_ACTOR = managerActor('node-watch');
@@ -22,8 +25,12 @@ export function createMaintenance({
   const log = logger.child({ module: 'maintenance' });
   const { taints } = config.maintenance;
   const nodeLocks = createKeyedMutex();
-  // node name -> { node, handled: the signal last acted on (JSON), failures, retryAt }
+  const reviews = createKeyedMutex();
+  // node name -> { node, handled: the signal last acted on (JSON; undefined: act again), failures, retryAt, checkedAt }
   const nodes = new Map();
+  // Evictions admitted, pod -> when: their servers count as leaving until the pods are seen being deleted.
+  const admitted = new Map();
+  const holdMs = config.webhook.evictionHoldSeconds * 1000;
   const signatureOf = (node) => JSON.stringify(nodeDrainSignal(node, { taints }));
 
   // A node as listed or changed. Acts only when its drain signal differs from the one last acted on (or one is
@@ -36,13 +43,25 @@ export function createMaintenance({
     return handleNode(node.name);
   }
 
-  // Called periodically: nodes whose last handling failed, once their backoff has passed.
+  // A node deleted (the autoscaler's scale-down): forgotten. Its drains end with its pods' POSTSTARTs elsewhere.
+  function forgetNode(name) {
+    nodes.delete(name);
+  }
+
+  // Called periodically: nodes whose last handling failed, once their backoff has passed; and every node that still
+  // carries a drain signal, every RETRY_MAX_MS, so that a server that was disconnected or restarting when the
+  // signal came (or came back on the node since) is drained too.
   async function retryDueNodes() {
     const now = clock.now();
-    const due = [...nodes.values()].filter((e) => e.failures > 0 && e.retryAt <= now && e.handled !== signatureOf(e.node));
+    const recheckMs = config.retry.maxMs;
+    const due = [...nodes.values()].filter((e) => (e.failures > 0 && e.retryAt <= now)
+      || (e.failures === 0 && e.handled && e.handled !== 'null' && now - (e.checkedAt ?? 0) >= recheckMs));
     const results = [];
-    for (const entry of due) results.push(await handleNode(entry.node.name));
-    return results;
+    for (const entry of due) {
+      if (entry.failures === 0) entry.handled = undefined;
+      results.push(await handleNode(entry.node.name));
+    }
+    return results.filter((r) => r && r.outcome !== 'nothing_to_do');
   }
 
   // Under the node's lock, until what was acted on is the node as last seen: a change that arrives while a drain
@@ -51,7 +70,7 @@ export function createMaintenance({
     return nodeLocks.runExclusive(`node:${name}`, async () => {
       const entry = nodes.get(name);
       let result = null;
-      while (entry.handled !== signatureOf(entry.node)) {
+      while (entry && nodes.get(name) === entry && entry.handled !== signatureOf(entry.node)) {
         result = await handleOnce(name, entry);
         if (result.outcome === 'failed') break;
       }
@@ -66,13 +85,20 @@ export function createMaintenance({
       const drains = await marks.list();
       const signal = nodeDrainSignal(node, { taints });
       const { cluster, targets: found } = signal ? await targets.serversOnNode(name) : { cluster: null, targets: [] };
-      const decision = decideNodeMaintenance({ node, targets: found, drains, taints, giveBack: config.poststart.giveBack });
+      const ours = drains.filter((d) => d.origin?.kind === 'node' && d.origin.node === name);
+      const deleting = !signal && ours.length > 0 ? new Set((await kube.listRethinkDbPods()).filter((p) => p.deleting).map((p) => p.name)) : new Set();
+      const decision = decideNodeMaintenance({
+        node, targets: found, drains, taints, giveBack: config.poststart.giveBack, leaving: ours.filter((d) => deleting.has(d.pod)).map((d) => d.serverId),
+      });
       const result = decision.intents.length === 0 ? null : await act(node, decision, cluster);
       entry.handled = signature;
       entry.failures = 0;
+      entry.checkedAt = clock.now();
       if (result) log.info({ node: name, action: decision.action, outcome: result.outcome, reason: decision.reason }, 'node maintenance signal handled');
       return { node: name, action: decision.action, reason: decision.reason, ...(result ?? { outcome: 'nothing_to_do' }) };
     } catch (err) {
+      // Whatever the node does next, it is looked at again (a quick uncordon must still release what was marked).
+      entry.handled = undefined;
       entry.failures += 1;
       const retryInMs = backoffMs(entry.failures, config.retry);
       entry.retryAt = clock.now() + retryInMs;
@@ -111,11 +137,13 @@ export function createMaintenance({
     if (namespace !== config.kubernetes.namespace) return allow(`pod ${namespace}/${pod} is not in the RethinkDB namespace`);
     const deadlineMs = config.webhook.evictionDeadlineSeconds * 1000;
     const startedAt = clock.now();
-    const state = { demoting: false };
+    const state = { demoting: false, answered: false };
+    // One review at a time, so that two evictions decided together cannot both count the other's server as staying.
     // A real timer: the API server waits in real time, whatever clock the manager plans with.
-    const answer = await withinMs(decideAndAct({ pod, dryRun, actor, startedAt, deadlineMs, state }), deadlineMs, () => new Error(
-      `no decision within ${config.webhook.evictionDeadlineSeconds} s`,
-    )).catch((err) => ({ error: err }));
+    const review = reviews.runExclusive('eviction', () => decideAndAct({ pod, dryRun, actor, startedAt, deadlineMs, state }));
+    const answer = await withinMs(review, deadlineMs, () => new Error(`no decision within ${config.webhook.evictionDeadlineSeconds} s`))
+      .catch((err) => ({ error: err }));
+    state.answered = true;
     if (answer.error) {
       const why = answer.error.message;
       if (state.demoting) {
@@ -129,10 +157,24 @@ export function createMaintenance({
     return answer;
   }
 
+  // The servers of pods being deleted, or whose eviction was admitted within the hold (until seen deleting).
+  function stoppingServers(cluster, pods) {
+    const now = clock.now();
+    for (const [name, at] of admitted) if (now - at > holdMs) admitted.delete(name);
+    return pods.filter((p) => p.deleting || admitted.has(p.name))
+      .map((p) => findServerForPod(cluster, { podName: p.name, podIp: p.podIp, overrides: config.podServerOverrides })?.id)
+      .filter(Boolean);
+  }
+
   async function decideAndAct({ pod, dryRun, actor, startedAt, deadlineMs, state }) {
-    if (!(await kube.findRethinkDbPod(pod))) return allow(`pod ${pod} is not a RethinkDB pod (selector ${config.kubernetes.podLabelSelector})`);
+    const pods = await kube.listRethinkDbPods();
+    if (!pods.some((p) => p.name === pod)) return allow(`pod ${pod} is not a RethinkDB pod (selector ${config.kubernetes.podLabelSelector})`);
     const { cluster, targets: [{ server }] } = await targets.serversForPods([pod]);
-    const decision = decideEviction(cluster, { pod, server, drains: await marks.list() });
+    const decision = decideEviction(cluster, {
+      pod, server, drains: await marks.list(), keptOff: await marks.drainingIds(), stopping: stoppingServers(cluster, pods),
+    });
+    // The API server has its answer already (allowed without a decision): act on nothing now.
+    if (state.answered) return allow('answered already');
     if (!decision.allowed) return refuse(pod, actor, startedAt, decision.reason, 'refused', decision);
     if (dryRun || decision.intents.length === 0) {
       const answer = allow(dryRun ? `dry run: ${decision.reason}` : decision.reason, decision);
@@ -144,11 +186,12 @@ export function createMaintenance({
     const deadlineSeconds = Math.max(0.5, (deadlineMs - (clock.now() - startedAt) - 500) / 1000);
     const done = await executor.run(decision.intents, { actor, pod, snapshot: cluster, deadlineSeconds });
     const report = resultOf(done, 'demote');
-    const off = report.skipped.length === 0 && report.notDone.length === 0 && report.settled !== false;
+    const { done: off, left } = evictionDemotionDone(decision, report);
     if (!off) {
-      const left = [...report.skipped, ...report.notDone].map((x) => x.reason ?? JSON.stringify(x)).slice(0, 3).join('; ');
-      return refuse(pod, actor, startedAt, `the primaries of ${server.name} are not all off yet (${left || 'the new primaries are not acting yet'}); retry`, 'partial', decision, report);
+      const why = left.map((x) => x.reason ?? JSON.stringify(x)).slice(0, 3).join('; ');
+      return refuse(pod, actor, startedAt, `the primaries of ${server.name} are not all off yet (${why || 'the new primaries are not acting yet'}); retry`, 'partial', decision, report);
     }
+    admitted.set(pod, clock.now());
     audit.record({
       actor, action: 'eviction-review', target: { pod, server: server.name }, pod, reason: decision.reason, outcome: 'allowed',
       changes: report.changes, durationMs: clock.now() - startedAt,
@@ -174,8 +217,30 @@ export function createMaintenance({
     return { allowed: false, code: 429, message: `rethinkdb-k8s-manager: ${message}`, warnings: [], decision: decision && { reason: decision.reason, refusals: decision.refusals } };
   }
 
+  // Called periodically: eviction drains whose pod was not evicted within the hold are released (the eviction was
+  // refused after its demotion began, or by the PodDisruptionBudget after the webhook, and nobody retried), and the
+  // primaries levelled again. Reads the pods only while such a drain exists.
+  async function expireEvictionHolds() {
+    const drains = (await marks.list()).filter((d) => d.origin?.kind === 'eviction');
+    if (drains.length === 0 || !kube) return [];
+    const expired = expiredEvictionDrains({ drains, pods: await kube.listRethinkDbPods(), now: clock.now(), holdSeconds: config.webhook.evictionHoldSeconds });
+    if (expired.length === 0) return [];
+    const reason = `the eviction of ${expired.map((d) => d.pod).join(', ')} did not happen within ${config.webhook.evictionHoldSeconds} s: release and level the primaries`;
+    const done = await executor.run([
+      { type: 'release', servers: expired.map((d) => d.serverId) },
+      { type: 'rebalance-primaries', reason },
+    ], { actor: managerActor('eviction-hold'), pod: null });
+    const report = resultOf(done, 'rebalance-primaries');
+    for (const d of expired) {
+      admitted.delete(d.pod);
+      audit.record({ actor: managerActor('eviction-hold'), action: 'eviction-hold-expired', target: { pod: d.pod, server: d.serverName }, pod: d.pod, reason, outcome: report.outcome });
+    }
+    log.info({ pods: expired.map((d) => d.pod) }, 'eviction drains released: the pods were not evicted');
+    return expired.map((d) => ({ pod: d.pod, server: d.serverName, outcome: report.outcome }));
+  }
+
   return {
-    observeNode, retryDueNodes, reviewEviction,
+    observeNode, forgetNode, retryDueNodes, expireEvictionHolds, reviewEviction,
     // The nodes whose drain signal was last acted on, for GET /v1/maintenance.
     view: () => [...nodes.values()].filter((e) => e.handled && e.handled !== 'null').map((e) => ({ node: e.node.name, signal: JSON.parse(e.handled) })),
   };

@@ -49,17 +49,12 @@ export function createKubeAdapter({
     return { name: node.metadata.name, allocatableCpuCores: parseOptionalQuantity(node.status?.allocatable?.cpu) };
   }
 
-  // The RethinkDB pod of this name (the pod selector applies, as the API server reads it), or null: an eviction's
-  // webhook is asked about every pod of the namespace.
-  async function findRethinkDbPod(name) {
-    const list = await call(`find pod ${name}`, () => core.listNamespacedPod({ namespace, labelSelector: podLabelSelector, fieldSelector: `metadata.name=${name}` }));
-    return list.items.length > 0 ? toPod(list.items[0]) : null;
-  }
-
   // An informer on the nodes (list, then watch from that version; the client re-lists after a 410). onNode gets
-  // every node as listed and each change; a failed list or watch is reported to onError and started again after
+  // every node as listed and each change, onDelete the name of a node deleted; a failed list or watch is reported to onError and started again after
   // a doubling backoff (retry: { minMs, maxMs }), the informer's cache kept. Returns { stop }.
-  function watchNodes({ onNode, onError = () => {}, onConnect = () => {}, retry = { minMs: 500, maxMs: 30000 } }) {
+  function watchNodes({
+    onNode, onDelete = () => {}, onError = () => {}, onConnect = () => {}, retry = { minMs: 500, maxMs: 30000 },
+  }) {
     const informer = makeInformer(kubeConfig, '/api/v1/nodes', () => core.listNode());
     let stopped = false;
     let failures = 0;
@@ -76,6 +71,7 @@ export function createKubeAdapter({
     const deliver = (node) => { failures = 0; onNode(toNode(node)); };
     informer.on('add', deliver);
     informer.on('update', deliver);
+    informer.on('delete', (node) => onDelete(node.metadata.name));
     informer.on('error', restart);
     informer.on('connect', () => onConnect());
     start();
@@ -179,7 +175,6 @@ export function createKubeAdapter({
     listRethinkDbPodsOnNode: (nodeName) => listRethinkDbPods({ nodeName }),
     getNode,
     nodeExists,
-    findRethinkDbPod,
     watchNodes,
     listPodMetrics,
     listNodeMetrics,

@@ -22,9 +22,11 @@ export function nodeDrainSignal(node, { taints = DEFAULT_DRAIN_TAINTS } = {}) {
 
 // node: as above; targets: the node's RethinkDB pods and their servers ([{ pod, server or null }]); drains: every
 // draining mark ([{ serverId, serverName, pod, origin }]); giveBack: POSTSTART_GIVE_BACK, which the end of a node's
-// maintenance follows as a returning pod's POSTSTART does.
+// maintenance follows as a returning pod's POSTSTART does; leaving: the servers whose pods are being deleted.
 // Returns { action: 'drain-node' | 'end-node-drain' | 'none', signal, reason, intents, servers }.
-export function decideNodeMaintenance({ node, targets, drains, taints = DEFAULT_DRAIN_TAINTS, giveBack = 'balance' }) {
+export function decideNodeMaintenance({
+  node, targets, drains, taints = DEFAULT_DRAIN_TAINTS, giveBack = 'balance', leaving = [],
+}) {
   const signal = nodeDrainSignal(node, { taints });
   const byNode = drains.filter((d) => d.origin?.kind === 'node' && d.origin.node === node.name);
   if (signal) {
@@ -43,39 +45,51 @@ export function decideNodeMaintenance({ node, targets, drains, taints = DEFAULT_
   }
   if (byNode.length === 0) return { action: 'none', signal: null, reason: `node ${node.name} is schedulable and drained nothing`, intents: [], servers: [] };
   const servers = byNode.map((d) => ({ id: d.serverId, name: d.serverName, pod: d.pod }));
+  // A server whose pod is stopping meanwhile (evicted, or its preStop running) stays drained, now as its pod's own
+  // drain, which its POSTSTART releases: the rebalance must not hand primaries to a server about to stop.
+  const stopping = servers.filter((s) => leaving.includes(s.id));
   const names = servers.map((s) => s.name).join(', ');
   const reason = `node ${node.name} is schedulable again: release ${names}`
+    + (stopping.length > 0 ? ` (${stopping.map((s) => s.name).join(', ')} stays drained while its pod stops)` : '')
     + (giveBack === 'never' ? ' (POSTSTART_GIVE_BACK=never: the primaries stay where they are)' : ' and level the primaries again');
-  const prefer = giveBack === 'never' ? [] : byNode.flatMap((d) => (d.demoted ?? []).map((x) => ({ ...x, serverId: d.serverId })));
+  const prefer = giveBack === 'never' ? [] : byNode.filter((d) => !leaving.includes(d.serverId))
+    .flatMap((d) => (d.demoted ?? []).map((x) => ({ ...x, serverId: d.serverId })));
   return {
     action: 'end-node-drain', signal: null, reason, servers,
     intents: [
       { type: 'release', servers: servers.map((s) => s.id) },
+      ...(stopping.length > 0 ? [{ type: 'mark-draining', servers: stopping, origin: { kind: 'eviction' }, reason: `${reason}; its pod is stopping` }] : []),
       ...(giveBack === 'never' ? [] : [{ type: 'rebalance-primaries', prefer, byLoad: giveBack === 'balance', reason }]),
     ],
   };
 }
 
 // An eviction of `pod` (its server: { id, name, pod } or null) asked through the API server, on the cluster as read
-// now. drains: every draining mark ([{ serverId, origin }]); a server draining because its pod is stopping or being
-// evicted (origin prestop or eviction) counts as leaving, as a disconnected one does.
+// now. drains: every draining mark ([{ serverId, origin }]); keptOff: the servers no primary may go to (draining or
+// under a perf warning); stopping: the servers whose pods are being deleted or whose eviction was just admitted.
+// A server draining because its pod is stopping or being evicted (origin prestop or eviction), or in `stopping`,
+// counts as leaving, as a disconnected one does.
 // Allowed when nothing is lost by it: its server's primaries can move and every shard it votes in keeps a live,
 // ready majority without it and without the servers already leaving. Refused while that is not so but could become
 // so (a replica catching up, another pod leaving first): the caller retries, as for a PodDisruptionBudget. A shard
 // that cannot keep a majority without this server even with every replica healthy (one or two voters) never could,
 // so it does not block the eviction; the answer names it.
 // Returns { allowed, reason, intents, refusals: [text], unavoidable: [text] }.
-export function decideEviction(cluster, { pod, server, drains = [] }) {
+export function decideEviction(cluster, {
+  pod, server, drains = [], keptOff = drains.map((d) => d.serverId), stopping = [],
+}) {
   if (!server) {
     return {
       allowed: true, reason: `no connected RethinkDB server matches pod ${pod}: it holds no primary and counts in no majority`,
       intents: [], refusals: [], unavoidable: [],
     };
   }
-  const leaving = new Set(drains.filter((d) => ['prestop', 'eviction'].includes(d.origin?.kind) && d.serverId !== server.id).map((d) => d.serverId));
-  const view = createView(cluster, { draining: drains.map((d) => d.serverId) });
+  const leaving = new Set([...drains.filter((d) => ['prestop', 'eviction'].includes(d.origin?.kind)).map((d) => d.serverId), ...stopping]);
+  leaving.delete(server.id);
+  const view = createView(cluster, { draining: keptOff });
   const refusals = [];
   const unavoidable = [];
+  const unavoidableShards = [];
   for (const table of cluster.tables) {
     table.shards.forEach((shard, index) => {
       const voters = votingReplicas(shard);
@@ -84,6 +98,7 @@ export function decideEviction(cluster, { pod, server, drains = [] }) {
       const others = voters.filter((id) => id !== server.id);
       if (others.length * 2 <= voters.length) {
         if (voters.includes(server.id)) unavoidable.push(`${label} has ${voters.length} voting replica(s): it has no majority while ${server.name} is away`);
+        unavoidableShards.push({ tableId: table.id, table: label.slice(0, label.lastIndexOf('[')), shard: index });
         return;
       }
       const live = others.filter((id) => isLiveReady(view, shard, id) && !leaving.has(id));
@@ -100,16 +115,33 @@ export function decideEviction(cluster, { pod, server, drains = [] }) {
   }
   if (refusals.length > 0) {
     return {
-      allowed: false, intents: [], refusals, unavoidable,
+      allowed: false, intents: [], refusals, unavoidable, unavoidableShards,
       reason: `evicting pod ${pod} now is not safe, retry later: ${refusals.slice(0, 3).join('; ')}${refusals.length > 3 ? `; and ${refusals.length - 3} more shard(s)` : ''}`,
     };
   }
   const reason = `pod ${pod} is being evicted: demote the primaries on ${server.name} before the eviction is admitted`
     + (unavoidable.length > 0 ? ` (unavoidable: ${unavoidable.slice(0, 3).join('; ')})` : '');
   return {
-    allowed: true, reason, refusals, unavoidable,
+    allowed: true, reason, refusals, unavoidable, unavoidableShards,
     intents: drainIntents({ servers: [server], origin: { kind: 'eviction' }, reason }),
   };
+}
+
+// Whether a demotion for an eviction is done: every shard moved, except those that could never move (one or two
+// voters: the planner skips them for want of another eligible replica). A report names tables as db.name.
+export function evictionDemotionDone(decision, report) {
+  const unavoidable = new Set(decision.unavoidableShards.map((u) => `${u.table}:${u.shard}`));
+  const left = report.skipped.filter((x) => !unavoidable.has(`${x.table}:${x.shard}`));
+  return { done: left.length === 0 && report.notDone.length === 0 && report.settled !== false, left: [...left, ...report.notDone] };
+}
+
+// Eviction drains that outlived evictionHoldSeconds while their pod was neither deleted nor being deleted: the
+// eviction was refused after the demotion began (or by the PodDisruptionBudget after the webhook) and nobody
+// retried. Their servers are released. pods: the RethinkDB pods now ([{ name, deleting }]).
+export function expiredEvictionDrains({ drains, pods, now, holdSeconds }) {
+  const byName = new Map(pods.map((p) => [p.name, p]));
+  return drains.filter((d) => d.origin?.kind === 'eviction' && d.pod && byName.has(d.pod) && !byName.get(d.pod).deleting
+    && Date.parse(d.since) + holdSeconds * 1000 <= now);
 }
 
 function whyNotLive(view, shard, id, leaving) {

@@ -36,9 +36,11 @@ export function createWebhookApp({ maintenance, work, logger }) {
         ...(answer.warnings?.length ? { warnings: answer.warnings.map((w) => w.slice(0, 250)) } : {}),
       });
     } catch (err) {
-      // Starting (the persisted state not loaded yet) or shutting down: for a moment only, so retry.
-      log.warn({ pod: ask.pod, err: err.message }, 'eviction refused: the manager takes no work now');
-      reply({ allowed: false, status: { code: 429, reason: 'TooManyRequests', message: `rethinkdb-k8s-manager: ${err.message}` } });
+      // Starting (the persisted state not loaded yet) or shutting down: the manager cannot act, so the eviction goes
+      // ahead as if the manager were down (the webhook's failurePolicy Ignore), with a warning that says so.
+      const message = `rethinkdb-k8s-manager did not act: ${err.message}; the eviction goes ahead without demoting primaries first`;
+      log.warn({ pod: ask.pod, err: err.message }, 'eviction allowed: the manager takes no work now');
+      reply({ allowed: true, warnings: [message.slice(0, 250)] });
     }
   });
 

@@ -105,9 +105,6 @@ export function createSandboxKube({
     async nodeExists(name) {
       return nodes.has(name);
     },
-    async findRethinkDbPod(name) {
-      return pods.has(name) ? publicPod(pods.get(name)) : null;
-    },
     watchNodes(watcher) {
       nodeWatchers.add(watcher);
       for (const n of nodes.values()) watcher.onNode(nodeView(n));

@@ -120,13 +120,42 @@ describe('the eviction webhook on the sandbox', () => {
     expect(res.body.error).toBe('BAD_REQUEST');
   });
 
-  test('when the manager is shutting down, then the eviction is refused for now (429, retried) with the reason', async () => {
+  test('when the manager is shutting down, then the eviction goes ahead (as with the manager down) with a warning that says why', async () => {
     const h = createSandboxHarness();
     h.work.beginShutdown();
     const res = await post(h, review({ pod: 'rethinkdb-0' }));
     expect(res.body.response).toEqual({
-      uid: 'uid-rethinkdb-0', allowed: false,
-      status: { code: 429, reason: 'TooManyRequests', message: 'rethinkdb-k8s-manager: the manager is shutting down and takes no new work' },
+      uid: 'uid-rethinkdb-0', allowed: true,
+      warnings: ['rethinkdb-k8s-manager did not act: the manager is shutting down and takes no new work; the eviction goes ahead without demoting primaries first'],
     });
+  });
+
+  test('when a table has one replica on the evicted server, then the eviction is allowed once the other shards moved, with a warning naming it', async () => {
+    const h = createSandboxHarness();
+    h.model.addTable({ db: 'app', name: 'single', docCount: 10, shards: [{ primary: 'rethinkdb_1', replicas: ['rethinkdb_1'] }] });
+    const res = await post(h, review({ pod: 'rethinkdb-1' }));
+    expect(res.body.response).toMatchObject({ allowed: true, warnings: ['app.single[0] has 1 voting replica(s): it has no majority while rethinkdb_1 is away'] });
+    const cluster = await h.store.readCluster();
+    const id = cluster.servers.find((s) => s.name === 'rethinkdb_1').id;
+    expect(cluster.tables.find((t) => t.name === 'usertable').shards.filter((s) => s.primary === id)).toEqual([]);
+  });
+
+  test('when an eviction was admitted but the pod was never evicted (a PDB refused it after the webhook), then the tick releases it after the hold', async () => {
+    const h = createSandboxHarness({ env: { WEBHOOK_EVICTION_HOLD_SECONDS: '60' } });
+    expect((await post(h, review({ pod: 'rethinkdb-2' }))).body.response.allowed).toBe(true);
+    expect((await h.marks.list()).map((d) => d.origin.kind)).toEqual(['eviction']);
+    expect((await h.tick({ poll: false })).holds).toEqual([]);
+    h.clock.advance(61000);
+    const { holds } = await h.tick({ poll: false });
+    expect(holds).toEqual([{ pod: 'rethinkdb-2', server: 'rethinkdb_2', outcome: 'completed' }]);
+    expect(await h.marks.list()).toEqual([]);
+    expect(await primariesOn(h, 'rethinkdb_2')).toBeGreaterThan(0);
+    expect(h.audit.list()[0]).toMatchObject({ action: 'eviction-hold-expired', pod: 'rethinkdb-2' });
+  });
+
+  test('when two evictions arrive together for servers that share shards, then one is admitted and the other refused', async () => {
+    const h = createSandboxHarness();
+    const [a, b] = await Promise.all([post(h, review({ pod: 'rethinkdb-2' })), post(h, review({ pod: 'rethinkdb-3' }))]);
+    expect([a.body.response.allowed, b.body.response.allowed].sort()).toEqual([false, true]);
   });
 });

@@ -47,13 +47,6 @@ describe('Kubernetes adapter against a real kube-apiserver', () => {
     });
   });
 
-  test('when finding a RethinkDB pod by name, then the pod selector applies as the API server reads it', async () => {
-    expect(await kube.findRethinkDbPod('rethinkdb-2')).toMatchObject({ name: 'rethinkdb-2', nodeName: 'node-2' });
-    expect(await kube.findRethinkDbPod('rethinkdb-99')).toBeNull();
-    const other = createKubeAdapter({ kubeConfig: api.kubeConfig, namespace: NAMESPACE, podLabelSelector: 'app=something-else', clock: createVirtualClock() });
-    expect(await other.findRethinkDbPod('rethinkdb-2')).toBeNull();
-  });
-
   test('when watching nodes, then each is delivered as listed, and a cordon arrives as a change', async () => {
     const seen = [];
     const watch = kube.watchNodes({ onNode: (node) => seen.push(node) });

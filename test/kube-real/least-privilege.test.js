@@ -62,10 +62,6 @@ describe('the manager\'s ServiceAccount with only the rules derived from KUBE_CA
       expect(review).toMatchObject({ authenticated: true, username: `system:serviceaccount:${NAMESPACE}:default` });
       return review;
     },
-    findRethinkDbPod: async () => {
-      expect(await kube.findRethinkDbPod('rethinkdb-1')).toMatchObject({ name: 'rethinkdb-1' });
-      return true;
-    },
     // The informer lists and then watches with the manager's token: the first node delivered proves both.
     watchNodes: async () => {
       let watch;

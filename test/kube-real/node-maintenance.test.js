@@ -3,6 +3,7 @@
 // preStop; and the API server calls the manager's eviction webhook over TLS before it admits an eviction.
 // The RethinkDB side is the sandbox (on the system clock: the API server waits in real time).
 
+import { jest } from '@jest/globals';
 import { CoreV1Api, PatchStrategy, PolicyV1Api, setHeaderOptions } from '@kubernetes/client-node';
 import { loadConfig } from '../../src/config.js';
 import { createKubeAdapter } from '../../src/kubernetes/kube-adapter.js';
@@ -18,6 +19,8 @@ import { startKubeApiServer } from '../helpers/kube-apiserver.js';
 import { NAMESPACE, applyObjects, mintServiceAccountToken, seedRethinkDbCluster } from '../helpers/kube-objects.js';
 import { makeWebhookCertificate } from '../helpers/webhook-tls.js';
 
+jest.setTimeout(60000);
+
 const PLAN = [0, 1, 2, 3].map((i) => ({ pod: `rethinkdb-${i}`, node: `node-${i}`, podIp: `198.18.0.${10 + i}`, hostIp: `198.18.1.${10 + i}` }));
 const WEBHOOK = 'rethinkdb-manager-eviction';
 
@@ -29,6 +32,7 @@ let nodeWatch;
 let webhook;
 let tls;
 let sink;
+let webhookCalls = 0;
 
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 const serverIdOf = async (name) => (await m.store.readCluster()).servers.find((s) => s.name === name).id;
@@ -37,7 +41,7 @@ const serverIdOf = async (name) => (await m.store.readCluster()).servers.find((s
 async function primariesOn(name) {
   const cluster = await m.store.readCluster();
   const id = cluster.servers.find((s) => s.name === name).id;
-  return cluster.tables.flatMap((t) => t.shards.filter((s) => s.primary === id).map((s, i) => `${t.name}[${i}]`));
+  return cluster.tables.flatMap((t) => t.shards.map((s, i) => (s.primary === id ? `${t.name}[${i}]` : null)).filter(Boolean));
 }
 
 async function eventually(check, { timeoutMs = 15000, what }) {
@@ -99,10 +103,19 @@ beforeAll(async () => {
   m = createManager({ config, store, kube, clock, logger });
   await m.reconcile();
   nodeWatch = m.watchNodes();
-  webhook = await startWebhookServer({ app: m.webhookApp, certFile: tls.certFile, keyFile: tls.keyFile, port: 0, host: '127.0.0.1', logger });
+  // Counts the API server's calls, so that the tests start once it has picked the webhook configuration up.
+  const app = (req, res) => { webhookCalls += 1; m.webhookApp(req, res); };
+  webhook = await startWebhookServer({ app, certFile: tls.certFile, keyFile: tls.keyFile, port: 0, host: '127.0.0.1', logger });
   const shipped = findResource(resources, 'ValidatingWebhookConfiguration', WEBHOOK);
   const clientConfig = { url: `https://127.0.0.1:${webhook.port}/v1/admission/eviction`, caBundle: tls.ca.toString('base64') };
   await applyObjects(api.kubeConfig, [{ ...shipped, webhooks: shipped.webhooks.map((w) => ({ ...w, clientConfig })) }]);
+  // A dry-run eviction reaches the webhook (which answers it without acting) once the API server uses it.
+  await eventually(async () => {
+    await core.createNamespacedPodEviction({
+      name: 'rethinkdb-3', namespace: NAMESPACE, dryRun: 'All', body: { apiVersion: 'policy/v1', kind: 'Eviction', metadata: { name: 'rethinkdb-3', namespace: NAMESPACE } },
+    }).catch(() => null);
+    return webhookCalls > 0;
+  }, { what: 'the API server calls the webhook' });
 }, 120000);
 
 afterAll(async () => {
@@ -149,6 +162,7 @@ describe('node signals from the real API server', () => {
     // Taken off while the drain may still be waiting for the new primaries to act: handled right after it.
     await eventually(async () => !(await m.marks.getDraining(await serverIdOf('rethinkdb_2'))), { what: 'rethinkdb_2 released' });
     await eventually(async () => (await primariesOn('rethinkdb_2')).length > 0, { what: 'rethinkdb_2 gets primaries back' });
+    await eventually(() => m.audit.list().some((r) => r.action === 'end-node-drain' && r.pod === 'rethinkdb-2'), { what: 'the node-2 drain ended (its rebalance done)' });
   });
 });
 

@@ -4,7 +4,9 @@
 
 import fc from 'fast-check';
 import { createView, isLiveReady, votingReplicas } from '../../src/planner/eligibility.js';
-import { decideEviction, decideNodeMaintenance, nodeDrainSignal } from '../../src/policy/maintenance.js';
+import {
+  decideEviction, decideNodeMaintenance, evictionDemotionDone, expiredEvictionDrains, nodeDrainSignal,
+} from '../../src/policy/maintenance.js';
 import { clusterArbitrary } from '../helpers/clusters.js';
 
 const node = (fields = {}) => ({ name: 'node-1', unschedulable: false, taints: [], ...fields });
@@ -79,6 +81,18 @@ describe('decideNodeMaintenance', () => {
     expect(decideNodeMaintenance({ node: node(), targets: [], drains, giveBack: 'never' }).intents).toEqual([{ type: 'release', servers: ['a'] }]);
     expect(decideNodeMaintenance({ node: node({ name: 'node-3' }), targets: [], drains }).action).toBe('none');
   });
+
+  test('when it is uncordoned while one of its pods is stopping, then that server stays drained as its pod\'s own, out of the rebalance', () => {
+    const drains = [
+      { serverId: 'a', serverName: 'server_a', pod: 'pod-a', origin: { kind: 'node', node: 'node-1' }, demoted: [{ tableId: 't1', shard: 0 }] },
+      { serverId: 'b', serverName: 'server_b', pod: 'pod-b', origin: { kind: 'node', node: 'node-1' }, demoted: [{ tableId: 't1', shard: 1 }] },
+    ];
+    const d = decideNodeMaintenance({ node: node(), targets: [], drains, leaving: ['a'] });
+    expect(d.intents.map((i) => i.type)).toEqual(['release', 'mark-draining', 'rebalance-primaries']);
+    expect(d.intents[1]).toMatchObject({ servers: [{ id: 'a', name: 'server_a', pod: 'pod-a' }], origin: { kind: 'eviction' } });
+    expect(d.intents[2].prefer).toEqual([{ tableId: 't1', shard: 1, serverId: 'b' }]);
+    expect(d.reason).toMatch(/server_a stays drained while its pod stops/);
+  });
 });
 
 describe('decideEviction', () => {
@@ -134,6 +148,38 @@ describe('decideEviction', () => {
   test('when the server is a nonvoting replica only, then its shard does not limit the eviction', () => {
     const c = cluster({ shards: [['b', ['a', 'b', 'c']]], nonvoting: { 0: ['a'] }, disconnected: ['c'] });
     expect(decideEviction(c, { pod: 'pod-a', server: server('a') })).toMatchObject({ allowed: true, refusals: [] });
+  });
+
+  test('when another replica\'s pod is being deleted (its drain still marked for its node), then it counts as leaving', () => {
+    const d = decideEviction(cluster(), { pod: 'pod-c', server: server('c'), drains: [{ serverId: 'b', origin: { kind: 'node' } }], stopping: ['b'] });
+    expect(d.allowed).toBe(false);
+  });
+
+  test('when the only other eligible replica is under a perf warning (kept off, not draining), then no other may take the primary', () => {
+    const d = decideEviction(cluster({ disconnected: ['e'] }), { pod: 'pod-a', server: server('a'), drains: [{ serverId: 'b', origin: { kind: 'operator' } }], keptOff: ['b', 'c'] });
+    expect(d.refusals).toEqual(['db.users[0] has no other replica that may take its primary (server_b: draining, server_c: draining)']);
+  });
+
+  test('when the demotion skipped only shards that never could move, then it counts as done; any other skip does not', () => {
+    const d = decideEviction(cluster({ shards: [['a', ['a']], ['a', ['a', 'b', 'c']]] }), { pod: 'pod-a', server: server('a') });
+    expect(d.unavoidableShards).toEqual([{ tableId: 't1', table: 'db.users', shard: 0 }]);
+    const report = (skipped) => ({ skipped, notDone: [], settled: true });
+    expect(evictionDemotionDone(d, report([{ table: 'db.users', shard: 0, reason: 'no other replica' }])).done).toBe(true);
+    expect(evictionDemotionDone(d, report([{ table: 'db.users', shard: 1, reason: 'backfilling' }]))).toEqual({ done: false, left: [{ table: 'db.users', shard: 1, reason: 'backfilling' }] });
+    expect(evictionDemotionDone(d, { skipped: [], notDone: [], settled: false }).done).toBe(false);
+  });
+
+  test('when an eviction drain outlived the hold and its pod is still running, then it expires; a pod being deleted or gone keeps it', () => {
+    const since = new Date(0).toISOString();
+    const drains = [
+      { serverId: 'a', pod: 'pod-a', since, origin: { kind: 'eviction' } },
+      { serverId: 'b', pod: 'pod-b', since, origin: { kind: 'eviction' } },
+      { serverId: 'c', pod: 'pod-c', since, origin: { kind: 'eviction' } },
+      { serverId: 'd', pod: 'pod-d', since, origin: { kind: 'prestop' } },
+    ];
+    const pods = [{ name: 'pod-a', deleting: false }, { name: 'pod-b', deleting: true }, { name: 'pod-d', deleting: false }];
+    expect(expiredEvictionDrains({ drains, pods, now: 300000, holdSeconds: 300 }).map((d) => d.serverId)).toEqual(['a']);
+    expect(expiredEvictionDrains({ drains, pods, now: 299999, holdSeconds: 300 })).toEqual([]);
   });
 
   test('property: an admitted eviction leaves each shard that could keep a majority with a live, ready majority not counting leaving servers', () => {
