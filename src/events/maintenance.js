@@ -28,13 +28,14 @@ export function createMaintenance({
   const reviews = createKeyedMutex();
   // node name -> { node, handled: the signal last acted on (JSON; undefined: act again), failures, retryAt, checkedAt }
   const nodes = new Map();
-  // Evictions admitted, pod -> when: their servers count as leaving until the pods are seen being deleted.
+  // Evictions admitted, pod -> when: their servers count as leaving for WEBHOOK_EVICTION_HOLD_SECONDS (the API server
+  // marks the pod deleted only after the PodDisruptionBudget check that follows the webhook).
   const admitted = new Map();
   const holdMs = config.webhook.evictionHoldSeconds * 1000;
   const signatureOf = (node) => JSON.stringify(nodeDrainSignal(node, { taints }));
 
-  // A node as listed or changed. Acts only when its drain signal differs from the one last acted on (or one is
-  // being acted on, which then looks at the node again when it ends).
+  // A node as listed or changed. Acts only when its drain signal differs from the one last acted on; a handling
+  // already running looks at the node again when it ends (handleNode), so a change during a drain is not lost.
   function observeNode(node) {
     const entry = nodes.get(node.name) ?? { handled: undefined, failures: 0, retryAt: 0 };
     entry.node = node;
