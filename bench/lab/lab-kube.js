@@ -1,16 +1,25 @@
 // The Kubernetes port of the manager in the lab: there is no kubelet or metrics-server here, so the lab's servers
 // are its pods (rethinkdb-i on node-i) and the metrics API is computed from the CPU nodes' cgroups
 // (./cpu-nodes.js), as cAdvisor computes it: CPU cores used since the previous read. It has the adapter's shapes
-// (src/kubernetes/kube-adapter.js) for what the manager's events and monitor call; scaling the StatefulSet is
-// refused (the lab cannot start pods by itself).
+// (src/kubernetes/kube-adapter.js) for what the manager's events, node watch and monitor call; scaling the
+// StatefulSet is refused (the lab cannot start pods by itself). Without CPU nodes it has no metrics API.
+// Nodes can be cordoned (setNodeUnschedulable), as kubectl cordon does, and watched (watchNodes).
 
 import { AppError } from '../../src/errors.js';
 
 export function createLabKube(cluster, { now = () => performance.now() } = {}) {
   const { cpu } = cluster;
-  if (!cpu) throw new Error('the lab Kubernetes port needs a cluster started with coresPerNode (CPU nodes)');
+  const needCpu = () => {
+    if (!cpu) throw new AppError('KUBERNETES_UNAVAILABLE', 'the lab has no metrics API: start the cluster with coresPerNode (CPU nodes)');
+  };
   const annotations = new Map();
   const last = new Map();
+  const unschedulable = new Set();
+  const watchers = new Set();
+  const nodeOf = (s) => ({
+    name: `node-${s.index}`, unschedulable: unschedulable.has(`node-${s.index}`),
+    taints: unschedulable.has(`node-${s.index}`) ? [{ key: 'node.kubernetes.io/unschedulable', effect: 'NoSchedule' }] : [],
+  });
 
   const pod = (s) => ({
     name: s.hostname, uid: null, nodeName: `node-${s.index}`, podIp: s.host, hostname: s.hostname, phase: 'Running', ready: true,
@@ -35,9 +44,26 @@ export function createLabKube(cluster, { now = () => performance.now() } = {}) {
     listRethinkDbPods: async () => running().map(pod),
     listRethinkDbPodsOnNode: async (node) => running().filter((s) => `node-${s.index}` === node).map(pod),
     nodeExists: async (node) => cluster.servers.some((s) => `node-${s.index}` === node),
-    getNode: async (name) => ({ name, allocatableCpuCores: cpu.coresPerNode }),
-    listPodMetrics: async () => running().map((s) => ({ name: s.hostname, cpuCores: rate(`pod-${s.index}`, cpu.usage(s.index).podNs) })),
-    listNodeMetrics: async () => cluster.servers.map((s) => ({ name: `node-${s.index}`, cpuCores: rate(`node-${s.index}`, cpu.usage(s.index).nodeNs) })),
+    getNode: async (name) => ({ name, allocatableCpuCores: cpu?.coresPerNode ?? null }),
+    async listPodMetrics() {
+      needCpu();
+      return running().map((s) => ({ name: s.hostname, cpuCores: rate(`pod-${s.index}`, cpu.usage(s.index).podNs) }));
+    },
+    async listNodeMetrics() {
+      needCpu();
+      return cluster.servers.map((s) => ({ name: `node-${s.index}`, cpuCores: rate(`node-${s.index}`, cpu.usage(s.index).nodeNs) }));
+    },
+    // Every node at once, then each cordon or uncordon, as an informer delivers them.
+    watchNodes(watcher) {
+      watchers.add(watcher);
+      for (const s of cluster.servers) watcher.onNode(nodeOf(s));
+      return { stop: async () => { watchers.delete(watcher); } };
+    },
+    setNodeUnschedulable(name, value) {
+      if (value) unschedulable.add(name); else unschedulable.delete(name);
+      const s = cluster.servers.find((x) => `node-${x.index}` === name);
+      for (const w of watchers) w.onNode(nodeOf(s));
+    },
     getStatefulSetScale: async () => ({ replicas: cluster.servers.length, currentReplicas: running().length }),
     async patchStatefulSetScale() {
       throw new AppError('KUBERNETES_UNAVAILABLE', 'the lab cannot scale: it has no kubelet to start pods');

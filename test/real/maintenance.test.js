@@ -1,0 +1,91 @@
+// Node maintenance on real RethinkDB 2.4 servers (the lab's Kubernetes port: pod rethinkdb-i on node-i): a cordon
+// drains the node's server and its uncordon gives primaries back, read through the driver; an eviction review is
+// answered allowed only once the new primaries act (table_status), the tables stay writable when the server then
+// stops, and the next eviction of a server sharing shards is refused while that one is away.
+// The time each answer took is printed, not asserted.
+
+import { jest } from '@jest/globals';
+import request from 'supertest';
+import { createLabKube } from '../../bench/lab/lab-kube.js';
+import {
+  actingOf, allPrimaries, createRealManager, eventually, primariesOf, readTables, settled, startRealCluster, waitConnected,
+} from '../helpers/real-cluster.js';
+
+jest.setTimeout(120000);
+
+let cluster;
+let kube;
+let m;
+let watch;
+
+beforeAll(async () => {
+  cluster = await startRealCluster();
+  kube = createLabKube(cluster);
+  // Connected through rethinkdb_0, which these tests never stop.
+  m = createRealManager(cluster, { via: 0, kube });
+  await waitConnected(m);
+  watch = m.watchNodes();
+}, 120000);
+
+afterAll(async () => {
+  await watch?.stop();
+  await m?.close();
+  await cluster?.destroy();
+});
+
+const review = (pod) => request(m.webhookApp).post('/v1/admission/eviction').set('content-type', 'application/json').send(JSON.stringify({
+  apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview',
+  request: {
+    uid: `uid-${pod}`, operation: 'CREATE', name: pod, namespace: 'rethinkdb', subResource: 'eviction',
+    resource: { group: '', version: 'v1', resource: 'pods' }, userInfo: { username: 'admin' },
+  },
+}));
+
+const actingAll = (t) => [...actingOf(t), ...actingOf(t, 'ycsb.accounts')].flat();
+
+describe('node maintenance on a real RethinkDB cluster', () => {
+  test('when node-1 is cordoned, then rethinkdb_1 holds and acts for no primary; uncordoned, it gets primaries back', async () => {
+    expect(allPrimaries(await readTables(cluster))).toContain('rethinkdb_1');
+    const startedAt = Date.now();
+    kube.setNodeUnschedulable('node-1', true);
+    await eventually(() => m.audit.list().find((r) => r.action === 'drain-node'), { what: 'the drain-node record' });
+    const drained = Date.now() - startedAt;
+    const t = await readTables(cluster);
+    expect(allPrimaries(t)).not.toContain('rethinkdb_1');
+    expect(actingAll(t)).not.toContain('rethinkdb_1');
+    expect(m.audit.list().find((r) => r.action === 'drain-node')).toMatchObject({ outcome: 'completed', target: { node: 'node-1', server: 'rethinkdb_1' } });
+
+    kube.setNodeUnschedulable('node-1', false);
+    await eventually(() => m.audit.list()[0].action === 'end-node-drain', { what: 'the end-node-drain record' });
+    const back = await eventually(() => settled(cluster), { what: 'primaries acting where configured' });
+    expect(allPrimaries(back)).toContain('rethinkdb_1');
+    process.stdout.write(`real cordon: node-1's primaries off and acting elsewhere ${drained} ms after the cordon was seen\n`);
+  });
+
+  test('when rethinkdb-2\'s eviction is reviewed, then it is allowed only once its primaries act elsewhere, and the tables stay writable as it stops', async () => {
+    const startedAt = Date.now();
+    const res = await review('rethinkdb-2');
+    const answeredMs = Date.now() - startedAt;
+    expect(res.body.response).toEqual({ uid: 'uid-rethinkdb-2', allowed: true });
+    // Read right after the answer: the new primaries act already.
+    const t = await readTables(cluster);
+    expect(allPrimaries(t)).not.toContain('rethinkdb_2');
+    expect(actingAll(t)).not.toContain('rethinkdb_2');
+    await cluster.stopServer(2, 'SIGTERM');
+    for (let i = 0; i < 15; i += 1) {
+      const now = await readTables(cluster);
+      for (const [name, s] of Object.entries(now.status)) expect({ name, writable: s.status.ready_for_writes }).toEqual({ name, writable: true });
+      await new Promise((resolve) => { setTimeout(resolve, 200); });
+    }
+    process.stdout.write(`real eviction review: allowed after ${answeredMs} ms (primaries moved and acting)\n`);
+  });
+
+  test('when rethinkdb-3\'s eviction is reviewed while rethinkdb_2 is away, then it is refused (429) and nothing changes', async () => {
+    const before = primariesOf(await readTables(cluster));
+    const res = await review('rethinkdb-3');
+    expect(res.body.response).toMatchObject({ allowed: false, status: { code: 429 } });
+    expect(res.body.response.status.message).toMatch(/^rethinkdb-k8s-manager: evicting pod rethinkdb-3 now is not safe, retry later: ycsb\.\w+\[\d\] would lose its majority: besides rethinkdb_3, rethinkdb_2 \((disconnected|leaving: its pod is stopping or being evicted)\)/);
+    expect(primariesOf(await readTables(cluster))).toEqual(before);
+    expect((await m.marks.list()).map((d) => d.serverName)).toEqual(['rethinkdb_2']);
+  });
+});
