@@ -45,7 +45,7 @@ export async function startWebhookServer({
       resolve({
         server,
         port: server.address().port,
-        close: () => new Promise((done) => { clearInterval(timer); server.close(() => done()); server.closeAllConnections?.(); }),
+        close: () => new Promise((done) => { clearInterval(timer); server.close(() => done()); server.closeAllConnections(); }),
       });
     });
   });

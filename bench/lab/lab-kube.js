@@ -6,6 +6,7 @@
 // Nodes can be cordoned (setNodeUnschedulable), as kubectl cordon does, and watched (watchNodes).
 
 import { AppError } from '../../src/errors.js';
+import { createNodeCordons } from '../../src/sandbox/node-cordons.js';
 
 export function createLabKube(cluster, { now = () => performance.now() } = {}) {
   const { cpu } = cluster;
@@ -14,12 +15,7 @@ export function createLabKube(cluster, { now = () => performance.now() } = {}) {
   };
   const annotations = new Map();
   const last = new Map();
-  const unschedulable = new Set();
-  const watchers = new Set();
-  const nodeOf = (s) => ({
-    name: `node-${s.index}`, unschedulable: unschedulable.has(`node-${s.index}`),
-    taints: unschedulable.has(`node-${s.index}`) ? [{ key: 'node.kubernetes.io/unschedulable', effect: 'NoSchedule' }] : [],
-  });
+  const cordons = createNodeCordons();
 
   const pod = (s) => ({
     name: s.hostname, uid: null, nodeName: `node-${s.index}`, podIp: s.host, hostname: s.hostname, phase: 'Running', ready: true,
@@ -53,17 +49,8 @@ export function createLabKube(cluster, { now = () => performance.now() } = {}) {
       needCpu();
       return cluster.servers.map((s) => ({ name: `node-${s.index}`, cpuCores: rate(`node-${s.index}`, cpu.usage(s.index).nodeNs) }));
     },
-    // Every node at once, then each cordon or uncordon, as an informer delivers them.
-    watchNodes(watcher) {
-      watchers.add(watcher);
-      for (const s of cluster.servers) watcher.onNode(nodeOf(s));
-      return { stop: async () => { watchers.delete(watcher); } };
-    },
-    setNodeUnschedulable(name, value) {
-      if (value) unschedulable.add(name); else unschedulable.delete(name);
-      const s = cluster.servers.find((x) => `node-${x.index}` === name);
-      for (const w of watchers) w.onNode(nodeOf(s));
-    },
+    watchNodes: (watcher) => cordons.watch(watcher, cluster.servers.map((s) => `node-${s.index}`)),
+    setNodeUnschedulable: (name, value) => cordons.set(name, value),
     getStatefulSetScale: async () => ({ replicas: cluster.servers.length, currentReplicas: running().length }),
     async patchStatefulSetScale() {
       throw new AppError('KUBERNETES_UNAVAILABLE', 'the lab cannot scale: it has no kubelet to start pods');

@@ -6,6 +6,7 @@ import {
 } from '@kubernetes/client-node';
 import { AppError } from '../errors.js';
 import { withinMs } from '../lib/clock.js';
+import { backoffMs } from '../lib/retry.js';
 import { parseOptionalQuantity, parseQuantity } from './quantity.js';
 
 // Every API call the adapter makes: the single source for the RBAC manifest and its test.
@@ -63,7 +64,7 @@ export function createKubeAdapter({
     function restart(err) {
       if (stopped) return;
       failures += 1;
-      const delayMs = Math.min(retry.maxMs, retry.minMs * 2 ** (failures - 1));
+      const delayMs = backoffMs(failures, retry);
       onError(translateKubeError(err, 'watch nodes'), { failures, retryInMs: delayMs });
       clearTimeout(timer);
       timer = setTimeout(start, delayMs);

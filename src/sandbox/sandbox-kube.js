@@ -4,6 +4,7 @@
 // New pods join the sandbox RethinkDB model and then call POSTSTART, as the real pods' hooks do.
 
 import { AppError } from '../errors.js';
+import { createNodeCordons } from './node-cordons.js';
 
 const POD_CPU_REQUEST_CORES = 0.5;
 const POD_CPU_LIMIT_CORES = 1;
@@ -25,15 +26,12 @@ export function createSandboxKube({
   let uid = 0;
   // Set by the wiring: how a started pod calls POSTSTART (and a stopping one PRESTOP), like the pods' exec hooks.
   let hookCaller = { postStart: async () => {}, preStop: async () => {} };
-  // The node watchers (watchNodes): each gets every node at once and each change, as an informer does.
-  const nodeWatchers = new Set();
-  const nodeView = (n) => ({ name: n.name, unschedulable: n.unschedulable, taints: n.unschedulable ? [{ key: 'node.kubernetes.io/unschedulable', effect: 'NoSchedule' }] : [] });
-  const notifyNode = (n) => { for (const w of nodeWatchers) w.onNode(nodeView(n)); };
+  const cordons = createNodeCordons();
 
   const notFound = (what, name) => new AppError('NOT_FOUND', `Kubernetes: get ${what} ${name}: ${what}s "${name}" not found`);
 
   function addNode(name) {
-    nodes.set(name, { name, allocatableCpuCores: NODE_ALLOCATABLE_CORES, interferenceCores: 0, ready: true, unschedulable: false });
+    nodes.set(name, { name, allocatableCpuCores: NODE_ALLOCATABLE_CORES, interferenceCores: 0, ready: true });
     return nodes.get(name);
   }
 
@@ -105,11 +103,7 @@ export function createSandboxKube({
     async nodeExists(name) {
       return nodes.has(name);
     },
-    watchNodes(watcher) {
-      nodeWatchers.add(watcher);
-      for (const n of nodes.values()) watcher.onNode(nodeView(n));
-      return { stop: async () => { nodeWatchers.delete(watcher); } };
-    },
+    watchNodes: (watcher) => cordons.watch(watcher, [...nodes.keys()]),
     async listPodMetrics() {
       const timestamp = new Date(clock.now()).toISOString();
       return [...nodes.keys()].flatMap((n) => [...nodeUsage(n).perPod].map(([name, cpuCores]) => ({ name, cpuCores, memoryBytes: 512 * 2 ** 20, timestamp, window: '15s' })));
@@ -162,10 +156,8 @@ export function createSandboxKube({
     podNames: () => [...pods.keys()],
     // kubectl cordon / uncordon: the node's spec.unschedulable, and the taint Kubernetes adds with it.
     setNodeUnschedulable(nodeName, unschedulable) {
-      const node = nodes.get(nodeName);
-      if (!node) throw notFound('node', nodeName);
-      node.unschedulable = unschedulable;
-      notifyNode(node);
+      if (!nodes.has(nodeName)) throw notFound('node', nodeName);
+      cordons.set(nodeName, unschedulable);
     },
     // An unannounced failure of a node: its servers vanish from the network (election after the heartbeat
     // timeout), its node drops out of the metrics, and its pods are gone.

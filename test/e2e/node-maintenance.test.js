@@ -4,37 +4,14 @@
 // other pods and namespaces, malformed reviews, a manager that takes no work).
 
 import request from 'supertest';
-import { createSandboxHarness } from '../helpers/harness.js';
+import {
+  createSandboxHarness, evictionReview, eventually, postReview, primaryShardsOf,
+} from '../helpers/harness.js';
 
 const json = (req, body) => req.set('content-type', 'application/json').send(JSON.stringify(body));
-
-function review({ pod, namespace = 'rethinkdb', dryRun = false, subResource = 'eviction', uid = `uid-${pod}` }) {
-  return {
-    apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview',
-    request: {
-      uid, operation: 'CREATE', name: pod, namespace, dryRun, subResource,
-      kind: { group: 'policy', version: 'v1', kind: 'Eviction' }, resource: { group: '', version: 'v1', resource: 'pods' },
-      userInfo: { username: 'system:serviceaccount:kube-system:cluster-autoscaler' },
-      object: { apiVersion: 'policy/v1', kind: 'Eviction', metadata: { name: pod, namespace } },
-    },
-  };
-}
-
-const post = (h, body) => json(request(h.webhookApp).post('/v1/admission/eviction'), body);
-
-async function primariesOn(h, name) {
-  const cluster = await h.store.readCluster();
-  const id = cluster.servers.find((s) => s.name === name).id;
-  return cluster.tables.flatMap((t) => t.shards.filter((s) => s.primary === id)).length;
-}
-
-async function until(check, what) {
-  for (let i = 0; i < 200; i += 1) {
-    if (await check()) return;
-    await new Promise((resolve) => { setTimeout(resolve, 5); });
-  }
-  throw new Error(`never: ${what}`);
-}
+const post = (h, body) => postReview(h.webhookApp, body);
+const primariesOn = async (h, name) => (await primaryShardsOf(h.store, name)).length;
+const until = (check, what) => eventually(check, { timeoutMs: 2000, intervalMs: 5, what });
 
 describe('node signals on the sandbox', () => {
   test('when node-1 is cordoned through the sandbox, then rethinkdb_1 is drained for the node; uncordoned, it gets primaries back', async () => {
@@ -76,14 +53,14 @@ describe('node signals on the sandbox', () => {
 describe('the eviction webhook on the sandbox', () => {
   test('when rethinkdb-2 is evicted, then allowed once its primaries are off; rethinkdb-3 next is refused (429) and keeps its primaries', async () => {
     const h = createSandboxHarness();
-    const allowed = await post(h, review({ pod: 'rethinkdb-2' }));
+    const allowed = await post(h, evictionReview({ pod: 'rethinkdb-2', user: 'system:serviceaccount:kube-system:cluster-autoscaler' }));
     expect(allowed.status).toBe(200);
     expect(allowed.body).toEqual({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response: { uid: 'uid-rethinkdb-2', allowed: true } });
     expect(await primariesOn(h, 'rethinkdb_2')).toBe(0);
     expect(h.audit.list()[0]).toMatchObject({ action: 'eviction-review', outcome: 'allowed', actor: 'hook:eviction:rethinkdb-2 (system:serviceaccount:kube-system:cluster-autoscaler)' });
 
     const before = await primariesOn(h, 'rethinkdb_3');
-    const refused = await post(h, review({ pod: 'rethinkdb-3' }));
+    const refused = await post(h, evictionReview({ pod: 'rethinkdb-3' }));
     expect(refused.body.response).toEqual({
       uid: 'uid-rethinkdb-3', allowed: false,
       status: { code: 429, reason: 'TooManyRequests', message: expect.stringMatching(/^rethinkdb-k8s-manager: evicting pod rethinkdb-3 now is not safe, retry later: ycsb\.usertable\[1\] would lose its majority/) },
@@ -94,16 +71,16 @@ describe('the eviction webhook on the sandbox', () => {
 
   test('when the eviction is a dry run, then it is answered and nothing changes', async () => {
     const h = createSandboxHarness();
-    const res = await post(h, review({ pod: 'rethinkdb-0', dryRun: true }));
+    const res = await post(h, evictionReview({ pod: 'rethinkdb-0', dryRun: true }));
     expect(res.body.response).toMatchObject({ allowed: true });
     expect(await primariesOn(h, 'rethinkdb_0')).toBeGreaterThan(0);
     expect(await h.marks.list()).toEqual([]);
   });
 
   test.each([
-    ['a pod that is not a RethinkDB pod', review({ pod: 'client-7' })],
-    ['a pod of another namespace', review({ pod: 'rethinkdb-0', namespace: 'default' })],
-    ['another subresource', review({ pod: 'rethinkdb-0', subResource: 'status' })],
+    ['a pod that is not a RethinkDB pod', evictionReview({ pod: 'client-7' })],
+    ['a pod of another namespace', evictionReview({ pod: 'rethinkdb-0', namespace: 'default' })],
+    ['another subresource', evictionReview({ pod: 'rethinkdb-0', subResource: 'status' })],
   ])('when the review is for %s, then it is allowed and nothing changes', async (_, body) => {
     const h = createSandboxHarness();
     const res = await post(h, body);
@@ -123,7 +100,7 @@ describe('the eviction webhook on the sandbox', () => {
   test('when the manager is shutting down, then the eviction goes ahead (as with the manager down) with a warning that says why', async () => {
     const h = createSandboxHarness();
     h.work.beginShutdown();
-    const res = await post(h, review({ pod: 'rethinkdb-0' }));
+    const res = await post(h, evictionReview({ pod: 'rethinkdb-0' }));
     expect(res.body.response).toEqual({
       uid: 'uid-rethinkdb-0', allowed: true,
       warnings: ['rethinkdb-k8s-manager did not act: the manager is shutting down and takes no new work; the eviction goes ahead without demoting primaries first'],
@@ -133,7 +110,7 @@ describe('the eviction webhook on the sandbox', () => {
   test('when a table has one replica on the evicted server, then the eviction is allowed once the other shards moved, with a warning naming it', async () => {
     const h = createSandboxHarness();
     h.model.addTable({ db: 'app', name: 'single', docCount: 10, shards: [{ primary: 'rethinkdb_1', replicas: ['rethinkdb_1'] }] });
-    const res = await post(h, review({ pod: 'rethinkdb-1' }));
+    const res = await post(h, evictionReview({ pod: 'rethinkdb-1' }));
     expect(res.body.response).toMatchObject({ allowed: true, warnings: ['app.single[0] has 1 voting replica(s): it has no majority while rethinkdb_1 is away'] });
     const cluster = await h.store.readCluster();
     const id = cluster.servers.find((s) => s.name === 'rethinkdb_1').id;
@@ -142,7 +119,7 @@ describe('the eviction webhook on the sandbox', () => {
 
   test('when an eviction was admitted but the pod was never evicted (a PDB refused it after the webhook), then the tick releases it after the hold', async () => {
     const h = createSandboxHarness({ env: { WEBHOOK_EVICTION_HOLD_SECONDS: '60' } });
-    expect((await post(h, review({ pod: 'rethinkdb-2' }))).body.response.allowed).toBe(true);
+    expect((await post(h, evictionReview({ pod: 'rethinkdb-2' }))).body.response.allowed).toBe(true);
     expect((await h.marks.list()).map((d) => d.origin.kind)).toEqual(['eviction']);
     expect((await h.tick({ poll: false })).holds).toEqual([]);
     h.clock.advance(61000);
@@ -155,7 +132,7 @@ describe('the eviction webhook on the sandbox', () => {
 
   test('when two evictions arrive together for servers that share shards, then one is admitted and the other refused', async () => {
     const h = createSandboxHarness();
-    const [a, b] = await Promise.all([post(h, review({ pod: 'rethinkdb-2' })), post(h, review({ pod: 'rethinkdb-3' }))]);
+    const [a, b] = await Promise.all([post(h, evictionReview({ pod: 'rethinkdb-2' })), post(h, evictionReview({ pod: 'rethinkdb-3' }))]);
     expect([a.body.response.allowed, b.body.response.allowed].sort()).toEqual([false, true]);
   });
 });

@@ -45,6 +45,38 @@ export async function primaryMap(store, table = 'ycsb.usertable') {
   return t.shards.map((s) => name(s.primary));
 }
 
+// The shards (table[index]) whose configured primary is this server, by server name, across all tables.
+export async function primaryShardsOf(store, serverName) {
+  const cluster = await store.readCluster();
+  const id = cluster.servers.find((s) => s.name === serverName).id;
+  return cluster.tables.flatMap((t) => t.shards.map((s, i) => (s.primary === id ? `${t.name}[${i}]` : null)).filter(Boolean));
+}
+
+// An AdmissionReview (admission.k8s.io/v1) as the API server sends it for an eviction of `pod`, and its POST to
+// the manager's eviction webhook app.
+export function evictionReview({ pod, namespace = 'rethinkdb', dryRun = false, subResource = 'eviction', uid = `uid-${pod}`, user = 'admin' }) {
+  return {
+    apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview',
+    request: {
+      uid, operation: 'CREATE', name: pod, namespace, dryRun, subResource,
+      kind: { group: 'policy', version: 'v1', kind: 'Eviction' }, resource: { group: '', version: 'v1', resource: 'pods' },
+      userInfo: { username: user }, object: { apiVersion: 'policy/v1', kind: 'Eviction', metadata: { name: pod, namespace } },
+    },
+  };
+}
+export const postReview = (webhookApp, body) => postJson(webhookApp, '/v1/admission/eviction', body);
+
+// Polls fn until it returns a truthy value (real time), or throws with the last value seen.
+export async function eventually(fn, { timeoutMs = 20000, intervalMs = 100, what = 'condition' } = {}) {
+  const until = Date.now() + timeoutMs;
+  let last;
+  for (;;) {
+    try { last = await fn(); if (last) return last; } catch (err) { last = err.message; }
+    if (Date.now() > until) throw new Error(`${what} not reached within ${timeoutMs} ms; last: ${JSON.stringify(last)}`);
+    await new Promise((res) => { setTimeout(res, intervalMs); });
+  }
+}
+
 // JSON POST as a client sends it, and a wait (in real time) until an operation is no longer running.
 export const postJson = (app, path, body) => request(app).post(path).set('content-type', 'application/json').send(JSON.stringify(body));
 

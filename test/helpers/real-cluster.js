@@ -67,13 +67,4 @@ export async function settled(cluster) {
 
 export const replicasOf = (tables, name = 'ycsb.usertable') => tables.config[name].shards.map((s) => [...s.replicas].sort());
 
-// Polls fn until it returns a truthy value (real time), or throws with the last value seen.
-export async function eventually(fn, { timeoutMs = 20000, intervalMs = 100, what = 'condition' } = {}) {
-  const until = Date.now() + timeoutMs;
-  let last;
-  for (;;) {
-    try { last = await fn(); if (last) return last; } catch (err) { last = err.message; }
-    if (Date.now() > until) throw new Error(`${what} not reached within ${timeoutMs} ms; last: ${JSON.stringify(last)}`);
-    await new Promise((res) => { setTimeout(res, intervalMs); });
-  }
-}
+export { eventually } from './harness.js';

@@ -14,7 +14,7 @@ import { createDataStore } from '../../src/rethinkdb/data-store.js';
 import { createSandboxCluster, createSandboxSource } from '../../src/sandbox/sandbox-cluster.js';
 import { startWebhookServer } from '../../src/webhook-server.js';
 import { findResource, renderKustomization } from '../helpers/deploy-files.js';
-import { createLogSink } from '../helpers/harness.js';
+import { createLogSink, eventually, primaryShardsOf } from '../helpers/harness.js';
 import { startKubeApiServer } from '../helpers/kube-apiserver.js';
 import { NAMESPACE, applyObjects, mintServiceAccountToken, seedRethinkDbCluster } from '../helpers/kube-objects.js';
 import { makeWebhookCertificate } from '../helpers/webhook-tls.js';
@@ -31,31 +31,12 @@ let m;
 let nodeWatch;
 let webhook;
 let tls;
-let sink;
 let webhookCalls = 0;
 
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 const serverIdOf = async (name) => (await m.store.readCluster()).servers.find((s) => s.name === name).id;
 
-// The shards whose configured primary is this server.
-async function primariesOn(name) {
-  const cluster = await m.store.readCluster();
-  const id = cluster.servers.find((s) => s.name === name).id;
-  return cluster.tables.flatMap((t) => t.shards.map((s, i) => (s.primary === id ? `${t.name}[${i}]` : null)).filter(Boolean));
-}
-
-async function eventually(check, { timeoutMs = 15000, what }) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value) return value;
-    if (Date.now() > deadline) {
-      const warnings = sink.lines.filter((l) => l.level >= 40).slice(-5).map((l) => JSON.stringify(l)).join('\n');
-      throw new Error(`not within ${timeoutMs} ms: ${what}; the manager's last warnings:\n${warnings}`);
-    }
-    await new Promise((resolve) => { setTimeout(resolve, 100); });
-  }
-}
+const primariesOn = (name) => primaryShardsOf(m.store, name);
 
 // No disruption controller runs here: the test writes the PodDisruptionBudget's status as it would, one
 // disruption allowed, so that the API server's own PDB check lets an eviction through after the webhook.
@@ -98,8 +79,7 @@ beforeAll(async () => {
     kubeConfig: api.kubeConfigForToken(token, 'rethinkdb-manager'), namespace: NAMESPACE, podLabelSelector: config.kubernetes.podLabelSelector, clock,
   });
   const store = createDataStore({ source: createSandboxSource(createSandboxCluster({ clock, handoverMs: 50 })), managedTables: [] });
-  sink = createLogSink();
-  const logger = createLogger({ level: 'info', destination: sink.stream });
+  const logger = createLogger({ level: 'info', destination: createLogSink().stream });
   m = createManager({ config, store, kube, clock, logger });
   await m.reconcile();
   nodeWatch = m.watchNodes();

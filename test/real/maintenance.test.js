@@ -5,11 +5,11 @@
 // The time each answer took is printed, not asserted.
 
 import { jest } from '@jest/globals';
-import request from 'supertest';
 import { createLabKube } from '../../bench/lab/lab-kube.js';
 import {
   actingOf, allPrimaries, createRealManager, eventually, primariesOf, readTables, settled, startRealCluster, waitConnected,
 } from '../helpers/real-cluster.js';
+import { evictionReview, postReview } from '../helpers/harness.js';
 
 jest.setTimeout(120000);
 
@@ -33,14 +33,7 @@ afterAll(async () => {
   await cluster?.destroy();
 });
 
-const review = (pod) => request(m.webhookApp).post('/v1/admission/eviction').set('content-type', 'application/json').send(JSON.stringify({
-  apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview',
-  request: {
-    uid: `uid-${pod}`, operation: 'CREATE', name: pod, namespace: 'rethinkdb', subResource: 'eviction',
-    resource: { group: '', version: 'v1', resource: 'pods' }, userInfo: { username: 'admin' },
-  },
-}));
-
+const review = (pod) => postReview(m.webhookApp, evictionReview({ pod }));
 const actingAll = (t) => [...actingOf(t), ...actingOf(t, 'ycsb.accounts')].flat();
 
 describe('node maintenance on a real RethinkDB cluster', () => {
