@@ -111,11 +111,15 @@ export function createRaftLeadership({ store, reconfigurer, marks, clock, logger
       await marks.settleVotingRestore(s.id, []);
       return { flipped: [], restored: [], notDone: namedItems(cluster, owed.map((o) => ({ tableId: o.tableId, reason: `not flipped: the vote owed could not be saved on pod ${pod} (${persisted})` }))) };
     }
-    const committed = await reconfigurer.commitLocked((c, draining) => planRaftLeadershipMove(c, s.id, { tableIds, draining }), { tableIds, deadline });
+    // The write plans again on its own read, but flips only what was journaled: a table skipped on the read above
+    // (settling for a moment) and fine on the next would otherwise be flipped with no vote owed for it.
+    const committed = await reconfigurer.commitLocked((c, draining) => planRaftLeadershipMove(c, s.id, { owed, draining }), { tableIds: owed.map((o) => o.tableId), deadline });
     await clock.sleep(config.raftLeader.settleMs);
     const back = await giveBack(s.id);
     const flipped = committed.written.map(({ change, before }) => ({ tableId: before.id, table: tableLabel(before), shards: change.flipped }));
-    return { flipped, restored: back.restored, notDone: [...namedItems(committed.cluster, committed.notDone), ...back.notDone] };
+    return { flipped, restored: back.restored, notDone: [
+      ...namedItems(cluster, plan.skipped), ...namedItems(committed.cluster, [...committed.plan.skipped, ...committed.notDone]), ...back.notDone,
+    ] };
   }
 
   // Gives back every vote the server's journal owes (the caller holds the tables' locks), re-reading after a

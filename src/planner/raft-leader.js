@@ -15,16 +15,23 @@ import { createView, hasLiveMajority, isSettling } from './eligibility.js';
 // or not at all (a server still voting in one shard keeps its Raft vote): it is skipped while the server is the
 // configured or acting primary of one of its shards, while a shard is settling, or where a shard would be left
 // without a live voting majority of the others (draining servers count as gone: they are about to leave).
-export function planRaftLeadershipMove(cluster, serverId, { tableIds = null, draining = [] } = {}) {
+// owed: the votes journaled as owed ([{ tableId, shards: [index] }]): only those tables, and a table only if every
+// shard it would flip is journaled (else the flip could never be given back).
+export function planRaftLeadershipMove(cluster, serverId, { tableIds = null, draining = [], owed = null } = {}) {
   const view = createView(cluster);
   const leaving = new Set(draining.filter((id) => id !== serverId));
+  const journaled = owed && new Map(owed.map((o) => [o.tableId, o.shards]));
   const changes = [];
   const skipped = [];
   for (const table of cluster.tables) {
-    if (table.raftLeader !== serverId || (tableIds && !tableIds.includes(table.id))) continue;
+    if (table.raftLeader !== serverId || (tableIds && !tableIds.includes(table.id)) || (journaled && !journaled.has(table.id))) continue;
     const why = leadershipMoveIneligibility(view, table, serverId, leaving);
     if (why) { skipped.push({ tableId: table.id, reason: why.reason, ...(why.settling ? { settling: true } : {}) }); continue; }
     const flipped = table.shards.filter((s) => votesIn(s, serverId)).map((s) => s.index);
+    if (journaled && flipped.some((i) => !journaled.get(table.id).includes(i))) {
+      skipped.push({ tableId: table.id, reason: 'its shards changed since the vote owed was journaled' });
+      continue;
+    }
     const shards = table.shards.map((s) => (flipped.includes(s.index) ? { ...s, nonvoting: [...s.nonvoting, serverId] } : s));
     changes.push({ tableId: table.id, shards, flipped });
   }

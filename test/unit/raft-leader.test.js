@@ -3,6 +3,12 @@
 // leaves a shard without a live voting majority.
 
 import fc from 'fast-check';
+import { createRaftLeadership } from '../../src/actions/raft-leadership.js';
+import { createReconfigurer } from '../../src/actions/reconfigurer.js';
+import { createVirtualClock } from '../../src/lib/clock.js';
+import { createKeyedMutex } from '../../src/lib/keyed-mutex.js';
+import { createLogger } from '../../src/logger.js';
+import { createStateStore } from '../../src/state/state-store.js';
 import { createView, hasLiveMajority } from '../../src/planner/eligibility.js';
 import { planRaftLeadershipMove, planVotingRestore, votesBack } from '../../src/planner/raft-leader.js';
 import { checkTransition } from '../../src/planner/safety.js';
@@ -129,5 +135,57 @@ describe('votesBack', () => {
   test('when the read shows the server voting in some owed shards, nonvoting in one and gone from another, then only the voting ones are back', () => {
     const c = cluster({ leader: 'b', shards: [[0, 'b', ['a', 'b', 'c']], [1, 'c', ['a', 'b', 'c'], ['a']], [2, 'c', ['b', 'c', 'd']]] });
     expect(votesBack(c, 'a', [{ tableId: 't1', shards: [0, 1, 2] }, { tableId: 'gone', shards: [0] }])).toEqual([{ tableId: 't1', shards: [0] }]);
+  });
+});
+
+describe('planRaftLeadershipMove with the votes journaled as owed', () => {
+  test('when owed names a table and its shards, then only that table is planned, and only if it flips no other shard', () => {
+    const c = cluster();
+    expect(planRaftLeadershipMove(c, 'a', { owed: [{ tableId: 't1', shards: [0, 1] }] }).changes.map((ch) => ch.flipped)).toEqual([[0, 1]]);
+    expect(planRaftLeadershipMove(c, 'a', { owed: [] })).toEqual({ changes: [], skipped: [] });
+    expect(planRaftLeadershipMove(c, 'a', { owed: [{ tableId: 't1', shards: [0] }] })).toEqual({
+      changes: [], skipped: [{ tableId: 't1', reason: 'its shards changed since the vote owed was journaled' }],
+    });
+  });
+});
+
+// The action's round, on an in-memory store whose second read shows table B catching up for a moment: B is skipped
+// (settling) when the votes owed are journaled, and must not be flipped by the write's own plan a read later.
+describe('the Raft leadership move flips only what it journaled', () => {
+  test('when a table is settling on the journal\'s read and fine on the write\'s read, then it is not flipped (no vote left unowed)', async () => {
+    const clock = createVirtualClock();
+    const logger = createLogger({ level: 'silent' });
+    const shard = (index, primary) => ({ index, primary, replicas: ['a', 'b', 'c'], nonvoting: [], acting: [primary], states: { a: 'ready', b: 'ready', c: 'ready' } });
+    const table = (id) => ({ id, db: 'db', name: id, readyForWrites: true, readyForReads: true, allReplicasReady: true, raftLeader: 'a', shards: [shard(0, 'b')] });
+    const state = {
+      servers: ['a', 'b', 'c'].map((id) => ({ id, name: `s_${id}`, connected: true, tags: [], hostname: id, canonicalAddresses: [] })),
+      backfills: [], tables: [table('A'), table('B')],
+    };
+    let reads = 0;
+    const store = {
+      async readCluster() {
+        reads += 1;
+        const snap = structuredClone(state);
+        if (reads === 2) snap.tables[1].shards[0].states.c = 'backfilling';
+        return snap;
+      },
+      async writeTableShards(id, shards) {
+        const t = state.tables.find((x) => x.id === id);
+        const wasVoter = t.shards.some((s) => s.replicas.includes('a') && !s.nonvoting.includes('a'));
+        t.shards = shards.map((s) => ({ ...s }));
+        if (!wasVoter) t.raftLeader = 'b';
+      },
+    };
+    const marks = createStateStore({ clock, logger });
+    const reconfigurer = createReconfigurer({ store, locks: createKeyedMutex(), marks, clock, logger, waitPollIntervalMs: 100 });
+    const config = {
+      deadlines: { actionSeconds: 30 }, raftLeader: { waitSeconds: 10, settleMs: 1000 }, waitPollIntervalMs: 100, retry: { minMs: 500, maxMs: 30000 }, podServerOverrides: {},
+    };
+    const move = createRaftLeadership({ store, reconfigurer, marks, clock, logger, config, audit: { record() {} } });
+    const report = await move.moveRaftLeadership({ server: 'a', reason: 'test', actor: null });
+    expect(report.changes.map((c) => c.table)).toEqual(['db.A']);
+    expect(report.notDone).toContainEqual(expect.objectContaining({ table: 'db.B', reason: expect.stringMatching(/settling/) }));
+    expect(state.tables.map((t) => t.shards.map((s) => s.nonvoting))).toEqual([[[]], [[]]]);
+    expect(await marks.votingRestores()).toEqual([]);
   });
 });
