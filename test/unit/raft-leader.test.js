@@ -86,6 +86,8 @@ describe('planRaftLeadershipMove', () => {
 
   test('property: a planned move keeps every shard\'s live voting majority, passes the safety check, and giving the vote back restores the config', () => {
     let planned = 0;
+    // A fixed seed: the count at the end (that the property saw enough planned moves) is the same every run. Unseeded,
+    // a full test run once saw 19, a failure for want of cases rather than for a wrong plan.
     fc.assert(fc.property(clusterArbitrary, fc.nat(), (c, pick) => {
       // A server demoted already (primary nowhere), as after the PERFWARNING's demotion.
       const demoted = c.servers.filter((s) => c.tables.every((t) => t.shards.every((sh) => sh.primary !== s.id && !sh.acting.includes(s.id))));
@@ -105,7 +107,7 @@ describe('planRaftLeadershipMove', () => {
         const back = planVotingRestore(flipped, serverId, [{ tableId: change.tableId, shards: change.flipped }]);
         expect(back.changes.map((b) => b.shards.map((s) => s.nonvoting))).toEqual([table.shards.map((s) => s.nonvoting)]);
       }
-    }), { numRuns: 500 });
+    }), { numRuns: 500, seed: 20261123 });
     expect(planned).toBeGreaterThan(20);
   });
 });
