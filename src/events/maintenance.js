@@ -139,9 +139,13 @@ export function createMaintenance({
     const deadlineMs = config.webhook.evictionDeadlineSeconds * 1000;
     const startedAt = clock.now();
     const state = { demoting: false, answered: false };
-    // One review at a time, so that two evictions decided together cannot both count the other's server as staying.
+    // Another pod is let through without waiting for the reviews of RethinkDB pods. One review of a RethinkDB pod at a
+    // time, so that two evictions decided together cannot both count the other's server as staying.
     // A real timer: the API server waits in real time, whatever clock the manager plans with.
-    const review = reviews.runExclusive('eviction', () => decideAndAct({ pod, dryRun, actor, startedAt, deadlineMs, state }));
+    const review = kube.listRethinkDbPods()
+      .then((pods) => (pods.some((p) => p.name === pod)
+        ? reviews.runExclusive('eviction', () => decideAndAct({ pod, dryRun, actor, startedAt, deadlineMs, state }))
+        : allow(`pod ${pod} is not a RethinkDB pod (selector ${config.kubernetes.podLabelSelector})`)));
     const answer = await withinMs(review, deadlineMs, () => new Error(`no decision within ${config.webhook.evictionDeadlineSeconds} s`))
       .catch((err) => ({ error: err }));
     state.answered = true;
@@ -158,21 +162,23 @@ export function createMaintenance({
     return answer;
   }
 
-  // The servers of pods being deleted, or whose eviction was admitted within the hold (until seen deleting).
-  function stoppingServers(cluster, pods) {
+  // The servers of pods being deleted, or whose eviction was admitted within the hold while their server is still
+  // drained (its POSTSTART, once the pod is back, releases it and ends this too).
+  function stoppingServers(cluster, pods, drains) {
     const now = clock.now();
     for (const [name, at] of admitted) if (now - at > holdMs) admitted.delete(name);
-    return pods.filter((p) => p.deleting || admitted.has(p.name))
+    const drainedPods = new Set(drains.map((d) => d.pod));
+    return pods.filter((p) => p.deleting || (admitted.has(p.name) && drainedPods.has(p.name)))
       .map((p) => findServerForPod(cluster, { podName: p.name, podIp: p.podIp, overrides: config.podServerOverrides })?.id)
       .filter(Boolean);
   }
 
   async function decideAndAct({ pod, dryRun, actor, startedAt, deadlineMs, state }) {
     const pods = await kube.listRethinkDbPods();
-    if (!pods.some((p) => p.name === pod)) return allow(`pod ${pod} is not a RethinkDB pod (selector ${config.kubernetes.podLabelSelector})`);
     const { cluster, targets: [{ server }] } = await targets.serversForPods([pod]);
+    const drains = await marks.list();
     const decision = decideEviction(cluster, {
-      pod, server, drains: await marks.list(), keptOff: await marks.drainingIds(), stopping: stoppingServers(cluster, pods),
+      pod, server, drains, keptOff: await marks.drainingIds(), stopping: stoppingServers(cluster, pods, drains),
     });
     // The API server has its answer already (allowed without a decision): act on nothing now.
     if (state.answered) return allow('answered already');

@@ -5,7 +5,7 @@
 
 import request from 'supertest';
 import {
-  createSandboxHarness, evictionReview, eventually, postReview, primaryShardsOf,
+  createSandboxHarness, evictionReview, eventually, postJson, postReview, primaryShardsOf,
 } from '../helpers/harness.js';
 
 const json = (req, body) => req.set('content-type', 'application/json').send(JSON.stringify(body));
@@ -67,6 +67,22 @@ describe('the eviction webhook on the sandbox', () => {
     });
     expect(await primariesOn(h, 'rethinkdb_3')).toBe(before);
     expect((await h.marks.list()).map((d) => d.serverName)).toEqual(['rethinkdb_2']);
+  });
+
+  test('when an admitted eviction\'s server is released again (its pod back), then it no longer counts as leaving', async () => {
+    const h = createSandboxHarness();
+    expect((await post(h, evictionReview({ pod: 'rethinkdb-2' }))).body.response.allowed).toBe(true);
+    expect((await post(h, evictionReview({ pod: 'rethinkdb-3' }))).body.response.allowed).toBe(false);
+    expect((await postJson(h.app, '/v1/actions/release-server', { server: 'rethinkdb_2' })).status).toBe(200);
+    expect((await post(h, evictionReview({ pod: 'rethinkdb-3' }))).body.response.allowed).toBe(true);
+  });
+
+  test('when the manager has not loaded its persisted state yet, then the eviction goes ahead with a warning that says why', async () => {
+    const first = createSandboxHarness();
+    const h = createSandboxHarness({ existing: { model: first.model, kube: first.kube } });
+    expect(h.work.started()).toBe(false);
+    const res = await post(h, evictionReview({ pod: 'rethinkdb-0' }));
+    expect(res.body.response).toMatchObject({ allowed: true, warnings: [expect.stringMatching(/^rethinkdb-k8s-manager did not act: .*; the eviction goes ahead without demoting primaries first$/)] });
   });
 
   test('when the eviction is a dry run, then it is answered and nothing changes', async () => {
