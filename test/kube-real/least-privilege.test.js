@@ -2,7 +2,9 @@
 // deploy/k8s ships (equal to the rules derived from KUBE_CALLS), can make every adapter call, and is refused
 // everything else that was tried.
 
-import { AuthorizationV1Api, CoreV1Api, RbacAuthorizationV1Api } from '@kubernetes/client-node';
+import {
+  AuthorizationV1Api, CoreV1Api, PatchStrategy, RbacAuthorizationV1Api, setHeaderOptions,
+} from '@kubernetes/client-node';
 import { KUBE_CALLS, createKubeAdapter } from '../../src/kubernetes/kube-adapter.js';
 import { rbacRulesFromKubeCalls } from '../../src/kubernetes/rbac.js';
 import { renderKustomization } from '../helpers/deploy-files.js';
@@ -62,14 +64,30 @@ describe('the manager\'s ServiceAccount with only the rules derived from KUBE_CA
       expect(review).toMatchObject({ authenticated: true, username: `system:serviceaccount:${NAMESPACE}:default` });
       return review;
     },
-    // The informer lists and then watches with the manager's token: the first node delivered proves both.
+    // The informer lists, then watches, with the manager's token: a cordon made after the list arrives only
+    // through the watch.
     watchNodes: async () => {
+      const admin = api.kubeConfig.makeApiClient(CoreV1Api);
+      const cordon = (unschedulable) => admin.patchNode({ name: 'node-2', body: { spec: { unschedulable } } }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
       let watch;
-      const node = await new Promise((resolve, reject) => {
-        watch = kube.watchNodes({ onNode: resolve, onError: reject, retry: { minMs: 100, maxMs: 100 } });
+      let listed;
+      const seen = new Promise((resolve, reject) => {
+        listed = new Promise((onListed) => {
+          watch = kube.watchNodes({
+            onNode: (n) => { if (n.name === 'node-2') { onListed(); if (n.unschedulable) resolve(n); } },
+            onError: reject,
+            retry: { minMs: 100, maxMs: 100 },
+          });
+        });
       });
-      await watch.stop();
-      return node;
+      try {
+        await listed;
+        await cordon(true);
+        return await seen;
+      } finally {
+        await watch.stop();
+        await cordon(false);
+      }
     },
     createPodEvent: async () => kube.createPodEvent({ pod: await kube.getPod('rethinkdb-1'), reason: 'Test', message: 'least privilege' }),
   };
