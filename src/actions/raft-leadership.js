@@ -10,6 +10,7 @@
 import { managerActor } from '../audit/actor.js';
 import { podNameForServer, resolveServer, serverName, tableLabel } from '../cluster/cluster-model.js';
 import { createDeadline } from '../lib/clock.js';
+import { backoffMs } from '../lib/retry.js';
 import { planRaftLeadershipMove, planVotingRestore, votesBack } from '../planner/raft-leader.js';
 import { namedItems, outcomeOf } from './report.js';
 
@@ -17,6 +18,15 @@ import { namedItems, outcomeOf } from './report.js';
 const MAX_ROUNDS = 2;
 // Commits of the vote's return before the action leaves it to the next tick.
 const RESTORE_ATTEMPTS = 3;
+
+const reportBase = (serverName, reason) => ({ action: 'move-raft-leadership', target: { server: serverName }, dryRun: false, reason: reason ?? null });
+
+// The report of a move that threw before it could report (the executor's answer for that server).
+export function failedMoveReport(serverName, reason, err) {
+  return {
+    ...reportBase(serverName, reason), outcome: 'failed', changes: [], skipped: [], notDone: [{ reason: err.message }], settled: false, votesRestored: [], durationMs: null,
+  };
+}
 
 export function createRaftLeadership({ store, reconfigurer, marks, clock, logger, config, audit }) {
   const log = logger.child({ module: 'raft-leadership' });
@@ -32,7 +42,7 @@ export function createRaftLeadership({ store, reconfigurer, marks, clock, logger
     const deadline = createDeadline(clock, (deadlineSeconds ?? config.deadlines.actionSeconds) * 1000);
     const { cluster, server: s, plan: first } = await planWhenSettled(server, deadline);
     const pod = podNameForServer(s, config.podServerOverrides);
-    const base = { action: 'move-raft-leadership', target: { server: s.name }, dryRun: false, reason: reason ?? null };
+    const base = reportBase(s.name, reason);
     const skipped = namedItems(cluster, first.skipped);
     if (first.changes.length === 0) {
       const report = finish({ ...base, changes: [], skipped, notDone: [], settled: true, votesRestored: [] }, startedAt);
@@ -163,7 +173,7 @@ export function createRaftLeadership({ store, reconfigurer, marks, clock, logger
       const result = await reconfigurer.withTableLocks(owed.tables.map((t) => t.tableId), deadline, () => giveBack(owed.serverId));
       if (result.notDone.length > 0) {
         const attempts = (wait?.attempts ?? 0) + 1;
-        backoff.set(owed.serverId, { attempts, at: clock.now() + Math.min(config.retry.maxMs, config.retry.minMs * 2 ** (attempts - 1)) });
+        backoff.set(owed.serverId, { attempts, at: clock.now() + backoffMs(attempts, config.retry) });
       } else backoff.delete(owed.serverId);
       results.push({ server: owed.serverName, ...result });
       if (result.restored.length > 0) {

@@ -15,8 +15,7 @@ export function createReconfigurer({ store, locks, marks, clock, logger, waitPol
   // planFn(cluster, draining) -> { changes, skipped }. `leaving` are servers the action itself takes primaries
   // from, kept off whether or not they are marked yet. Returns what was written and what was not.
   async function commit(planFn, { tableIds, deadline, leaving = [] }) {
-    const sorted = [...new Set(tableIds)].sort();
-    return withLocks(sorted, deadline, () => commitLocked(planFn, { tableIds: sorted, deadline, leaving }));
+    return withTableLocks(tableIds, deadline, () => commitLocked(planFn, { tableIds, deadline, leaving }));
   }
 
   // The same, for a caller that already holds the locks of `tableIds` (withTableLocks).

@@ -3,6 +3,7 @@
 // for the events and the operator's commands alike. Each intent is a plain object with a `type`; its result is
 // returned next to it, so the caller reports both.
 
+import { failedMoveReport } from '../actions/raft-leadership.js';
 import { describeActor } from '../audit/actor.js';
 import { AppError } from '../errors.js';
 import { createDeadline } from '../lib/clock.js';
@@ -60,10 +61,7 @@ export function createExecutor({ store, actions, marks, operations, config, cloc
         const stillWanted = async () => Boolean(await marks.getPerfWarning(s.id));
         reports.push(await actions.moveRaftLeadership({ server: s.id, reason, actor, deadlineSeconds, stillWanted }).catch((err) => {
           log.warn({ server: s.name, err: err.message }, 'Raft leadership not moved');
-          return {
-            action: 'move-raft-leadership', target: { server: s.name }, dryRun: false, reason, outcome: 'failed', changes: [], skipped: [],
-            notDone: [{ reason: err.message }], settled: false, votesRestored: [], durationMs: null,
-          };
+          return failedMoveReport(s.name, reason, err);
         }));
       }
       return { reports };

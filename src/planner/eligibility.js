@@ -33,9 +33,10 @@ export function primaryIneligibility(view, shard, id) {
   return null;
 }
 
-export function hasLiveMajority(view, shard) {
+// gone: servers counted as not live whatever their state (about to leave), e.g. a server being drained or evicted.
+export function hasLiveMajority(view, shard, { gone = null } = {}) {
   const voters = votingReplicas(shard);
-  const live = voters.filter((id) => isLiveReady(view, shard, id)).length;
+  const live = voters.filter((id) => isLiveReady(view, shard, id) && !gone?.has(id)).length;
   return live * 2 > voters.length;
 }
 

@@ -8,7 +8,9 @@
 // the flip, a second's wait, and the vote given back, after which another server leads (Raft keeps its leader when
 // voters are added back).
 
-import { createView, hasLiveMajority, isSettling } from './eligibility.js';
+import {
+  createView, hasLiveMajority, isSettling, votingReplicas,
+} from './eligibility.js';
 
 // The tables `serverId` leads and how to make it vote in none of their shards:
 // { changes: [{ tableId, shards, flipped: [index] }], skipped: [{ tableId, reason, settling? }] }. A table is changed whole
@@ -38,9 +40,7 @@ export function planRaftLeadershipMove(cluster, serverId, { tableIds = null, dra
   return { changes, skipped };
 }
 
-function votesIn(shard, serverId) {
-  return shard.replicas.includes(serverId) && !shard.nonvoting.includes(serverId);
-}
+const votesIn = (shard, serverId) => votingReplicas(shard).includes(serverId);
 
 // Why the table cannot be flipped now ({ reason, settling }), or null. settling: it may be possible in a moment
 // (right after a demotion the new primary's secondaries resync for a second or two).
@@ -52,13 +52,9 @@ function leadershipMoveIneligibility(view, table, serverId, leaving) {
   if (voting.length === 0) return { reason: `${name} votes in no shard; RethinkDB should elect another leader by itself` };
   const settling = table.shards.find((s) => isSettling(view, s));
   if (settling) return { reason: `shard ${settling.index} is settling (an election or a catch-up under way)`, settling: true };
-  const exposed = voting.find((s) => !hasLiveMajority(view, { ...s, nonvoting: [...s.nonvoting, serverId], states: withoutLeaving(s.states, leaving) }));
+  const exposed = voting.find((s) => !hasLiveMajority(view, { ...s, nonvoting: [...s.nonvoting, serverId] }, { gone: leaving }));
   if (exposed) return { reason: `shard ${exposed.index} would be left without a live voting majority of the other replicas` };
   return null;
-}
-
-function withoutLeaving(states, leaving) {
-  return Object.fromEntries(Object.entries(states).map(([id, state]) => [id, leaving.has(id) ? 'leaving' : state]));
 }
 
 // The vote back, in the shards the move took it from (flips: [{ tableId, shards: [index] }]) and where the server
@@ -82,7 +78,7 @@ export function planVotingRestore(cluster, serverId, flips) {
 export function votesBack(cluster, serverId, owed) {
   return owed.map(({ tableId, shards }) => {
     const table = cluster.tables.find((t) => t.id === tableId);
-    const back = shards.filter((i) => table?.shards[i]?.replicas.includes(serverId) && !table.shards[i].nonvoting.includes(serverId));
+    const back = shards.filter((i) => table?.shards[i] && votesIn(table.shards[i], serverId));
     return { tableId, shards: back };
   }).filter((v) => v.shards.length > 0);
 }

@@ -5,7 +5,9 @@
 // admitted once that pod's primaries are off, and refused, with the reason, while it cannot be done safely.
 // No I/O and no clock. A server in an intent is { id, name, pod }.
 
-import { createView, isLiveReady, primaryIneligibility, votingReplicas } from '../planner/eligibility.js';
+import {
+  createView, hasLiveMajority, isLiveReady, primaryIneligibility, votingReplicas,
+} from '../planner/eligibility.js';
 import { drainIntents } from './policy.js';
 
 // The taints that announce a node's drain: the one Kubernetes puts on a cordoned node, and the cluster autoscaler's
@@ -101,9 +103,8 @@ export function decideEviction(cluster, {
         unavoidableShards.push({ tableId: table.id, table: label.slice(0, label.lastIndexOf('[')), shard: index });
         return;
       }
-      const live = others.filter((id) => isLiveReady(view, shard, id) && !leaving.has(id));
-      if (live.length * 2 <= voters.length) {
-        const missing = others.filter((id) => !live.includes(id)).map((id) => `${view.nameOf(id)} (${whyNotLive(view, shard, id, leaving)})`);
+      if (!hasLiveMajority(view, shard, { gone: new Set([...leaving, server.id]) })) {
+        const missing = others.filter((id) => !isLiveReady(view, shard, id) || leaving.has(id)).map((id) => `${view.nameOf(id)} (${whyNotLive(view, shard, id, leaving)})`);
         refusals.push(`${label} would lose its majority: besides ${server.name}, ${missing.join(', ')}`);
         return;
       }
