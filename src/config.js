@@ -1,5 +1,6 @@
 // loadConfig(env): the only reader of the environment. Pure: checks every key and reports all problems at once.
 
+import { timingProblems } from './policy/leadership.js';
 import { DEFAULT_DRAIN_TAINTS } from './policy/maintenance.js';
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
@@ -61,6 +62,14 @@ const KEYS = [
   { env: 'WEBHOOK_TLS_KEY_FILE', field: 'webhook.keyFile', parse: nonEmptyString, default: undefined },
   { env: 'WEBHOOK_EVICTION_DEADLINE_SECONDS', field: 'webhook.evictionDeadlineSeconds', parse: integer(1, 9), default: 8 },
   { env: 'WEBHOOK_EVICTION_HOLD_SECONDS', field: 'webhook.evictionHoldSeconds', parse: integer(10, 86400), default: 300 },
+  { env: 'LEADER_ELECTION_ENABLED', field: 'leaderElection.enabled', parse: boolean, default: true },
+  { env: 'LEADER_ELECTION_LEASE_NAME', field: 'leaderElection.leaseName', parse: dnsLabel, default: 'rethinkdb-manager' },
+  { env: 'LEADER_ELECTION_LEASE_DURATION_SECONDS', field: 'leaderElection.leaseDurationSeconds', parse: integer(2, 300), default: 15 },
+  { env: 'LEADER_ELECTION_RENEW_DEADLINE_SECONDS', field: 'leaderElection.renewDeadlineSeconds', parse: integer(1, 300), default: 10 },
+  { env: 'LEADER_ELECTION_RETRY_PERIOD_SECONDS', field: 'leaderElection.retryPeriodSeconds', parse: integer(1, 60), default: 2 },
+  { env: 'POD_NAME', field: 'leaderElection.podName', parse: nonEmptyString, default: undefined },
+  { env: 'POD_IP', field: 'leaderElection.podIp', parse: nonEmptyString, default: undefined },
+  { env: 'MANAGER_ADVERTISE_HOST', field: 'leaderElection.advertiseHost', parse: nonEmptyString, default: undefined },
   { env: 'AUTH_MODE', field: 'auth.mode', parse: oneOf(AUTH_MODES), default: undefined },
   { env: 'AUTH_AUDIENCE', field: 'auth.audience', parse: nonEmptyString, default: 'rethinkdb-manager' },
   { env: 'AUTH_HOOK_SUBJECTS', field: 'auth.hookSubjects', parse: subjects, default: undefined },
@@ -107,6 +116,13 @@ export function loadConfig(env) {
     problems.push('WEBHOOK_TLS_CERT_FILE and WEBHOOK_TLS_KEY_FILE go together (the eviction webhook is served only with both)');
   }
   config.webhook.enabled = Boolean(config.webhook.certFile && config.webhook.keyFile);
+  // Leader election needs a Kubernetes API (the Lease) and a real database: the sandbox is one process.
+  config.leaderElection.active = config.leaderElection.enabled && config.backend !== 'sandbox' && config.kubernetes.mode !== 'off';
+  const le = config.leaderElection;
+  le.timings = { leaseDurationMs: le.leaseDurationSeconds * 1000, renewDeadlineMs: le.renewDeadlineSeconds * 1000, retryPeriodMs: le.retryPeriodSeconds * 1000 };
+  if (le.active) problems.push(...timingProblems(le.timings));
+  // Where the followers reach this replica: MANAGER_ADVERTISE_HOST, else the pod's IP (downward API), else 127.0.0.1.
+  le.advertiseHost ??= le.podIp ?? '127.0.0.1';
   if (config.rethinkdb.tlsCaFile && !config.rethinkdb.tls) {
     problems.push('RETHINKDB_TLS_CA_FILE is set but RETHINKDB_TLS is not true');
   }

@@ -16,6 +16,8 @@ export const ERROR_CODES = Object.freeze({
   RECONFIGURATION_REJECTED: { statusCode: 502 },
   SHUTTING_DOWN: { statusCode: 503 },
   STARTING: { statusCode: 503 },
+  NOT_LEADER: { statusCode: 503 },
+  NO_LEADER: { statusCode: 503 },
   DATA_STORE_UNAVAILABLE: { statusCode: 503 },
   KUBERNETES_UNAVAILABLE: { statusCode: 503 },
   DEADLINE_EXCEEDED: { statusCode: 504 },

@@ -9,6 +9,7 @@ import { createAudit } from './audit/audit.js';
 import { createAuthenticator } from './auth/authenticator.js';
 import { createEvents } from './events/events.js';
 import { createExecutor } from './events/executor.js';
+import { createLeaderElector, fenceWrites, soleLeader } from './events/leader-election.js';
 import { createMaintenance } from './events/maintenance.js';
 import { createOperatorCommands } from './events/operator-commands.js';
 import { createTargets } from './events/targets.js';
@@ -18,6 +19,7 @@ import { createWorkTracker } from './lib/work-tracker.js';
 import { createMetrics } from './metrics/metrics.js';
 import { createMonitor } from './monitor/monitor.js';
 import { createHookRoutes } from './routes/hook-routes.js';
+import { createLeaderRelay } from './routes/leader-relay.js';
 import { createHookCounter, createMetricsRoutes } from './routes/metrics-routes.js';
 import { createSandboxRoutes } from './routes/sandbox-routes.js';
 import { createWebhookApp } from './routes/webhook-routes.js';
@@ -28,8 +30,12 @@ import { reconcileState } from './state/reconcile.js';
 // stateLoaded: the caller vouches that there is no persisted state to load (a fresh sandbox), so the manager
 // takes work at once; otherwise it takes none until reconcile() has loaded the state.
 export function createManager({
-  config, store, kube = null, clock, logger, sandboxModel = null, extraRoutes = [], metrics = createMetrics(), staticToken = null, stateLoaded = false,
+  config, store: dataStore, kube: kubePort = null, clock, logger, sandboxModel = null, extraRoutes = [], metrics = createMetrics(), staticToken = null, stateLoaded = false,
 }) {
+  // Who leads: this replica alone until startElection() (src/server.js, with LEADER_ELECTION_ENABLED and a Kubernetes
+  // API); then the Lease decides. Every write to RethinkDB and Kubernetes goes through the fence.
+  let elector = soleLeader();
+  const { store, kube } = fenceWrites({ store: dataStore, kube: kubePort, fence: (what) => elector.assertLeading(what) });
   const locks = createKeyedMutex();
   const marks = createStateStore({ kube, clock, logger });
   const audit = createAudit({ kube, clock, logger, metrics });
@@ -49,16 +55,20 @@ export function createManager({
   const maintenance = createMaintenance({ marks, kube, executor, targets, audit, config, clock, logger });
   const monitor = createMonitor({ kube, events, marks, config, clock, logger, metrics, audit });
   let reconciliation = null;
-  const routes = [createHookRoutes({ events, work, prestopDeadlineSeconds: config.deadlines.prestopSeconds })];
+  const relay = createLeaderRelay({
+    leadership: () => elector, served: () => elector.isLeading() && work.started(), deadlines: config.deadlines, clock, logger,
+    refreshFollowerView: () => refreshFollowerView(),
+  });
+  const routes = [relay.router, createHookRoutes({ events, work, prestopDeadlineSeconds: config.deadlines.prestopSeconds })];
   routes.push(createMetricsRoutes({ metrics, store, marks, logger }));
   if (sandboxModel) routes.push(createSandboxRoutes({ model: sandboxModel, kube, store }));
   const app = createApp({
     store, actions: { ...actions, ...commands }, marks, operations, work, logger, monitor, audit, authenticator, protectReads: config.auth.protectReads,
-    observers: [createHookCounter({ metrics })],
+    observers: [createHookCounter({ metrics }), relay.relay], leadership: () => elector.view(),
     extraRoutes: [...routes, ...extraRoutes],
     status: async () => ({
       perfWarnings: await marks.perfWarnings(), migrations: await marks.migrations(), pendingRestores: await events.pendingRestores(), reconciliation,
-      nodeMaintenance: maintenance.view(), ...(await podPlacement()),
+      nodeMaintenance: maintenance.view(), leadership: elector.view(), ...(await podPlacement()),
     }),
   });
   const log = logger.child({ module: 'manager' });
@@ -79,14 +89,56 @@ export function createManager({
   // backoff until it succeeds. Until then the manager takes no work and /readyz says why.
   async function reconcile() {
     reconciliation = await retryUntilDone(() => reconcileState({ kube, store, marks, actions, executor, operations, clock, logger, retry: config.retry }), {
-      clock, ...config.retry, stopped: () => work.shuttingDown(),
+      clock, ...config.retry, stopped: () => work.shuttingDown() || !elector.isLeading(),
       onFailure: (err, { attempt, delayMs }) => {
         work.noteStarting(`the manager has not loaded its persisted state yet (attempt ${attempt} failed: ${err.message})`);
         log.warn({ err: err.message, attempt, retryInMs: delayMs }, 'state reconciliation failed; retrying');
       },
     });
-    work.markStarted();
+    if (elector.isLeading() && !work.shuttingDown()) work.markStarted();
     return reconciliation;
+  }
+
+  // This replica leads (or is the only one): load and reconcile the persisted state, then take work and watch the
+  // nodes. Returns whether it started.
+  let nodeWatch = null;
+  async function lead() {
+    await reconcile();
+    if (!work.started()) return false;
+    nodeWatch ??= watchNodes();
+    return true;
+  }
+
+  // This replica no longer leads: no new work, no node watch. Work already running meets the fence at its next write.
+  async function follow(reason) {
+    work.close(`this manager replica does not lead (${reason}); the leader takes the work`);
+    const watch = nodeWatch;
+    nodeWatch = null;
+    await watch?.stop().catch(() => {});
+  }
+
+  // The Lease election (src/events/leader-election.js). identity: this replica's name in the Lease; addresses:
+  // { http, webhook } where the followers reach it. Before it leads, this replica takes no work.
+  function startElection({ identity, addresses }) {
+    elector = createLeaderElector({
+      kube: kubePort, leaseName: config.leaderElection.leaseName, identity, addresses, timings: config.leaderElection.timings, clock, logger,
+      onStartedLeading: () => { metrics.setLeading(true); metrics.recordLeaderChange('started'); return lead(); },
+      onStoppedLeading: (reason) => { metrics.setLeading(false); metrics.recordLeaderChange('stopped'); return follow(reason); },
+    });
+    metrics.setLeading(false);
+    work.close('this manager replica has not been elected leader (yet)');
+    elector.start();
+    return elector;
+  }
+
+  // A follower's GET /v1/cluster shows the marks as the leader persisted them on the pods, read again at most every
+  // retry period. Never while this replica leads: its own marks are the truth then.
+  let followerViewAt = -Infinity;
+  async function refreshFollowerView() {
+    if (elector.isLeading() || !kubePort?.listRethinkDbPods || clock.now() - followerViewAt < config.leaderElection.timings.retryPeriodMs) return;
+    followerViewAt = clock.now();
+    const pods = await kubePort.listRethinkDbPods().catch(() => null);
+    if (pods && !elector.isLeading() && !work.started()) marks.load(pods, { replace: true });
   }
 
   // The node informer (NODE_WATCH_ENABLED): each node as listed and each change goes to the maintenance use-case.
@@ -126,14 +178,18 @@ export function createManager({
   }
 
   // Stop taking work, let running actions and operations finish within graceMs, then close the store.
+  // Then give the Lease up, so that another replica leads at its next try.
   async function shutdown(graceMs) {
     work.beginShutdown();
     const settled = Promise.all([work.drain(), operations.drain()]).then(() => true);
     const finished = await Promise.race([settled, clock.sleep(graceMs).then(() => false)]);
     await marks.flush();
+    const lease = await elector.stop();
+    await nodeWatch?.stop().catch(() => {});
     await store.close();
-    return { finished, inFlight: work.inFlightCount(), runningOperations: operations.runningCount() };
+    return { finished, inFlight: work.inFlightCount(), runningOperations: operations.runningCount(), leaseReleased: lease.released };
   }
 
-  return { app, webhookApp, watchNodes, maintenance, actions, commands, events, monitor, marks, audit, authenticator, operations, work, store, metrics, reconcile, tick, shutdown };
+  return {
+    app, webhookApp, watchNodes, lead, startElection, leadership: () => elector, maintenance, actions, commands, events, monitor, marks, audit, authenticator, operations, work, store, metrics, reconcile, tick, shutdown };
 }

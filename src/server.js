@@ -1,6 +1,8 @@
 // Entry point: reads the config, builds the real clients (or the sandbox), listens, and shuts down on SIGTERM.
 
+import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { KubeConfig } from '@kubernetes/client-node';
 import r from 'rethinkdb';
 import { loadConfig } from './config.js';
@@ -39,6 +41,7 @@ function main() {
   const timers = [];
   const closers = [];
   let stopping = false;
+  let webhookPort = config.webhook.port;
   // The eviction webhook. Certificate files that cannot be read yet (the optional Secret not created, or not yet
   // mounted) leave it off, which its failurePolicy Ignore turns into evictions without demotion; they are tried
   // again every minute. A port that is taken is a configuration error.
@@ -46,6 +49,7 @@ function main() {
     app: manager.webhookApp, certFile: config.webhook.certFile, keyFile: config.webhook.keyFile, port: config.webhook.port, host: config.http.host, logger,
   }).then((webhook) => {
     closers.push(webhook.close);
+    webhookPort = webhook.port;
     logger.info({ port: webhook.port }, 'eviction webhook listening (TLS)');
   }).catch((err) => {
     if (err.code === 'WEBHOOK_TLS_UNREADABLE') {
@@ -66,13 +70,17 @@ function main() {
     }
     // The sandbox's pods call their hooks over HTTP, like the real pods' curl commands.
     if (backend.sandboxKube) connectSandboxHooks(backend.sandboxKube, sandboxPost(`http://127.0.0.1:${port}`, logger, backend.staticToken));
-    // Retries until the persisted state is loaded; until then the manager takes no work and is not ready.
-    await manager.reconcile().catch((err) => logger.error({ err: err.message }, 'state reconciliation stopped'));
-    if (!manager.work.started()) return;
-    const nodeWatch = manager.watchNodes();
-    if (nodeWatch) closers.push(nodeWatch.stop);
+    // The periodic work runs only while this replica leads and has loaded its state (tick() checks).
     timers.push(every(1000, () => manager.tick({ poll: false })));
-    if (manager.monitor.view().enabled) timers.push(every(config.monitor.pollIntervalMs, () => manager.monitor.pollOnce()));
+    if (manager.monitor.view().enabled) timers.push(every(config.monitor.pollIntervalMs, () => manager.work.started() && manager.monitor.pollOnce()));
+    if (config.leaderElection.active) {
+      // Several replicas: the Lease decides who leads; the leader loads the persisted state before it takes work.
+      const election = manager.startElection({ identity: electionIdentity(config), addresses: advertisedAddresses(config, port, webhookPort) });
+      logger.info({ identity: election.identity, lease: config.leaderElection.leaseName }, 'leader election started');
+      return;
+    }
+    // The only replica: retries until the persisted state is loaded; until then it takes no work and is not ready.
+    await manager.lead().catch((err) => logger.error({ err: err.message }, 'state reconciliation stopped'));
   });
 
   const stop = async (signal) => {
@@ -90,6 +98,18 @@ function main() {
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
+}
+
+// This replica's name in the Lease: the pod's name (downward API) or the host's, and a random suffix, as client-go
+// makes it, so that a restarted pod is a new candidate and never mistakes the Lease of its previous life for its own.
+function electionIdentity(config) {
+  return `${config.leaderElection.podName ?? hostname()}_${randomUUID().slice(0, 8)}`;
+}
+
+// Where the followers relay to this replica when it leads.
+function advertisedAddresses(config, httpPort, webhookPort) {
+  const host = config.leaderElection.advertiseHost.includes(':') ? `[${config.leaderElection.advertiseHost}]` : config.leaderElection.advertiseHost;
+  return { http: `http://${host}:${httpPort}`, webhook: config.webhook.enabled ? `https://${host}:${webhookPort}` : null };
 }
 
 // The static bearer token, read once at start-up (AUTH_MODE=static).

@@ -2,7 +2,7 @@
 // shapes and errors turned into ours. KUBE_CALLS lists every call; the RBAC rules are derived from it.
 
 import {
-  AppsV1Api, AuthenticationV1Api, CoreV1Api, CustomObjectsApi, PatchStrategy, makeInformer, setHeaderOptions,
+  AppsV1Api, AuthenticationV1Api, CoordinationV1Api, CoreV1Api, CustomObjectsApi, PatchStrategy, makeInformer, setHeaderOptions,
 } from '@kubernetes/client-node';
 import { AppError } from '../errors.js';
 import { withinMs } from '../lib/clock.js';
@@ -20,6 +20,8 @@ export const KUBE_CALLS = Object.freeze([
   { apiGroup: 'metrics.k8s.io', resource: 'pods', verbs: ['list'], namespaced: true },
   { apiGroup: 'metrics.k8s.io', resource: 'nodes', verbs: ['get', 'list'], namespaced: false },
   { apiGroup: 'authentication.k8s.io', resource: 'tokenreviews', verbs: ['create'], namespaced: false },
+  // Leader election between the manager's replicas (LEADER_ELECTION_ENABLED): one Lease, read, created once, renewed.
+  { apiGroup: 'coordination.k8s.io', resource: 'leases', verbs: ['get', 'create', 'update'], namespaced: true },
 ]);
 
 export function createKubeAdapter({
@@ -29,6 +31,7 @@ export function createKubeAdapter({
   const apps = kubeConfig.makeApiClient(AppsV1Api);
   const custom = kubeConfig.makeApiClient(CustomObjectsApi);
   const authn = kubeConfig.makeApiClient(AuthenticationV1Api);
+  const coordination = kubeConfig.makeApiClient(CoordinationV1Api);
   // Every call has a time limit: an API server that accepts and never answers is a 503, not a hang.
   const call = (what, fn) => withinMs(fn(), requestTimeoutMs, () => new AppError(
     'KUBERNETES_UNAVAILABLE', `Kubernetes API did not answer "${what}" within ${requestTimeoutMs} ms`,
@@ -151,6 +154,30 @@ export function createKubeAdapter({
     };
   }
 
+  // The election's Lease; null when there is none.
+  async function getLease(name) {
+    try {
+      return toLease(await call(`get lease ${name}`, () => coordination.readNamespacedLease({ name, namespace })));
+    } catch (err) {
+      if (err.code === 'NOT_FOUND') return null;
+      throw err;
+    }
+  }
+
+  // Creates the Lease, or updates it if it is still at `resourceVersion` (optimistic concurrency). Resolves null when
+  // another replica wrote it first (409 Conflict): that replica won this round.
+  async function writeLease(name, { resourceVersion = null, spec, annotations }) {
+    const body = { metadata: { name, namespace, annotations: dropNulls(annotations), ...(resourceVersion ? { resourceVersion } : {}) }, spec };
+    try {
+      return toLease(await call(`write lease ${name}`, () => (resourceVersion
+        ? coordination.replaceNamespacedLease({ name, namespace, body })
+        : coordination.createNamespacedLease({ namespace, body }))));
+    } catch (err) {
+      if ([409, 404].includes(err.cause?.code)) return null;
+      throw err;
+    }
+  }
+
   async function createPodEvent({ pod, reason, message, type = 'Normal' }) {
     const now = new Date(clock.now()).toISOString();
     return call(`create event on ${pod.name}`, () => core.createNamespacedEvent({
@@ -184,6 +211,8 @@ export function createKubeAdapter({
     annotatePod,
     reviewToken,
     createPodEvent,
+    getLease,
+    writeLease,
   };
 }
 
@@ -207,6 +236,22 @@ function toPod(pod) {
     cpuLimitCores: sum((r) => r.limits?.cpu),
   };
 }
+
+// A Lease as the election reads it (times as the API server wrote them).
+function toLease(lease) {
+  const time = (t) => (t instanceof Date ? t.toISOString() : (t ?? null));
+  return {
+    resourceVersion: lease.metadata.resourceVersion,
+    annotations: lease.metadata.annotations ?? {},
+    holderIdentity: lease.spec?.holderIdentity || null,
+    leaseDurationSeconds: lease.spec?.leaseDurationSeconds ?? null,
+    acquireTime: time(lease.spec?.acquireTime),
+    renewTime: time(lease.spec?.renewTime),
+    leaseTransitions: lease.spec?.leaseTransitions ?? 0,
+  };
+}
+
+const dropNulls = (object) => Object.fromEntries(Object.entries(object).filter(([, v]) => v !== null && v !== undefined));
 
 // What the maintenance signals read of a node.
 function toNode(node) {

@@ -27,6 +27,8 @@ export function createWorkTracker({ started = true } = {}) {
     beginShutdown() { stopping = true; },
     started: () => open,
     markStarted() { open = true; },
+    // No new work until markStarted() again (a replica that stopped leading); running work goes on, fenced.
+    close(reason) { open = false; startingReason = reason; },
     // Why the manager has not started yet (shown by /readyz and in every refusal).
     noteStarting(reason) { startingReason = reason; },
     startingReason: () => startingReason,

@@ -34,6 +34,8 @@ export function createMetrics({ prefix = DEFAULT_METRICS_PREFIX, processMetrics 
   const serverDraining = gauge('server_draining', '1 if the server has a draining mark, 0 if it is in the cluster without one.', ['server']);
   const drainingServers = gauge('draining_servers', 'Servers with a draining mark (including marked servers no longer in the cluster).');
   const perfWarnings = gauge('perf_warnings', 'Active PERFWARNINGs.');
+  const leader = gauge('leader', '1 while this replica leads (or is the only one: LEADER_ELECTION_ENABLED off, or no Kubernetes API), else 0.');
+  const leaderTransitions = counter('leader_transitions_total', 'Times this replica started or stopped leading.', ['change']);
   const clusterScrapeSuccess = gauge('cluster_scrape_success', '1 if this scrape read the cluster from the data store in time, else 0 (and no per-server primaries or replicas).');
 
   if (processMetrics) collectDefaultMetrics({ register: registry, prefix });
@@ -89,6 +91,8 @@ export function createMetrics({ prefix = DEFAULT_METRICS_PREFIX, processMetrics 
     contentType: registry.contentType,
     render: () => registry.metrics(),
     recordHook, recordAction, recordPoll, recordPollFailure, setClusterState,
+    setLeading(leading) { leader.set(leading ? 1 : 0); },
+    recordLeaderChange(change) { leaderTransitions.inc({ change }); },
   };
 }
 

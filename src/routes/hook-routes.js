@@ -66,15 +66,17 @@ function withHref({ id, status }) {
 export function createHookRoutes({ events, work, prestopDeadlineSeconds }) {
   const router = Router();
 
-  mountRoute(router, HOOK_ROUTES.prestop, async ({ query, identity }, res) => {
-    const deadlineMs = prestopDeadlineSeconds * 1000;
+  mountRoute(router, HOOK_ROUTES.prestop, async ({ query, identity, relayDeadlineMs }, res) => {
+    // Relayed by a follower: what is left of the hook's deadline after waiting for this leader.
+    const deadlineMs = Math.min(prestopDeadlineSeconds * 1000, relayDeadlineMs ?? Infinity);
+    const deadlineSeconds = Math.max(1, Math.floor(deadlineMs / 1000) - 1);
     // The action has its own deadline for waiting; this outer limit also covers a data store that hangs.
     const result = await withinMs(
       work.track(() => events.prestop({
-        pod: query.pod, dryRun: query.dryRun === true, deadlineSeconds: Math.max(1, prestopDeadlineSeconds - 1), actor: hookActor('prestop', query.pod, callerActor(identity)),
+        pod: query.pod, dryRun: query.dryRun === true, deadlineSeconds, actor: hookActor('prestop', query.pod, callerActor(identity)),
       })),
       deadlineMs,
-      () => new AppError('DEADLINE_EXCEEDED', `preStop for ${query.pod} did not finish within ${prestopDeadlineSeconds} s; the pod may stop with primaries still on it`),
+      () => new AppError('DEADLINE_EXCEEDED', `preStop for ${query.pod} did not finish within ${Math.round(deadlineMs / 100) / 10} s; the pod may stop with primaries still on it`),
     );
     res.status(200).json(result);
   });

@@ -7,6 +7,7 @@ import { classifyRequest } from '../auth/access-policy.js';
 import { ERROR_CODES } from '../errors.js';
 import { ACTION_ROUTE_SPECS } from './action-routes.js';
 import { HOOK_ROUTES } from './hook-routes.js';
+import { LEADER_ROUTE } from './leader-relay.js';
 import { METRICS_ROUTE } from './metrics-routes.js';
 import { READ_ROUTES } from './read-routes.js';
 import { SANDBOX_ROUTES } from './sandbox-routes.js';
@@ -19,7 +20,7 @@ const OPENAPI_ROUTE = {
 };
 
 export const DOCUMENTED_ROUTES = [
-  ...Object.values(READ_ROUTES), ...ACTION_ROUTE_SPECS, ...Object.values(HOOK_ROUTES), ...Object.values(SANDBOX_ROUTES), OPENAPI_ROUTE, METRICS_ROUTE, STATUS_PAGE_ROUTE,
+  ...Object.values(READ_ROUTES), LEADER_ROUTE, ...ACTION_ROUTE_SPECS, ...Object.values(HOOK_ROUTES), ...Object.values(SANDBOX_ROUTES), OPENAPI_ROUTE, METRICS_ROUTE, STATUS_PAGE_ROUTE,
 ];
 
 // Any request can be malformed, too large, of the wrong content type, or meet a bug.

@@ -18,7 +18,7 @@ export const READ_ROUTES = {
   },
   readyz: {
     method: 'get', path: '/readyz', operationId: 'readyz', tag: 'probes',
-    summary: 'Readiness: 200 while the data store answers; 503 otherwise, before the persisted state is loaded, or while shutting down',
+    summary: 'Readiness: 200 while the data store answers (a follower too); 503 otherwise, while the leader loads its persisted state, or while shutting down',
     ok: [{ status: 200, description: 'ready', schema: 'Readiness' }], errors: ['STARTING', 'SHUTTING_DOWN', 'DATA_STORE_UNAVAILABLE'],
   },
   cluster: {
@@ -49,7 +49,9 @@ export const READ_ROUTES = {
   },
 };
 
-export function createReadRoutes({ store, marks, operations, work, monitor, audit, status, readyTimeoutMs = 2000 }) {
+export function createReadRoutes({
+  store, marks, operations, work, monitor, audit, status, leadership = () => ({ enabled: false, leading: true }), readyTimeoutMs = 2000,
+}) {
   const router = Router();
 
   mountRoute(router, READ_ROUTES.livez, (input, res) => {
@@ -58,9 +60,12 @@ export function createReadRoutes({ store, marks, operations, work, monitor, audi
 
   mountRoute(router, READ_ROUTES.readyz, async (input, res) => {
     if (work.shuttingDown()) throw new AppError('SHUTTING_DOWN', 'the manager is shutting down');
-    if (!work.started()) throw new AppError('STARTING', work.startingReason());
+    // A follower is ready: it serves reads and relays the rest to the leader (src/routes/leader-relay.js).
+    const election = leadership();
+    const following = election.enabled && !election.leading;
+    if (!following && !work.started()) throw new AppError('STARTING', work.startingReason());
     await withinMs(store.ping(), readyTimeoutMs, () => new AppError('DATA_STORE_UNAVAILABLE', `RethinkDB did not answer within ${readyTimeoutMs} ms`));
-    res.json({ status: 'ready', backend: store.kind });
+    res.json({ status: 'ready', backend: store.kind, ...(election.enabled ? { role: following ? 'follower' : 'leader', leader: election.leader } : {}) });
   });
 
   mountRoute(router, READ_ROUTES.cluster, async (input, res) => {

@@ -95,8 +95,9 @@ function isEmptyBody(body) {
 // handler sees it, so what is documented is what is enforced. handler(input, res) gets { params, query, body }.
 export function mountRoute(router, route, handler) {
   const validateRequest = compileRequestValidator(route);
-  // The handler gets the validated input and who is asking (set by the auth middleware).
-  router[route.method](route.path, (req, res) => handler({ ...validateRequest(req), identity: req.identity ?? null }, res));
+  // The handler gets the validated input, who is asking (set by the auth middleware) and, for a request a follower
+  // relayed, the milliseconds left of the caller's budget (src/routes/leader-relay.js).
+  router[route.method](route.path, (req, res) => handler({ ...validateRequest(req), identity: req.identity ?? null, relayDeadlineMs: req.relayDeadlineMs ?? null }, res));
 }
 
 // Kubernetes names of nodes and pods: RFC 1123 subdomains (dot-separated labels of a-z, 0-9 and inner '-').

@@ -71,7 +71,9 @@ export function createStateStore({ kube = null, clock, logger }) {
   }
 
   // Start-up: the state found on the pods' annotations. Returns what was loaded, and what was unreadable.
-  function load(pods) {
+  // replace: forget every mark held in memory first (a replica that leads again, or a follower refreshing its view).
+  function load(pods, { replace = false } = {}) {
+    if (replace) entries.clear();
     const loaded = [];
     const unreadable = [];
     for (const pod of pods) {

@@ -186,9 +186,20 @@ describe('deploy/k8s: the manager', () => {
   const spec = podSpecOf(manager);
   const [container] = spec.containers;
 
-  test('when it is updated, then the old pod stops before the new one starts (one replica, Recreate)', () => {
-    expect(manager.spec.replicas).toBe(1);
-    expect(manager.spec.strategy).toEqual({ type: 'Recreate' });
+  test('when it runs, then two replicas elect a leader, on different nodes where there are several, and an update or a drain keeps one', () => {
+    expect(manager.spec.replicas).toBe(2);
+    expect(manager.spec.strategy).toEqual({ type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 1, maxSurge: 0 } });
+    const [term] = spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution;
+    expect(term.podAffinityTerm).toEqual({ topologyKey: 'kubernetes.io/hostname', labelSelector: { matchLabels: manager.spec.selector.matchLabels } });
+    const pdb = findResource(resources, 'PodDisruptionBudget', 'rethinkdb-manager');
+    expect(pdb.spec).toEqual({ minAvailable: 1, selector: { matchLabels: manager.spec.selector.matchLabels } });
+    // The Lease identity and the address the followers relay to, from the downward API.
+    expect(container.env.filter((e) => ['POD_NAME', 'POD_IP'].includes(e.name))).toEqual([
+      { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
+      { name: 'POD_IP', valueFrom: { fieldRef: { fieldPath: 'status.podIP' } } },
+    ]);
+    const config = loadConfig({ ...findResource(resources, 'ConfigMap', 'rethinkdb-manager').data, KUBERNETES_SERVICE_HOST: '10.96.0.1', POD_IP: '10.0.0.7' });
+    expect(config.leaderElection).toMatchObject({ active: true, leaseName: 'rethinkdb-manager', advertiseHost: '10.0.0.7' });
   });
 
   test('when it runs, then it uses its ServiceAccount, a read-only root filesystem, and /livez and /readyz probes', () => {

@@ -1,0 +1,160 @@
+// With several manager replicas, only the leader acts. Every replica sits behind the one Service, so a follower
+// relays what only the leader may do (hooks, actions, operator commands) and what only the leader knows (operations,
+// the monitor, the audit records) to the leader's address from the Lease, and answers with the leader's answer. It
+// answers itself: the probes, /metrics, the status page, the OpenAPI document, GET /v1/cluster (the shard map from
+// RethinkDB, the marks from the pods' annotations) and GET /v1/leader.
+// While nobody leads (the leader crashed and its Lease has not expired yet), the request waits for the next leader
+// within its budget: a preStop hook within PRESTOP_DEADLINE_SECONDS, the rest within ACTION_DEADLINE_SECONDS. If this
+// replica becomes the leader meanwhile, it serves the request itself.
+
+import { request as httpRequest } from 'node:http';
+import { Router } from 'express';
+import { AppError } from '../errors.js';
+import { bodyLimitBytes, mountRoute } from './validation.js';
+
+export const RELAY_HEADERS = Object.freeze({
+  // Set on a relayed request: the replica that relayed it. A replica never relays a relayed request again.
+  relayedBy: 'x-rethinkdb-manager-relayed-by',
+  // The milliseconds left of the caller's budget when relayed: the leader's preStop answers within them.
+  deadlineMs: 'x-rethinkdb-manager-deadline-ms',
+  // On the answer: the replica that served it.
+  servedBy: 'x-rethinkdb-manager-served-by',
+});
+
+// The requests a follower answers itself.
+export function servedByAnyReplica(req) {
+  if (req.method !== 'GET' && req.method !== 'HEAD') return false;
+  return ['/livez', '/readyz', '/metrics', '/', '/openapi.json', '/v1/cluster', '/v1/leader'].includes(req.path);
+}
+
+// The relay's budget for a request: how long it may wait for a leader and for the leader's answer.
+export function relayBudgetMs(req, deadlines) {
+  if (req.path === '/v1/hooks/prestop') return deadlines.prestopSeconds * 1000;
+  return Math.max(deadlines.actionSeconds, deadlines.prestopSeconds) * 1000;
+}
+
+export const LEADER_ROUTE = {
+  method: 'get', path: '/v1/leader', operationId: 'getLeader', tag: 'reads',
+  summary: 'Which manager replica leads, and this replica\'s view of the election',
+  ok: [{ status: 200, description: 'the election as this replica sees it' }], errors: [],
+};
+
+// leadership(): the current elector (src/events/leader-election.js). served(): whether this replica leads and has
+// loaded its state, so that it can serve the request itself.
+export function createLeaderRelay({
+  leadership, served, deadlines, clock, logger, refreshFollowerView = async () => {}, connectTimeoutMs = 1000,
+}) {
+  const log = logger.child({ module: 'leader-relay' });
+
+  async function relay(req, res, next) {
+    const elector = leadership();
+    if (!elector.view().enabled) { next(); return; }
+    if (servedByAnyReplica(req)) {
+      if (req.path === '/v1/cluster' && !served()) await refreshFollowerView().catch(() => {});
+      next();
+      return;
+    }
+    const relayedBy = req.headers[RELAY_HEADERS.relayedBy];
+    if (relayedBy) {
+      if (!served()) { next(new AppError('NOT_LEADER', `this manager replica (${elector.identity}) does not lead, so it cannot serve a request relayed by ${relayedBy}`)); return; }
+      const left = Number(req.headers[RELAY_HEADERS.deadlineMs]);
+      if (Number.isFinite(left) && left > 0) req.relayDeadlineMs = left;
+      next();
+      return;
+    }
+    const expiresAt = clock.now() + relayBudgetMs(req, deadlines);
+    let body = null;
+    let lastProblem = 'no replica holds the Lease';
+    while (clock.now() < expiresAt) {
+      // This replica leads and the body is still unread: serve it here.
+      if (body === null && served()) { next(); return; }
+      const leader = elector.leader();
+      const target = leader?.self && !served() ? null : leader?.http;
+      if (target) {
+        try {
+          body ??= await readBody(req);
+          const answer = await forward(target, req, body, expiresAt - clock.now());
+          if (answer.notLeader) {
+            lastProblem = `${leader.identity} answered that it does not lead`;
+          } else {
+            send(res, answer, leader.identity);
+            return;
+          }
+        } catch (err) {
+          if (err instanceof AppError) { next(err); return; }
+          lastProblem = `the leader ${leader.identity} at ${target} did not answer (${err.cause?.code ?? err.message})`;
+          log.warn({ leader: leader.identity, target, err: lastProblem }, 'relay to the leader failed; waiting for a leader');
+        }
+      } else if (leader?.self) {
+        lastProblem = 'this replica has just become the leader and is loading its state';
+      }
+      await elector.changed(Math.min(250, Math.max(0, expiresAt - clock.now())));
+    }
+    next(new AppError('NO_LEADER', `no manager replica could serve ${req.method} ${req.path} within ${relayBudgetMs(req, deadlines)} ms: ${lastProblem}`));
+  }
+
+  async function forward(target, req, body, remainingMs) {
+    const headers = { [RELAY_HEADERS.relayedBy]: leadership().identity, [RELAY_HEADERS.deadlineMs]: String(Math.max(0, Math.floor(remainingMs))) };
+    for (const name of ['authorization', 'content-type', 'accept', 'x-request-id']) if (req.headers[name]) headers[name] = req.headers[name];
+    if (body.length > 0) headers['content-length'] = String(body.length);
+    const answer = await requestReplica(new URL(req.originalUrl, target), { method: req.method, headers }, body, { timeoutMs: remainingMs, connectTimeoutMs });
+    if (answer.status === 503 && answer.payload.includes('"NOT_LEADER"')) return { notLeader: true };
+    return answer;
+  }
+
+  function send(res, answer, leaderIdentity) {
+    res.status(answer.status).set(RELAY_HEADERS.servedBy, leaderIdentity);
+    if (answer.contentType) res.set('content-type', answer.contentType);
+    if (answer.location) res.set('location', answer.location);
+    res.end(answer.payload);
+  }
+
+  const router = Router();
+  mountRoute(router, LEADER_ROUTE, (input, res) => {
+    res.json(leadership().view());
+  });
+
+  return { relay, router };
+}
+
+// One HTTP request to another replica. A replica whose pod is gone may not even refuse the connection, so connecting
+// has its own short limit; the whole answer has the caller's remaining budget.
+function requestReplica(url, options, body, { timeoutMs, connectTimeoutMs }) {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(url, options, (res) => {
+      const chunks = [];
+      res.on('data', (chunk) => chunks.push(chunk));
+      res.on('end', () => {
+        clearTimeout(overall);
+        resolve({
+          status: res.statusCode, payload: Buffer.concat(chunks), contentType: res.headers['content-type'] ?? null, location: res.headers.location ?? null,
+        });
+      });
+      res.on('error', reject);
+    });
+    const overall = setTimeout(() => req.destroy(new Error(`no answer within ${Math.round(timeoutMs)} ms`)), Math.max(1, timeoutMs));
+    req.on('socket', (socket) => {
+      if (!socket.connecting) return;
+      const connectTimer = setTimeout(() => req.destroy(new Error(`could not connect within ${connectTimeoutMs} ms`)), connectTimeoutMs);
+      socket.once('connect', () => clearTimeout(connectTimer));
+      socket.once('close', () => clearTimeout(connectTimer));
+    });
+    req.on('error', (err) => { clearTimeout(overall); reject(err); });
+    req.end(body.length > 0 ? body : undefined);
+  });
+}
+
+// The raw body, within the API's body limit (the leader parses and checks it).
+function readBody(req) {
+  return new Promise((resolve, reject) => {
+    const chunks = [];
+    let size = 0;
+    req.on('data', (chunk) => {
+      size += chunk.length;
+      if (size > bodyLimitBytes) { reject(new AppError('PAYLOAD_TOO_LARGE', `request body exceeds ${bodyLimitBytes} bytes (${bodyLimitBytes / 1024} KiB)`)); req.destroy(); return; }
+      chunks.push(chunk);
+    });
+    req.on('end', () => resolve(Buffer.concat(chunks)));
+    req.on('error', reject);
+  });
+}

@@ -1,0 +1,119 @@
+// Manager replicas as real processes (node src/server.js), as the Deployment runs them: what a leader-election test
+// kills with SIGKILL or cuts off from the API server. Also a TCP relay in front of the API server that can be cut, and
+// a kubeconfig file for it.
+
+import { spawn, spawnSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { connect, createServer } from 'node:net';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+
+export async function freePort() {
+  const server = createServer();
+  await new Promise((resolve) => { server.listen(0, '127.0.0.1', resolve); });
+  const { port } = server.address();
+  await new Promise((resolve) => { server.close(resolve); });
+  return port;
+}
+
+// A kubeconfig file (JSON is YAML) for a server URL, its CA and a bearer token.
+export function writeKubeconfig(dir, name, { server, ca, token }) {
+  const file = join(dir, `${name}.kubeconfig`);
+  writeFileSync(file, JSON.stringify({
+    apiVersion: 'v1',
+    kind: 'Config',
+    clusters: [{ name: 'test', cluster: { server, 'certificate-authority-data': Buffer.from(ca).toString('base64') } }],
+    users: [{ name, user: { token } }],
+    contexts: [{ name, context: { cluster: 'test', user: name } }],
+    'current-context': name,
+  }), { mode: 0o600 });
+  return file;
+}
+
+// A TCP relay to 127.0.0.1:targetPort. cut(): every connection is closed and new ones are closed at once (the
+// manager's API calls fail as on a network partition); restore() lets them through again.
+export async function startTcpRelay(targetPort) {
+  const sockets = new Set();
+  let cut = false;
+  const server = createServer((client) => {
+    if (cut) { client.destroy(); return; }
+    const upstream = connect(targetPort, '127.0.0.1');
+    sockets.add(client);
+    sockets.add(upstream);
+    const drop = () => { client.destroy(); upstream.destroy(); sockets.delete(client); sockets.delete(upstream); };
+    client.on('error', drop).on('close', drop);
+    upstream.on('error', drop).on('close', drop);
+    client.pipe(upstream).pipe(client);
+  });
+  await new Promise((resolve) => { server.listen(0, '127.0.0.1', resolve); });
+  return {
+    port: server.address().port,
+    cut() { cut = true; for (const s of sockets) s.destroy(); sockets.clear(); },
+    restore() { cut = false; },
+    close: () => new Promise((resolve) => { for (const s of sockets) s.destroy(); server.close(resolve); }),
+  };
+}
+
+// node src/server.js with `env` (on top of a minimal environment), its JSON log lines kept. Resolves once /livez answers.
+export async function startManagerProcess({ name, env, startTimeoutMs = 30000 }) {
+  const port = await freePort();
+  const fullEnv = {
+    PATH: process.env.PATH, HOST: '127.0.0.1', PORT: String(port), LOG_LEVEL: 'info', POD_NAME: name, ...env,
+  };
+  const useSetpriv = !spawnSync('setpriv', ['--version']).error;
+  const args = [join(root, 'src', 'server.js')];
+  const child = useSetpriv
+    ? spawn('setpriv', ['--pdeathsig', 'KILL', process.execPath, ...args], { env: fullEnv, stdio: ['ignore', 'pipe', 'pipe'], cwd: root })
+    : spawn(process.execPath, args, { env: fullEnv, stdio: ['ignore', 'pipe', 'pipe'], cwd: root });
+  const lines = [];
+  let partial = '';
+  child.stdout.on('data', (chunk) => {
+    const text = partial + chunk;
+    const parts = text.split('\n');
+    partial = parts.pop();
+    for (const line of parts) {
+      try { lines.push(JSON.parse(line)); } catch { lines.push({ msg: line }); }
+    }
+  });
+  let stderr = '';
+  child.stderr.on('data', (chunk) => { stderr = (stderr + chunk).slice(-4000); });
+  const exited = new Promise((resolve) => { child.on('exit', (code, signal) => resolve({ code, signal })); });
+  const killOnExit = () => child.kill('SIGKILL');
+  process.on('exit', killOnExit);
+  const url = `http://127.0.0.1:${port}`;
+  const started = Date.now();
+  for (;;) {
+    const ok = await fetch(`${url}/livez`).then((r) => r.ok).catch(() => false);
+    if (ok) break;
+    if (Date.now() - started > startTimeoutMs) {
+      child.kill('SIGKILL');
+      throw new Error(`manager ${name} did not answer /livez within ${startTimeoutMs} ms; stderr: ${stderr}; log: ${JSON.stringify(lines.slice(-5))}`);
+    }
+    await new Promise((resolve) => { setTimeout(resolve, 100); });
+  }
+  return {
+    name,
+    url,
+    logs: () => lines,
+    stderr: () => stderr,
+    async kill(signal = 'SIGKILL') {
+      process.off('exit', killOnExit);
+      child.kill(signal);
+      const timer = setTimeout(() => child.kill('SIGKILL'), 30000);
+      const result = await exited;
+      clearTimeout(timer);
+      return result;
+    },
+    async json(path, { method = 'GET', body } = {}) {
+      const res = await fetch(`${url}${path}`, {
+        method, headers: body ? { 'content-type': 'application/json' } : {}, body: body ? JSON.stringify(body) : undefined,
+      });
+      const text = await res.text();
+      let parsed = null;
+      try { parsed = JSON.parse(text); } catch { parsed = text; }
+      return { status: res.status, body: parsed, servedBy: res.headers.get('x-rethinkdb-manager-served-by') };
+    },
+  };
+}

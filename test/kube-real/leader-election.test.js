@@ -1,0 +1,208 @@
+// Two manager replicas (node src/server.js, as the Deployment runs them) on one real kube-apiserver and one real
+// RethinkDB cluster: the Lease elects one; a leader killed with SIGKILL mid-migration is replaced and the migration
+// resumed from the pods' annotations; a preStop that arrives while nobody leads is answered within its deadline by
+// the replica that takes over; a leader cut off from the API server stops acting before the other one starts.
+// Each replica reaches the API server through its own TCP relay, which the test can cut.
+
+import { jest } from '@jest/globals';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { CoordinationV1Api, CoreV1Api } from '@kubernetes/client-node';
+import { startKubeApiServer } from '../helpers/kube-apiserver.js';
+import { NAMESPACE, seedRethinkDbCluster } from '../helpers/kube-objects.js';
+import { startManagerProcess, startTcpRelay, writeKubeconfig } from '../helpers/manager-process.js';
+import {
+  actingOf, eventually, primariesOf, readTables, settled, startRealCluster,
+} from '../helpers/real-cluster.js';
+
+jest.setTimeout(240000);
+
+const PLAN = [0, 1, 2, 3].map((i) => ({ pod: `rethinkdb-${i}`, node: `node-${i}`, podIp: `198.18.0.${10 + i}`, hostIp: `198.18.1.${10 + i}` }));
+const FAST = { LEADER_ELECTION_LEASE_DURATION_SECONDS: '4', LEADER_ELECTION_RENEW_DEADLINE_SECONDS: '3', LEADER_ELECTION_RETRY_PERIOD_SECONDS: '1' };
+
+let api;
+let cluster;
+let core;
+let dir;
+const replicas = [];
+const relays = [];
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'leader-election-'));
+  [api, cluster] = await Promise.all([startKubeApiServer(), startRealCluster()]);
+  core = api.kubeConfig.makeApiClient(CoreV1Api);
+  await seedRethinkDbCluster(api.kubeConfig, { plan: PLAN });
+}, 180000);
+
+afterEach(async () => {
+  for (const r of replicas.splice(0)) await r.kill('SIGKILL');
+  for (const relay of relays.splice(0)) await relay.close();
+  // The next test starts from a cluster in its first shape and without a Lease.
+  await api.kubeConfig.makeApiClient(CoordinationV1Api).deleteNamespacedLease({ name: 'rethinkdb-manager', namespace: NAMESPACE }).catch(() => {});
+});
+
+afterAll(async () => {
+  await cluster?.destroy();
+  await api?.stop();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+// A replica named `name` with its own relay to the API server.
+async function startReplica(name, env = {}) {
+  const relay = await startTcpRelay(Number(new URL(api.server).port));
+  relays.push(relay);
+  const kubeconfig = writeKubeconfig(dir, name, { server: `https://127.0.0.1:${relay.port}`, ca: api.ca, token: api.adminToken });
+  const replica = await startManagerProcess({
+    name,
+    env: {
+      RETHINKDB_HOST: cluster.servers.map((s) => `${s.host}:${s.driverPort}`).join(','),
+      KUBERNETES_MODE: 'kubeconfig', KUBECONFIG: kubeconfig, KUBERNETES_NAMESPACE: NAMESPACE, AUTH_MODE: 'none',
+      MONITOR_ENABLED: 'false', NODE_WATCH_ENABLED: 'false', ACTION_DEADLINE_SECONDS: '30', ...env,
+    },
+  });
+  replicas.push(replica);
+  return { ...replica, relay };
+}
+
+const leaderView = async (r) => (await r.json('/v1/leader')).body;
+async function electedPair(env = FAST) {
+  const a = await startReplica('manager-a', env);
+  const b = await startReplica('manager-b', env);
+  await eventually(async () => {
+    const [va, vb] = await Promise.all([leaderView(a), leaderView(b)]);
+    const ready = await Promise.all([a, b].map((r) => r.json('/readyz')));
+    return va.leader && va.leader === vb.leader && ready.every((x) => x.status === 200);
+  }, { timeoutMs: 30000, what: 'one leader both replicas agree on, both ready' });
+  const leading = (await leaderView(a)).leading;
+  return leading ? { leader: a, follower: b } : { leader: b, follower: a };
+}
+
+const annotationsOf = async (pod) => (await core.readNamespacedPod({ name: pod, namespace: NAMESPACE })).metadata.annotations ?? {};
+const epochMs = (time) => (typeof time === 'number' ? time : Date.parse(time));
+const logTime = (r, msg) => { const line = r.logs().find((l) => l.msg === msg); return line ? epochMs(line.time) : null; };
+const auditTimes = (r) => r.logs().filter((l) => l.audit === true).map((l) => epochMs(l.time));
+
+describe('two manager replicas on one Lease', () => {
+  test('when two replicas start, then exactly one leads, both are ready, the follower serves reads itself and relays an action to the leader', async () => {
+    const { leader, follower } = await electedPair();
+    const [lv, fv] = await Promise.all([leaderView(leader), leaderView(follower)]);
+    expect(lv).toMatchObject({ enabled: true, leading: true, leader: lv.identity });
+    expect(fv).toMatchObject({ enabled: true, leading: false, leader: lv.identity, leaderAddress: leader.url });
+    expect((await follower.json('/readyz')).body).toMatchObject({ status: 'ready', role: 'follower', leader: lv.identity });
+    const read = await follower.json('/v1/cluster');
+    expect(read.status).toBe(200);
+    expect(read.servedBy).toBeNull();
+    expect(read.body.leadership).toMatchObject({ leading: false, leader: lv.identity });
+    const action = await follower.json('/v1/actions/rebalance-primaries?dryRun=true', { method: 'POST', body: {} });
+    expect(action.status).toBe(200);
+    expect(action.servedBy).toBe(lv.identity);
+    const lease = await api.kubeConfig.makeApiClient(CoordinationV1Api).readNamespacedLease({ name: 'rethinkdb-manager', namespace: NAMESPACE });
+    expect(lease.spec.holderIdentity).toBe(lv.identity);
+    expect(lease.metadata.annotations['rethinkdb-manager.io/leader-http']).toBe(leader.url);
+  });
+
+  test('when the leader is killed (SIGKILL) mid-migration, then the other replica leads within the lease duration plus one retry period, resumes the migration from the annotations, and the shard map ends as a migration without a crash ends', async () => {
+    const { leader, follower } = await electedPair();
+    const started = await leader.json('/v1/actions/migrate-replicas-off', { method: 'POST', body: { server: 'rethinkdb_3' } });
+    expect(started.status).toBe(202);
+    const opPath = `/v1/operations/${started.body.operation.id}`;
+    // Mid-migration: the migration record is on the pod and the operation has moved at least one replica, not all.
+    const midway = await eventually(async () => {
+      const op = (await leader.json(opPath)).body;
+      const annotated = Boolean((await annotationsOf('rethinkdb-3'))['rethinkdb-manager.io/migration']);
+      return annotated && op.status === 'running' && op.steps.length >= 1 && op;
+    }, { timeoutMs: 20000, intervalMs: 20, what: 'the migration under way and persisted' });
+    const killedAt = Date.now();
+    await leader.kill('SIGKILL');
+    const tookOverAt = await eventually(async () => (await leaderView(follower)).leading && Date.now(), { timeoutMs: 30000, intervalMs: 50, what: 'the follower to lead' });
+    // Lease 4 s + retry 1 s, and 500 ms for this test's polling and the process's scheduling.
+    expect(tookOverAt - killedAt).toBeLessThanOrEqual(4000 + 1000 + 500);
+    const reconciled = await eventually(async () => {
+      const c = (await follower.json('/v1/cluster')).body;
+      return c.reconciliation?.resumed?.length === 1 && c.reconciliation;
+    }, { timeoutMs: 20000, what: 'the new leader to reconcile' });
+    expect(reconciled.resumed[0]).toMatchObject({ server: 'rethinkdb_3', action: 'migrate-replicas-off', previousOperation: started.body.operation.id, outcome: 'resumed' });
+    const resumed = await eventually(async () => {
+      const op = (await follower.json(`/v1/operations/${reconciled.resumed[0].operation}`)).body;
+      return op.status !== 'running' && op;
+    }, { timeoutMs: 60000, what: 'the resumed migration to finish' });
+    expect(resumed.status).toBe('succeeded');
+    const t = await eventually(() => settled(cluster), { timeoutMs: 30000, what: 'every shard settled' });
+    for (const name of Object.keys(t.config)) {
+      for (const shard of t.config[name].shards) {
+        expect(shard.replicas).toHaveLength(3);
+        expect(shard.replicas).not.toContain('rethinkdb_3');
+        expect(shard.nonvoting_replicas).toEqual([]);
+      }
+      expect(t.status[name].status.all_replicas_ready).toBe(true);
+    }
+    expect((await annotationsOf('rethinkdb-3'))['rethinkdb-manager.io/migration']).toBeUndefined();
+    expect(midway.steps.length).toBeGreaterThanOrEqual(1);
+  });
+
+  test('when a preStop arrives at the follower right after the leader is killed (default timings), then it is answered within PRESTOP_DEADLINE_SECONDS with the pod\'s primaries off', async () => {
+    // The previous test moved every replica off rethinkdb_3: its pod has nothing to hand over, rethinkdb-1 has.
+    const { leader, follower } = await electedPair({});
+    const before = await readTables(cluster);
+    expect(Object.keys(before.config).flatMap((name) => primariesOf(before, name))).toContain('rethinkdb_1');
+    await leader.kill('SIGKILL');
+    const sentAt = Date.now();
+    const answer = await follower.json('/v1/hooks/prestop?pod=rethinkdb-1', { method: 'POST' });
+    const tookMs = Date.now() - sentAt;
+    expect(answer.status).toBe(200);
+    expect(answer.body).toMatchObject({ server: 'rethinkdb_1', primariesOff: true });
+    expect(tookMs).toBeLessThan(20000);
+    const t = await readTables(cluster);
+    for (const name of Object.keys(t.config)) {
+      expect(primariesOf(t, name)).not.toContain('rethinkdb_1');
+      expect(actingOf(t, name).flat()).not.toContain('rethinkdb_1');
+    }
+    // Served by the follower once it led (it relayed to itself after reading the hook's empty body).
+    expect((await leaderView(follower)).leading).toBe(true);
+    process.stdout.write(`preStop during a leader change (lease 15 s, renew 10 s, retry 2 s): answered in ${tookMs} ms\n`);
+  });
+
+  test('when the leader\'s connection to the API server is cut, then it stops acting before the other replica starts: no audit record of one falls inside the other\'s leadership', async () => {
+    // Short budgets: a replica cut off from the API server cannot learn who leads next, so what it is sent waits out
+    // its budget and is answered 503 NO_LEADER.
+    const { leader, follower } = await electedPair({ ...FAST, ACTION_DEADLINE_SECONDS: '3', PRESTOP_DEADLINE_SECONDS: '3' });
+    // Operator actions sent to each replica every 200 ms: each is served by whoever leads (or refused).
+    let sending = true;
+    const answers = [];
+    const send = async () => {
+      while (sending) {
+        for (const r of [leader, follower]) {
+          const res = await r.json('/v1/actions/rebalance-primaries', { method: 'POST', body: {} }).catch((err) => ({ status: 0, err }));
+          answers.push({ to: r.name, at: Date.now(), status: res.status, servedBy: res.servedBy });
+        }
+        await new Promise((resolve) => { setTimeout(resolve, 200); });
+      }
+    };
+    const sender = send();
+    await new Promise((resolve) => { setTimeout(resolve, 1000); });
+    const cutAt = Date.now();
+    leader.relay.cut();
+    await eventually(async () => (await leaderView(follower)).leading, { timeoutMs: 30000, intervalMs: 100, what: 'the other replica to lead' });
+    await new Promise((resolve) => { setTimeout(resolve, 2000); });
+    sending = false;
+    await sender;
+    const stoppedAt = logTime(leader, 'stopped leading: no more writes from this replica');
+    const startedAt = logTime(follower, 'became the leader');
+    expect(stoppedAt).not.toBeNull();
+    expect(startedAt).not.toBeNull();
+    // The old leader stopped within its renew deadline (3 s) of the cut plus a retry period; the new one started
+    // at least (lease duration - renew deadline) after the old one's last renewal, so after the old one stopped.
+    expect(stoppedAt - cutAt).toBeLessThanOrEqual(3000 + 1000);
+    expect(startedAt).toBeGreaterThan(stoppedAt);
+    const leaderAudits = auditTimes(leader);
+    const followerAudits = auditTimes(follower);
+    expect(leaderAudits.length).toBeGreaterThan(0);
+    expect(followerAudits.length).toBeGreaterThan(0);
+    expect(Math.max(...leaderAudits)).toBeLessThan(startedAt);
+    expect(Math.min(...followerAudits)).toBeGreaterThan(stoppedAt);
+    // Every action answered 200 was served by one of the two; while nobody led, the answer was a 503 at worst.
+    expect(answers.filter((a) => ![200, 503].includes(a.status))).toEqual([]);
+    process.stdout.write(`API cut: old leader stopped ${stoppedAt - cutAt} ms after the cut, the new one started ${startedAt - stoppedAt} ms after that\n`);
+  });
+});
