@@ -1,7 +1,8 @@
 #!/bin/sh
 # Creates the eviction webhook's serving certificate and wires it in (README, "Node maintenance"):
 #   1. a CA and a certificate for the Service rethinkdb-manager.NAMESPACE.svc, signed by it (openssl);
-#   2. the Secret rethinkdb-manager-webhook-tls (type kubernetes.io/tls) the manager mounts;
+#   2. the Secret rethinkdb-manager-webhook-tls (type kubernetes.io/tls) the manager mounts, with the CA as ca.crt
+#      (a follower replica checks the leader's certificate with it when it passes an eviction review on);
 #   3. the CA as caBundle of the ValidatingWebhookConfiguration rethinkdb-manager-eviction.
 # Run it after `kubectl apply -k deploy/k8s/` (the webhook configuration must exist), and again before the
 # certificate expires (DAYS, 365 by default); the manager reloads the files within a minute and the Secret update
@@ -27,7 +28,8 @@ printf 'subjectAltName=DNS:%s,DNS:%s.%s,DNS:%s.%s.svc,DNS:%s.%s.svc.cluster.loca
 openssl x509 -req -in "$dir/tls.csr" -CA "$dir/ca.crt" -CAkey "$dir/ca.key" -CAcreateserial \
   -out "$dir/tls.crt" -days "$DAYS" -extfile "$dir/ext.cnf" 2>/dev/null
 
-kubectl -n "$NAMESPACE" create secret tls "$SECRET" --cert="$dir/tls.crt" --key="$dir/tls.key" \
+kubectl -n "$NAMESPACE" create secret generic "$SECRET" --type=kubernetes.io/tls \
+  --from-file=tls.crt="$dir/tls.crt" --from-file=tls.key="$dir/tls.key" --from-file=ca.crt="$dir/ca.crt" \
   --dry-run=client -o yaml | kubectl apply -f -
 ca_bundle="$(base64 < "$dir/ca.crt" | tr -d '\n')"
 kubectl patch validatingwebhookconfiguration "$WEBHOOK" --type=json \

@@ -60,6 +60,8 @@ const KEYS = [
   { env: 'WEBHOOK_PORT', field: 'webhook.port', parse: integer(0, 65535), default: 8443 },
   { env: 'WEBHOOK_TLS_CERT_FILE', field: 'webhook.certFile', parse: nonEmptyString, default: undefined },
   { env: 'WEBHOOK_TLS_KEY_FILE', field: 'webhook.keyFile', parse: nonEmptyString, default: undefined },
+  { env: 'WEBHOOK_TLS_CA_FILE', field: 'webhook.caFile', parse: nonEmptyString, default: undefined },
+  { env: 'WEBHOOK_TLS_SERVER_NAME', field: 'webhook.serverName', parse: nonEmptyString, default: undefined },
   { env: 'WEBHOOK_EVICTION_DEADLINE_SECONDS', field: 'webhook.evictionDeadlineSeconds', parse: integer(1, 9), default: 8 },
   { env: 'WEBHOOK_EVICTION_HOLD_SECONDS', field: 'webhook.evictionHoldSeconds', parse: integer(10, 86400), default: 300 },
   { env: 'LEADER_ELECTION_ENABLED', field: 'leaderElection.enabled', parse: boolean, default: true },
@@ -116,6 +118,7 @@ export function loadConfig(env) {
     problems.push('WEBHOOK_TLS_CERT_FILE and WEBHOOK_TLS_KEY_FILE go together (the eviction webhook is served only with both)');
   }
   config.webhook.enabled = Boolean(config.webhook.certFile && config.webhook.keyFile);
+  config.webhook.serverName ??= `rethinkdb-manager.${config.kubernetes.namespace}.svc`;
   // Leader election needs a Kubernetes API (the Lease) and a real database: the sandbox is one process.
   config.leaderElection.active = config.leaderElection.enabled && config.backend !== 'sandbox' && config.kubernetes.mode !== 'off';
   const le = config.leaderElection;

@@ -7,6 +7,7 @@ import { createReconfigurer } from './actions/reconfigurer.js';
 import { createApp } from './app.js';
 import { createAudit } from './audit/audit.js';
 import { createAuthenticator } from './auth/authenticator.js';
+import { AppError } from './errors.js';
 import { createEvents } from './events/events.js';
 import { createExecutor } from './events/executor.js';
 import { createLeaderElector, fenceWrites, soleLeader } from './events/leader-election.js';
@@ -25,6 +26,7 @@ import { createSandboxRoutes } from './routes/sandbox-routes.js';
 import { createWebhookApp } from './routes/webhook-routes.js';
 import { createStateStore } from './state/state-store.js';
 import { reconcileState } from './state/reconcile.js';
+import { createReviewRelay } from './webhook-server.js';
 
 // staticToken: the bearer token read from AUTH_STATIC_TOKEN_FILE (AUTH_MODE=static only).
 // stateLoaded: the caller vouches that there is no persisted state to load (a fresh sandbox), so the manager
@@ -101,12 +103,17 @@ export function createManager({
 
   // This replica leads (or is the only one): load and reconcile the persisted state, then take work and watch the
   // nodes. Returns whether it started.
+  // One at a time: a replica that loses and regains the Lease while it is still loading waits for that load first.
   let nodeWatch = null;
-  async function lead() {
-    await reconcile();
-    if (!work.started()) return false;
-    nodeWatch ??= watchNodes();
-    return true;
+  let leading = Promise.resolve(false);
+  function lead() {
+    leading = leading.catch(() => false).then(async () => {
+      await reconcile();
+      if (!work.started()) return false;
+      nodeWatch ??= watchNodes();
+      return true;
+    });
+    return leading;
   }
 
   // This replica no longer leads: no new work, no node watch. Work already running meets the fence at its next write.
@@ -158,7 +165,20 @@ export function createManager({
   }
 
   // The eviction webhook's app, served over TLS on its own port by src/webhook-server.js.
-  const webhookApp = createWebhookApp({ maintenance, work, logger });
+  const reviewRelay = config.webhook?.enabled ? createReviewRelay({
+    caFile: config.webhook.caFile, certFile: config.webhook.certFile, serverName: config.webhook.serverName, relayedBy: () => elector.identity,
+    timeoutMs: config.webhook.evictionDeadlineSeconds * 1000 + 500,
+  }) : null;
+  const webhookApp = createWebhookApp({
+    maintenance, work, logger,
+    relayReview: async (review) => {
+      if (!elector.view().enabled || (elector.isLeading() && work.started())) return null;
+      const leader = elector.leader();
+      if (!leader?.webhook || leader.self) throw new AppError('NO_LEADER', 'no manager replica leads now');
+      if (!reviewRelay) throw new AppError('NO_LEADER', "this replica does not lead and has no CA to check the leader's webhook certificate with (WEBHOOK_TLS_CA_FILE, or ca.crt beside the certificate)");
+      return reviewRelay(leader.webhook, review);
+    },
+  });
 
   // One round of periodic work: expire perf warnings (and retry restores), end departures (and restore the
   // heartbeat timeout), retry unfinished migrations that are due, give back the votes a Raft leadership move still

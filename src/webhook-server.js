@@ -2,8 +2,9 @@
 // pod; see README "Node maintenance"). A renewed certificate (cert-manager rewrites the files) is picked up
 // without a restart: the files are checked every reloadIntervalMs and the TLS context is replaced when they change.
 
-import { readFileSync, statSync } from 'node:fs';
-import { createServer } from 'node:https';
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { createServer, request as httpsRequest } from 'node:https';
 
 // Resolves with { server, port, close } once listening; rejects with a clear message if the port is taken
 // (err.code 'WEBHOOK_LISTEN_FAILED') or the files cannot be read (err.code 'WEBHOOK_TLS_UNREADABLE').
@@ -48,5 +49,36 @@ export async function startWebhookServer({
         close: () => new Promise((done) => { clearInterval(timer); server.close(() => done()); server.closeAllConnections(); }),
       });
     });
+  });
+}
+
+// A follower's eviction reviews go to the leader's webhook (the API server may call either replica behind the
+// Service). The leader's certificate is checked against the CA (WEBHOOK_TLS_CA_FILE, else ca.crt beside the serving
+// certificate, as deploy/webhook-cert.sh and cert-manager write it) for serverName, the Service's DNS name the
+// certificate is made for. Returns null when there is no CA to check it with: the follower then does not relay.
+export function createReviewRelay({ caFile = null, certFile, serverName, relayedBy, timeoutMs }) {
+  const path = caFile ?? (certFile ? join(dirname(certFile), 'ca.crt') : null);
+  if (!path || !existsSync(path)) return null;
+  return (leaderWebhook, review) => new Promise((resolve, reject) => {
+    const body = Buffer.from(JSON.stringify(review));
+    const url = new URL('/v1/admission/eviction', leaderWebhook);
+    const req = httpsRequest(url, {
+      method: 'POST', ca: readFileSync(path), servername: serverName,
+      headers: { 'content-type': 'application/json', 'content-length': body.length, 'x-rethinkdb-manager-relayed-by': relayedBy() },
+    }, (res) => {
+      const chunks = [];
+      res.on('data', (c) => chunks.push(c));
+      res.on('end', () => {
+        try {
+          if (res.statusCode !== 200) throw new Error(`the leader's webhook answered ${res.statusCode}`);
+          resolve(JSON.parse(Buffer.concat(chunks)));
+        } catch (err) {
+          reject(err);
+        }
+      });
+    });
+    req.setTimeout(timeoutMs, () => req.destroy(new Error(`the leader's webhook did not answer within ${timeoutMs} ms`)));
+    req.on('error', reject);
+    req.end(body);
   });
 }

@@ -7,7 +7,9 @@ import express from 'express';
 
 const API_VERSION = 'admission.k8s.io/v1';
 
-export function createWebhookApp({ maintenance, work, logger }) {
+// relayReview(review): resolves with the leader's answer when this replica must not review it itself (a follower),
+// null when it reviews it; rejects when a follower cannot reach the leader.
+export function createWebhookApp({ maintenance, work, logger, relayReview = async () => null }) {
   const log = logger.child({ module: 'webhook' });
   const app = express();
   app.disable('x-powered-by');
@@ -29,6 +31,14 @@ export function createWebhookApp({ maintenance, work, logger }) {
       dryRun: request.dryRun === true, user: request.userInfo?.username ?? null,
     };
     try {
+      // A follower passes the review on to the leader (never a review passed on already) and answers with its answer.
+      const relayedBy = req.headers['x-rethinkdb-manager-relayed-by'];
+      if (relayedBy) log.info({ pod: ask.pod, relayedBy }, 'eviction review passed on by a follower');
+      const fromLeader = relayedBy ? null : await relayReview(req.body);
+      if (fromLeader?.response) {
+        reply({ ...fromLeader.response, uid: request.uid });
+        return;
+      }
       const answer = await work.track(() => maintenance.reviewEviction(ask));
       reply({
         allowed: answer.allowed,
@@ -36,8 +46,9 @@ export function createWebhookApp({ maintenance, work, logger }) {
         ...(answer.warnings?.length ? { warnings: answer.warnings.map((w) => w.slice(0, 250)) } : {}),
       });
     } catch (err) {
-      // Starting (the persisted state not loaded yet) or shutting down: the manager cannot act, so the eviction goes
-      // ahead as if the manager were down (the webhook's failurePolicy Ignore), with a warning that says so.
+      // Starting (the persisted state not loaded yet), shutting down, or a follower that cannot reach the leader: the
+      // manager cannot act, so the eviction goes ahead as if the manager were down (the webhook's failurePolicy
+      // Ignore), with a warning that says so.
       const message = `rethinkdb-k8s-manager did not act: ${err.message}; the eviction goes ahead without demoting primaries first`;
       log.warn({ pod: ask.pod, err: err.message }, 'eviction allowed: the manager takes no work now');
       reply({ allowed: true, warnings: [message.slice(0, 250)] });

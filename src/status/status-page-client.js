@@ -142,7 +142,10 @@
 
   function renderHeader() {
     const c = last.cluster;
-    document.getElementById('backend').textContent = c ? `backend: ${c.backend}` : 'backend: unknown';
+    // With several replicas: which one leads, and whether this page is served by it.
+    const election = c && c.leadership;
+    const leaderText = !election || !election.enabled ? '' : election.leading ? `; leader: this replica (${election.identity})` : `; leader: ${election.leader || 'none now'} (this replica follows)`;
+    document.getElementById('backend').textContent = c ? `backend: ${c.backend}${leaderText}` : 'backend: unknown';
     document.getElementById('updated').textContent = last.at ? `updated ${formatTime(last.at.toISOString())} UTC` : 'not loaded yet';
     const monitor = c && c.monitor;
     const monitorText = !c ? '' : !monitor ? '; no monitor' : !monitor.enabled ? '; monitor off' : `; monitor polled ${monitor.lastPollAt ? `${formatTime(monitor.lastPollAt)} UTC` : 'not yet'}`;

@@ -13,17 +13,18 @@ import { commandExists } from '../helpers/deploy-files.js';
 
 const SCRIPT = join(process.cwd(), 'deploy', 'webhook-cert.sh');
 
-// kubectl stand-in: `create secret tls ... --cert=F --key=F --dry-run=client -o yaml` prints the Secret as kubectl
-// would; `apply -f -` keeps its input; `patch` keeps its arguments.
+// kubectl stand-in: `create secret generic NAME --type=kubernetes.io/tls --from-file=KEY=F ... --dry-run=client -o yaml`
+// prints the Secret as kubectl would; `apply -f -` keeps its input; `patch` keeps its arguments.
 function run(env = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'webhook-cert-'));
   writeFileSync(join(dir, 'kubectl'), `#!/bin/sh
 printf '%s\\n' "$*" >> "${dir}/calls"
 case "$1 $2 $3 $4 $5" in
-  *"create secret tls"*)
-    for a in "$@"; do case "$a" in --cert=*) cert="\${a#--cert=}";; --key=*) key="\${a#--key=}";; esac; done
-    printf 'apiVersion: v1\\nkind: Secret\\nmetadata:\\n  name: %s\\n  namespace: %s\\ntype: kubernetes.io/tls\\ndata:\\n  tls.crt: %s\\n  tls.key: %s\\n' \\
-      "$6" "$2" "$(base64 < "$cert" | tr -d '\\n')" "$(base64 < "$key" | tr -d '\\n')";;
+  *"create secret generic"*)
+    printf 'apiVersion: v1\\nkind: Secret\\nmetadata:\\n  name: %s\\n  namespace: %s\\n' "$6" "$2"
+    for a in "$@"; do case "$a" in --type=*) printf 'type: %s\\n' "\${a#--type=}";; esac; done
+    printf 'data:\\n'
+    for a in "$@"; do case "$a" in --from-file=*) kv="\${a#--from-file=}"; printf '  %s: %s\\n' "\${kv%%=*}" "$(base64 < "\${kv#*=}" | tr -d '\\n')";; esac; done;;
 esac
 case "$1" in apply) cat > "${dir}/applied.yaml";; patch) printf '%s' "$*" > "${dir}/patch";; esac
 `);
@@ -41,7 +42,9 @@ describe('deploy/webhook-cert.sh', () => {
     expect(result.stderr).toBe('');
     expect(result.status).toBe(0);
     // The two ends of the pipe run at once, so the order of the first two calls varies.
-    expect(calls.split('\n')).toContainEqual(expect.stringMatching(/^-n dbs create secret tls rethinkdb-manager-webhook-tls --cert=\S+ --key=\S+ --dry-run=client -o yaml$/));
+    expect(calls.split('\n')).toContainEqual(expect.stringMatching(
+      /^-n dbs create secret generic rethinkdb-manager-webhook-tls --type=kubernetes.io\/tls --from-file=tls.crt=\S+ --from-file=tls.key=\S+ --from-file=ca.crt=\S+ --dry-run=client -o yaml$/,
+    ));
     const secret = parse(applied);
     expect(secret).toMatchObject({ kind: 'Secret', type: 'kubernetes.io/tls', metadata: { name: 'rethinkdb-manager-webhook-tls', namespace: 'dbs' } });
     const certPem = Buffer.from(secret.data['tls.crt'], 'base64');
@@ -53,6 +56,8 @@ describe('deploy/webhook-cert.sh', () => {
     expect(patch).toMatch(/^patch validatingwebhookconfiguration rethinkdb-manager-eviction --type=json -p /);
     expect(ops).toEqual([{ op: 'add', path: '/webhooks/0/clientConfig/caBundle', value: expect.any(String) }]);
     const ca = new X509Certificate(Buffer.from(ops[0].value, 'base64'));
+    // The Secret carries the same CA, for a follower replica to check the leader's certificate with.
+    expect(secret.data['ca.crt']).toBe(ops[0].value);
     expect(cert.verify(ca.publicKey)).toBe(true);
     expect(cert.checkPrivateKey(createPrivateKey(keyPem))).toBe(true);
     expect(() => createSecureContext({ cert: certPem, key: keyPem })).not.toThrow();

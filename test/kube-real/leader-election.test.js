@@ -6,12 +6,15 @@
 
 import { jest } from '@jest/globals';
 import { mkdtempSync, rmSync } from 'node:fs';
+import { request as httpsRequest } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoordinationV1Api, CoreV1Api } from '@kubernetes/client-node';
 import { startKubeApiServer } from '../helpers/kube-apiserver.js';
 import { NAMESPACE, seedRethinkDbCluster } from '../helpers/kube-objects.js';
-import { startManagerProcess, startTcpRelay, writeKubeconfig } from '../helpers/manager-process.js';
+import { freePort, startManagerProcess, startTcpRelay, writeKubeconfig } from '../helpers/manager-process.js';
+import { evictionReview } from '../helpers/harness.js';
+import { makeWebhookCertificate } from '../helpers/webhook-tls.js';
 import {
   actingOf, eventually, primariesOf, readTables, settled, startRealCluster,
 } from '../helpers/real-cluster.js';
@@ -25,11 +28,14 @@ let api;
 let cluster;
 let core;
 let dir;
+let tls;
 const replicas = [];
 const relays = [];
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'leader-election-'));
+  // Both replicas serve the eviction webhook with one certificate, its CA beside it as ca.crt (as in the Secret).
+  tls = makeWebhookCertificate();
   [api, cluster] = await Promise.all([startKubeApiServer(), startRealCluster()]);
   core = api.kubeConfig.makeApiClient(CoreV1Api);
   await seedRethinkDbCluster(api.kubeConfig, { plan: PLAN });
@@ -46,23 +52,42 @@ afterAll(async () => {
   await cluster?.destroy();
   await api?.stop();
   if (dir) rmSync(dir, { recursive: true, force: true });
+  tls?.remove();
 });
+
+// An AdmissionReview sent to a replica's webhook as the API server sends it (TLS, checked with the CA).
+function review(replica, body) {
+  return new Promise((resolve, reject) => {
+    const payload = JSON.stringify(body);
+    const req = httpsRequest(`https://127.0.0.1:${replica.webhookPort}/v1/admission/eviction`, {
+      method: 'POST', ca: tls.ca, servername: 'localhost', headers: { 'content-type': 'application/json' },
+    }, (res) => {
+      let text = '';
+      res.on('data', (c) => { text += c; });
+      res.on('end', () => resolve({ status: res.statusCode, body: JSON.parse(text) }));
+    });
+    req.on('error', reject);
+    req.end(payload);
+  });
+}
 
 // A replica named `name` with its own relay to the API server.
 async function startReplica(name, env = {}) {
   const relay = await startTcpRelay(Number(new URL(api.server).port));
   relays.push(relay);
   const kubeconfig = writeKubeconfig(dir, name, { server: `https://127.0.0.1:${relay.port}`, ca: api.ca, token: api.adminToken });
+  const webhookPort = await freePort();
   const replica = await startManagerProcess({
     name,
     env: {
+      WEBHOOK_TLS_CERT_FILE: tls.certFile, WEBHOOK_TLS_KEY_FILE: tls.keyFile, WEBHOOK_PORT: String(webhookPort), WEBHOOK_TLS_SERVER_NAME: 'localhost',
       RETHINKDB_HOST: cluster.servers.map((s) => `${s.host}:${s.driverPort}`).join(','),
       KUBERNETES_MODE: 'kubeconfig', KUBECONFIG: kubeconfig, KUBERNETES_NAMESPACE: NAMESPACE, AUTH_MODE: 'none',
       MONITOR_ENABLED: 'false', NODE_WATCH_ENABLED: 'false', ACTION_DEADLINE_SECONDS: '30', ...env,
     },
   });
   replicas.push(replica);
-  return { ...replica, relay };
+  return { ...replica, relay, webhookPort };
 }
 
 const leaderView = async (r) => (await r.json('/v1/leader')).body;
@@ -97,6 +122,12 @@ describe('two manager replicas on one Lease', () => {
     const action = await follower.json('/v1/actions/rebalance-primaries?dryRun=true', { method: 'POST', body: {} });
     expect(action.status).toBe(200);
     expect(action.servedBy).toBe(lv.identity);
+    // An eviction review that reaches the follower is passed on to the leader's webhook, which answers it.
+    const viaFollower = await review(follower, evictionReview({ pod: 'rethinkdb-2', dryRun: true }));
+    expect(viaFollower.status).toBe(200);
+    expect(viaFollower.body.response).toMatchObject({ uid: 'uid-rethinkdb-2', allowed: true });
+    expect(JSON.stringify(viaFollower.body.response.warnings ?? [])).not.toMatch(/did not act/);
+    expect(leader.logs().filter((l) => l.msg === 'eviction review passed on by a follower').map((l) => l.pod)).toEqual(['rethinkdb-2']);
     const lease = await api.kubeConfig.makeApiClient(CoordinationV1Api).readNamespacedLease({ name: 'rethinkdb-manager', namespace: NAMESPACE });
     expect(lease.spec.holderIdentity).toBe(lv.identity);
     expect(lease.metadata.annotations['rethinkdb-manager.io/leader-http']).toBe(leader.url);

@@ -89,6 +89,21 @@ describe('the manager\'s ServiceAccount with only the rules derived from KUBE_CA
         await cordon(false);
       }
     },
+    // The election's calls in turn: a read of no Lease, a create, a read of it, and an update at its version.
+    getLease: async () => {
+      expect(await kube.getLease('least-privilege')).toBeNull();
+      const created = await kube.writeLease('least-privilege', { spec: { holderIdentity: 'a', leaseDurationSeconds: 15 }, annotations: {} });
+      expect(await kube.getLease('least-privilege')).toMatchObject({ holderIdentity: 'a', resourceVersion: created.resourceVersion });
+      return created;
+    },
+    writeLease: async () => {
+      const lease = await kube.getLease('least-privilege') ?? await kube.writeLease('least-privilege', { spec: { holderIdentity: 'a' }, annotations: {} });
+      const updated = await kube.writeLease('least-privilege', { resourceVersion: lease.resourceVersion, spec: { holderIdentity: 'b', leaseDurationSeconds: 15 }, annotations: { x: 'y' } });
+      expect(updated).toMatchObject({ holderIdentity: 'b', annotations: { x: 'y' } });
+      // A write at a version that is no longer current is a lost race, not an error.
+      expect(await kube.writeLease('least-privilege', { resourceVersion: lease.resourceVersion, spec: { holderIdentity: 'c' }, annotations: {} })).toBeNull();
+      return updated;
+    },
     createPodEvent: async () => kube.createPodEvent({ pod: await kube.getPod('rethinkdb-1'), reason: 'Test', message: 'least privilege' }),
   };
 
@@ -142,6 +157,8 @@ describe('the manager\'s ServiceAccount with only the rules derived from KUBE_CA
     { group: 'apps', resource: 'statefulsets', verb: 'get', namespace: NAMESPACE },
     { group: 'metrics.k8s.io', resource: 'pods', verb: 'create', namespace: NAMESPACE },
     { group: 'authentication.k8s.io', resource: 'tokenreviews', verb: 'delete' },
+    { group: 'coordination.k8s.io', resource: 'leases', verb: 'delete', namespace: NAMESPACE },
+    { group: 'coordination.k8s.io', resource: 'leases', verb: 'get', namespace: 'kube-system' },
     { group: '', resource: 'serviceaccounts', subresource: 'token', verb: 'create', namespace: NAMESPACE },
   ].map((a) => [describeAccess(a), a]))('when asked whether it may %s, then RBAC says no', async (_, access) => {
     expect(await allowed(access)).toBe(false);
