@@ -23,7 +23,8 @@ export function planCreateReplica(cluster, tableId, shardIndex, serverId, { drai
   return { moves: [{ tableId, shard: shardIndex, from: null, to: serverId }], skipped: [] };
 }
 
-// Move every replica off `serverId`, each to the connected, non-draining server holding the fewest replicas.
+// Move every replica off `serverId`, each to the connected, non-draining server holding the fewest replicas (or to the
+// server a half-done move already staged a nonvoting replica on).
 export function planMigrateReplicasOff(cluster, serverId, { draining = [] } = {}) {
   const view = createView(cluster, { draining: [...draining, serverId] });
   const counts = countReplicas(cluster.tables);
@@ -33,7 +34,10 @@ export function planMigrateReplicasOff(cluster, serverId, { draining = [] } = {}
   for (const table of cluster.tables) {
     for (const shard of table.shards) {
       if (!shard.replicas.includes(serverId)) continue;
-      const to = pickLeastLoaded(view, hosts.filter((id) => !shard.replicas.includes(id)), counts);
+      // A nonvoting replica staged by a move that did not finish (a manager that stopped between staging and
+      // finalizing, its journal write lost): finish that move rather than look for a server the shard does not use.
+      const staged = shard.nonvoting.find((id) => id !== serverId && hosts.includes(id));
+      const to = staged ?? pickLeastLoaded(view, hosts.filter((id) => !shard.replicas.includes(id)), counts);
       if (to === null) {
         skipped.push({ tableId: table.id, shard: shard.index, reason: 'no connected, non-draining server without a replica of this shard' });
         continue;

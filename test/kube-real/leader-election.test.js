@@ -158,7 +158,8 @@ describe('two manager replicas on one Lease', () => {
       const op = (await follower.json(`/v1/operations/${reconciled.resumed[0].operation}`)).body;
       return op.status !== 'running' && op;
     }, { timeoutMs: 60000, what: 'the resumed migration to finish' });
-    expect(resumed.status).toBe('succeeded');
+    // The whole operation on failure: which move did not finish, and why.
+    expect({ status: resumed.status, steps: resumed.status === 'succeeded' ? 'ok' : resumed }).toEqual({ status: 'succeeded', steps: 'ok' });
     const t = await eventually(() => settled(cluster), { timeoutMs: 30000, what: 'every shard settled' });
     for (const name of Object.keys(t.config)) {
       for (const shard of t.config[name].shards) {

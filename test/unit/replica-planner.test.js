@@ -1,5 +1,5 @@
 import { findServer, findTable } from '../../src/cluster/cluster-model.js';
-import { planFinalizeReplica, planStageReplica } from '../../src/planner/replica-planner.js';
+import { planFinalizeReplica, planMigrateReplicasOff, planStageReplica } from '../../src/planner/replica-planner.js';
 import { applyChanges, fixtureCluster } from '../helpers/clusters.js';
 
 const healthy = fixtureCluster('01-healthy.json');
@@ -47,5 +47,14 @@ describe('planStageReplica and planFinalizeReplica', () => {
     }]);
     const staged = withReady(applyChanges(cluster, planStageReplica(cluster, move).changes), move.to);
     expect(planFinalizeReplica(staged, move).changes[0].shards[0].nonvoting).toEqual([id('rethinkdb_1')]);
+  });
+});
+
+describe('planMigrateReplicasOff after a manager stopped mid-move', () => {
+  test('when a move off rethinkdb_0 was staged (rethinkdb_1 nonvoting) and never finalized, then migrating off rethinkdb_0 finishes that move instead of skipping the shard for want of a free server', () => {
+    const staged = applyChanges(healthy, planStageReplica(healthy, move).changes);
+    const plan = planMigrateReplicasOff(staged, id('rethinkdb_0'));
+    expect(plan.moves).toContainEqual({ tableId: usertable, shard: 0, from: id('rethinkdb_0'), to: id('rethinkdb_1') });
+    expect(plan.skipped).toEqual([]);
   });
 });
