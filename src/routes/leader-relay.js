@@ -82,6 +82,11 @@ export function createLeaderRelay({
           }
         } catch (err) {
           if (err instanceof AppError) { next(err); return; }
+          // Sent, but the answer was lost: the leader may have done it, so it is not sent again.
+          if (!err.beforeSending) {
+            next(new AppError('NO_LEADER', `the leader ${leader.identity} took ${req.method} ${req.path} but its answer was lost (${err.code ?? err.message}); check what it did before sending it again`));
+            return;
+          }
           lastProblem = `the leader ${leader.identity} at ${target} did not answer (${err.cause?.code ?? err.message})`;
           log.warn({ leader: leader.identity, target, err: lastProblem }, 'relay to the leader failed; waiting for a leader');
         }
@@ -98,7 +103,8 @@ export function createLeaderRelay({
     for (const name of ['authorization', 'content-type', 'accept', 'x-request-id']) if (req.headers[name]) headers[name] = req.headers[name];
     if (body.length > 0) headers['content-length'] = String(body.length);
     const answer = await requestReplica(new URL(req.originalUrl, target), { method: req.method, headers }, body, { timeoutMs: remainingMs, connectTimeoutMs });
-    if (answer.status === 503 && answer.payload.includes('"NOT_LEADER"')) return { notLeader: true };
+    // Not (or no longer) leading, or giving its Lease up: nothing was done there; wait for the next leader.
+    if (answer.status === 503 && (answer.payload.includes('"NOT_LEADER"') || answer.payload.includes('"SHUTTING_DOWN"'))) return { notLeader: true };
     return answer;
   }
 
@@ -133,13 +139,15 @@ function requestReplica(url, options, body, { timeoutMs, connectTimeoutMs }) {
       res.on('error', reject);
     });
     const overall = setTimeout(() => req.destroy(new Error(`no answer within ${Math.round(timeoutMs)} ms`)), Math.max(1, timeoutMs));
+    // Until the connection is up, nothing has reached the leader: such a failure may be retried.
+    let connected = false;
     req.on('socket', (socket) => {
-      if (!socket.connecting) return;
+      if (!socket.connecting) { connected = true; return; }
       const connectTimer = setTimeout(() => req.destroy(new Error(`could not connect within ${connectTimeoutMs} ms`)), connectTimeoutMs);
-      socket.once('connect', () => clearTimeout(connectTimer));
+      socket.once('connect', () => { connected = true; clearTimeout(connectTimer); });
       socket.once('close', () => clearTimeout(connectTimer));
     });
-    req.on('error', (err) => { clearTimeout(overall); reject(err); });
+    req.on('error', (err) => { clearTimeout(overall); reject(Object.assign(err, { beforeSending: !connected })); });
     req.end(body.length > 0 ? body : undefined);
   });
 }

@@ -19,7 +19,7 @@ export const READ_ROUTES = {
   readyz: {
     method: 'get', path: '/readyz', operationId: 'readyz', tag: 'probes',
     summary: 'Readiness: 200 while the data store answers (a follower too); 503 otherwise, while the leader loads its persisted state, or while shutting down',
-    ok: [{ status: 200, description: 'ready', schema: 'Readiness' }], errors: ['STARTING', 'SHUTTING_DOWN', 'DATA_STORE_UNAVAILABLE'],
+    ok: [{ status: 200, description: 'ready', schema: 'Readiness' }], errors: ['STARTING', 'SHUTTING_DOWN', 'DATA_STORE_UNAVAILABLE', 'NO_LEADER'],
   },
   cluster: {
     method: 'get', path: '/v1/cluster', operationId: 'getCluster', tag: 'reads',
@@ -64,6 +64,8 @@ export function createReadRoutes({
     const election = leadership();
     const following = election.enabled && !election.leading;
     if (!following && !work.started()) throw new AppError('STARTING', work.startingReason());
+    // A follower that cannot read the Lease cannot know where to relay: out of the Service until it can again.
+    if (following && election.lastError) throw new AppError('NO_LEADER', `this replica cannot read the Lease, so it cannot relay to the leader: ${election.lastError}`);
     await withinMs(store.ping(), readyTimeoutMs, () => new AppError('DATA_STORE_UNAVAILABLE', `RethinkDB did not answer within ${readyTimeoutMs} ms`));
     res.json({ status: 'ready', backend: store.kind, ...(election.enabled ? { role: following ? 'follower' : 'leader', leader: election.leader } : {}) });
   });

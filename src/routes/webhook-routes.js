@@ -35,7 +35,8 @@ export function createWebhookApp({ maintenance, work, logger, relayReview = asyn
       const relayedBy = req.headers['x-rethinkdb-manager-relayed-by'];
       if (relayedBy) log.info({ pod: ask.pod, relayedBy }, 'eviction review passed on by a follower');
       const fromLeader = relayedBy ? null : await relayReview(req.body);
-      if (fromLeader?.response) {
+      if (fromLeader && !fromLeader.response) throw new Error("the leader's webhook answered without a response");
+      if (fromLeader) {
         reply({ ...fromLeader.response, uid: request.uid });
         return;
       }

@@ -19,7 +19,8 @@ export async function reconcileState({ kube, store, marks, actions, executor, op
   if (!kube?.listRethinkDbPods) return { at, source: 'none', note: 'no Kubernetes API: state is kept in memory only', loaded: [], released: [], resumed: [] };
   const pods = await kube.listRethinkDbPods();
   const cluster = await store.readCluster();
-  const { loaded, unreadable } = marks.load(pods);
+  // Replacing what memory holds: a replica that leads again must not act on marks another leader has since changed.
+  const { loaded, unreadable } = marks.load(pods, { replace: true });
   const present = new Set(cluster.servers.map((s) => s.id));
   const gone = (await marks.list()).filter((mark) => !present.has(mark.serverId));
   if (gone.length > 0) await executor.run([{ type: 'release', servers: gone.map((mark) => mark.serverId) }], { actor: managerActor('reconcile'), pod: null });
