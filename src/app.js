@@ -12,7 +12,7 @@ import { bodyLimitBytes } from './routes/validation.js';
 
 export function createApp({
   store, actions, marks, operations, work, logger, authenticator, protectReads = false, monitor = null, audit = null, status = async () => ({}),
-  extraRoutes = [], observers = [], leadership = () => ({ enabled: false, leading: true }),
+  extraRoutes = [], observers = [], election = () => ({ enabled: false, leading: true }),
 }) {
   const app = express();
   app.disable('x-powered-by');
@@ -32,7 +32,7 @@ export function createApp({
   app.use(express.json({ limit: bodyLimitBytes, strict: true }));
   app.use(requireCompleteBodies);
   app.use(auth.authorizeRequest);
-  app.use(createReadRoutes({ store, marks, operations, work, monitor, audit, status, leadership }));
+  app.use(createReadRoutes({ store, marks, operations, work, monitor, audit, status, election }));
   app.use(createStatusPageRoutes());
   app.use(createActionRoutes({ actions, work }));
   app.use(createOpenApiRoutes());

@@ -19,6 +19,7 @@ import { retryUntilDone } from './lib/retry.js';
 import { createWorkTracker } from './lib/work-tracker.js';
 import { createMetrics } from './metrics/metrics.js';
 import { createMonitor } from './monitor/monitor.js';
+import { relayRoute } from './policy/leadership.js';
 import { createHookRoutes } from './routes/hook-routes.js';
 import { createLeaderRelay } from './routes/leader-relay.js';
 import { createHookCounter, createMetricsRoutes } from './routes/metrics-routes.js';
@@ -57,8 +58,10 @@ export function createManager({
   const maintenance = createMaintenance({ marks, kube, executor, targets, audit, config, clock, logger });
   const monitor = createMonitor({ kube, events, marks, config, clock, logger, metrics, audit });
   let reconciliation = null;
+  // This replica leads and has loaded its state: it serves what only the leader may serve.
+  const served = () => elector.isLeading() && work.started();
   const relay = createLeaderRelay({
-    leadership: () => elector, served: () => elector.isLeading() && work.started(), deadlines: config.deadlines, clock, logger,
+    leadership: () => elector, served, deadlines: config.deadlines, clock, logger,
     refreshFollowerView: () => refreshFollowerView(),
   });
   const routes = [relay.router, createHookRoutes({ events, work, prestopDeadlineSeconds: config.deadlines.prestopSeconds })];
@@ -66,7 +69,7 @@ export function createManager({
   if (sandboxModel) routes.push(createSandboxRoutes({ model: sandboxModel, kube, store }));
   const app = createApp({
     store, actions: { ...actions, ...commands }, marks, operations, work, logger, monitor, audit, authenticator, protectReads: config.auth.protectReads,
-    observers: [createHookCounter({ metrics }), relay.relay], leadership: () => elector.view(),
+    observers: [createHookCounter({ metrics }), relay.relay], election: () => elector.view(),
     extraRoutes: [...routes, ...extraRoutes],
     status: async () => ({
       perfWarnings: await marks.perfWarnings(), migrations: await marks.migrations(), pendingRestores: await events.pendingRestores(), reconciliation,
@@ -172,11 +175,12 @@ export function createManager({
   const webhookApp = createWebhookApp({
     maintenance, work, logger,
     relayReview: async (review) => {
-      if (!elector.view().enabled || (elector.isLeading() && work.started())) return null;
-      const leader = elector.leader();
-      if (!leader?.webhook || leader.self) throw new AppError('NO_LEADER', 'no manager replica leads now');
+      if (!elector.view().enabled) return null;
+      const route = relayRoute({ leader: elector.leader(), served: served(), address: 'webhook' });
+      if (route.to === 'here') return null;
+      if (route.to === 'wait') throw new AppError('NO_LEADER', 'no manager replica leads now');
       if (!reviewRelay) throw new AppError('NO_LEADER', "this replica does not lead and has no CA to check the leader's webhook certificate with (WEBHOOK_TLS_CA_FILE, or ca.crt beside the certificate)");
-      return reviewRelay(leader.webhook, review);
+      return reviewRelay(route.target, review);
     },
   });
 

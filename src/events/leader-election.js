@@ -25,7 +25,6 @@ export function createLeaderElector({
   let loop = null;
   let lossTimer = null;
   let transitions = 0;
-  let nextTryMs = timings.retryPeriodMs;
   const waiters = new Set();
 
   const isLeading = () => leading && leadershipValid({ renewedAt, now: clock.now(), renewDeadlineMs });
@@ -57,44 +56,43 @@ export function createLeaderElector({
     Promise.resolve().then(() => onStoppedLeading(reason)).catch((err) => log.error({ err: err.message }, 'end of leadership failed'));
   }
 
-  // One round: read the Lease, decide, write if the decision says so. Resolves true when this replica holds it.
+  // One round: read the Lease, decide, write if the decision says so. Resolves with whether this replica holds the
+  // Lease and when to try again.
   async function attempt() {
     const sentAt = clock.now();
     const lease = await kube.getLease(leaseName);
-    const decision = decideLeaseStep({ lease, identity, now: clock.now(), observed, leaseDurationMs });
+    const decision = decideLeaseStep({ lease, identity, now: clock.now(), observed, leaseDurationMs, retryPeriodMs });
     observed = decision.observed;
+    const result = (held) => ({ held, retryInMs: decision.retryInMs });
     if (decision.step === 'follow') {
       leader = leaderOf(lease);
-      // Try again at the expiry if it comes before the next retry: a crashed leader is replaced within a lease
-      // duration and one retry period of its last renewal.
-      nextTryMs = Math.min(retryPeriodMs, decision.expiresInMs + 1);
-      return false;
+      return result(false);
     }
     const written = await kube.writeLease(leaseName, {
       resourceVersion: lease?.resourceVersion ?? null,
       ...leaseWrite({ lease, step: decision.step, identity, now: clock.now(), leaseDurationMs, addresses }),
     });
-    if (!written) return false; // another replica wrote it first; read again next round
+    if (!written) return result(false); // another replica wrote it first; read again next round
     observed = { version: written.resourceVersion, at: clock.now() };
     leader = leaderOf(written);
     renewedAt = sentAt;
     if (decision.step !== 'renew') log.info({ step: decision.step, previous: decision.holder }, 'lease taken');
-    return true;
+    return result(true);
   }
 
+  // One round and what follows from it; resolves with when to try again.
   async function round() {
-    let held = false;
-    nextTryMs = retryPeriodMs;
+    let outcome = { held: false, retryInMs: retryPeriodMs };
     try {
       // A round that hangs must not outlive the leadership it is renewing.
-      held = await withinMs(attempt(), renewDeadlineMs, () => new AppError('KUBERNETES_UNAVAILABLE', `the Lease round did not finish within ${renewDeadlineMs} ms`));
+      outcome = await withinMs(attempt(), renewDeadlineMs, () => new AppError('KUBERNETES_UNAVAILABLE', `the Lease round did not finish within ${renewDeadlineMs} ms`));
       lastError = null;
     } catch (err) {
       lastError = err.message;
       log.warn({ err: err.message, leading }, 'lease round failed');
     }
-    if (stopped) return;
-    if (held) {
+    if (stopped) return outcome.retryInMs;
+    if (outcome.held) {
       clearTimeout(lossTimer);
       lossTimer = setTimeout(() => { if (!isLeading()) stopLeading(`the Lease was not renewed within ${renewDeadlineMs} ms`); }, Math.max(0, renewedAt + renewDeadlineMs - clock.now()));
       lossTimer.unref?.();
@@ -105,15 +103,16 @@ export function createLeaderElector({
       stopLeading(`the Lease is held by ${leader.identity}`);
     }
     notify();
+    return outcome.retryInMs;
   }
 
   async function run() {
     while (!stopped) {
-      await round();
+      const retryInMs = await round();
       if (stopped) break;
       // No jitter (client-go's followers have some): two replicas that try at once are ordered by the Lease's
       // resourceVersion, and the loser follows.
-      await clock.sleep(nextTryMs);
+      await clock.sleep(retryInMs);
     }
   }
 

@@ -11,22 +11,25 @@ export const LEADER_ANNOTATIONS = Object.freeze({
 });
 
 // What to do with the Lease as read (null: there is none). observed: { version, at } as this replica last saw it
-// change. Returns { step, observed, holder, expiresInMs }:
+// change. Returns { step, observed, holder, expiresInMs, retryInMs }:
 //   create  no Lease yet; write one held by us;
 //   renew   we hold it;
 //   acquire it is released (no holder) or its holder has not renewed it for a lease duration: take it over;
 //   follow  another replica holds it.
-export function decideLeaseStep({ lease, identity, now, observed = null, leaseDurationMs }) {
-  if (!lease) return { step: 'create', observed: null, holder: null, expiresInMs: 0 };
+// retryInMs: when to try again, a retry period, or the Lease's expiry if that comes first, so that a crashed leader is
+// replaced within a lease duration and one retry period of its last renewal.
+export function decideLeaseStep({ lease, identity, now, observed = null, leaseDurationMs, retryPeriodMs = 2000 }) {
+  const next = (decision) => ({ ...decision, retryInMs: decision.step === 'follow' ? Math.min(retryPeriodMs, decision.expiresInMs + 1) : retryPeriodMs });
+  if (!lease) return next({ step: 'create', observed: null, holder: null, expiresInMs: 0 });
   const seen = observed?.version === lease.resourceVersion ? observed : { version: lease.resourceVersion, at: now };
   const holder = lease.holderIdentity || null;
-  if (holder === identity) return { step: 'renew', observed: seen, holder, expiresInMs: null };
-  if (!holder) return { step: 'acquire', observed: seen, holder: null, expiresInMs: 0 };
+  if (holder === identity) return next({ step: 'renew', observed: seen, holder, expiresInMs: null });
+  if (!holder) return next({ step: 'acquire', observed: seen, holder: null, expiresInMs: 0 });
   // The holder's own duration, as it wrote it (a replica configured differently is judged by its own word).
   const durationMs = lease.leaseDurationSeconds ? lease.leaseDurationSeconds * 1000 : leaseDurationMs;
   const expiresInMs = seen.at + durationMs - now;
-  if (expiresInMs > 0) return { step: 'follow', observed: seen, holder, expiresInMs };
-  return { step: 'acquire', observed: seen, holder, expiresInMs: 0 };
+  if (expiresInMs > 0) return next({ step: 'follow', observed: seen, holder, expiresInMs });
+  return next({ step: 'acquire', observed: seen, holder, expiresInMs: 0 });
 }
 
 // The Lease's spec after a create, renew or acquire by `identity`, and the annotations that say where it answers.
@@ -73,6 +76,18 @@ export function leaderOf(lease) {
     renewTime: lease.renewTime ?? null,
     transitions: lease.leaseTransitions ?? 0,
   };
+}
+
+// Where a request that only the leader may serve goes, given who leads as this replica last saw the Lease (leader(),
+// src/events/leader-election.js) and whether this replica leads and has loaded its state (served):
+//   here   this replica serves it;
+//   relay  to the leader's `address` (http or webhook): another replica leads, or this one does but has already read
+//          the request's body, which its own routes can no longer read (it relays to itself);
+//   wait   nobody leads, or this replica has just become the leader and is loading its state.
+export function relayRoute({ leader, served, address = 'http', bodyRead = false }) {
+  if (served && !bodyRead) return { to: 'here' };
+  if (!leader?.[address] || (leader.self && !served)) return { to: 'wait', loading: Boolean(leader?.self) };
+  return { to: 'relay', target: leader[address] };
 }
 
 // The timing rules client-go enforces: a leader must be able to miss renewals before its deadline, and the deadline

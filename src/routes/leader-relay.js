@@ -10,6 +10,7 @@
 import { request as httpRequest } from 'node:http';
 import { Router } from 'express';
 import { AppError } from '../errors.js';
+import { relayRoute } from '../policy/leadership.js';
 import { bodyLimitBytes, mountRoute } from './validation.js';
 
 export const RELAY_HEADERS = Object.freeze({
@@ -66,14 +67,13 @@ export function createLeaderRelay({
     let body = null;
     let lastProblem = 'no replica holds the Lease';
     while (clock.now() < expiresAt) {
-      // This replica leads and the body is still unread: serve it here.
-      if (body === null && served()) { next(); return; }
       const leader = elector.leader();
-      const target = leader?.self && !served() ? null : leader?.http;
-      if (target) {
+      const route = relayRoute({ leader, served: served(), bodyRead: body !== null });
+      if (route.to === 'here') { next(); return; }
+      if (route.to === 'relay') {
         try {
           body ??= await readBody(req);
-          const answer = await forward(target, req, body, expiresAt - clock.now());
+          const answer = await forward(route.target, req, body, expiresAt - clock.now());
           if (answer.notLeader) {
             lastProblem = `${leader.identity} answered that it does not lead`;
           } else {
@@ -87,10 +87,10 @@ export function createLeaderRelay({
             next(new AppError('NO_LEADER', `the leader ${leader.identity} took ${req.method} ${req.path} but its answer was lost (${err.code ?? err.message}); check what it did before sending it again`));
             return;
           }
-          lastProblem = `the leader ${leader.identity} at ${target} did not answer (${err.cause?.code ?? err.message})`;
-          log.warn({ leader: leader.identity, target, err: lastProblem }, 'relay to the leader failed; waiting for a leader');
+          lastProblem = `the leader ${leader.identity} at ${route.target} did not answer (${err.cause?.code ?? err.message})`;
+          log.warn({ leader: leader.identity, target: route.target, err: lastProblem }, 'relay to the leader failed; waiting for a leader');
         }
-      } else if (leader?.self) {
+      } else if (route.loading) {
         lastProblem = 'this replica has just become the leader and is loading its state';
       }
       await elector.changed(Math.min(250, Math.max(0, expiresAt - clock.now())));

@@ -50,7 +50,7 @@ export const READ_ROUTES = {
 };
 
 export function createReadRoutes({
-  store, marks, operations, work, monitor, audit, status, leadership = () => ({ enabled: false, leading: true }), readyTimeoutMs = 2000,
+  store, marks, operations, work, monitor, audit, status, election: electionView = () => ({ enabled: false, leading: true }), readyTimeoutMs = 2000,
 }) {
   const router = Router();
 
@@ -61,7 +61,7 @@ export function createReadRoutes({
   mountRoute(router, READ_ROUTES.readyz, async (input, res) => {
     if (work.shuttingDown()) throw new AppError('SHUTTING_DOWN', 'the manager is shutting down');
     // A follower is ready: it serves reads and relays the rest to the leader (src/routes/leader-relay.js).
-    const election = leadership();
+    const election = electionView();
     const following = election.enabled && !election.leading;
     if (!following && !work.started()) throw new AppError('STARTING', work.startingReason());
     // A follower that cannot read the Lease cannot know where to relay: out of the Service until it can again.

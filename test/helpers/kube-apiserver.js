@@ -2,21 +2,20 @@
 // a static admin token, service-account signing keys (TokenRequest and TokenReview work), RBAC, and no
 // controllers, scheduler or kubelet. stop() kills both processes and removes their files.
 
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:https';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { KubeConfig } from '@kubernetes/client-node';
+import { freeLoopbackPorts, startProcess } from './processes.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 export const KUBE_APISERVER_BIN = process.env.KUBE_APISERVER_BIN ?? join(here, '..', 'kube', 'bin', 'kube-apiserver');
 export const ETCD_BIN = process.env.ETCD_BIN ?? 'etcd';
 export const SERVICE_ACCOUNT_ISSUER = 'https://kubernetes.default.svc.cluster.local';
-const stderrTailChars = 4000;
 
 // Resolves once /readyz answers 200, or rejects after startTimeoutMs with the processes' stderr tails.
 export async function startKubeApiServer({ startTimeoutMs = 60000 } = {}) {
@@ -105,36 +104,6 @@ function apiServerArgs({ dir, files, etcdClientPort, securePort }) {
   ];
 }
 
-// A child that dies with this process: setpriv sets the parent-death signal, so even a killed jest worker
-// leaves no etcd or kube-apiserver behind. Keeps the tail of stderr for error messages.
-function startProcess(name, bin, args) {
-  const useSetpriv = !spawnSync('setpriv', ['--version']).error;
-  const child = useSetpriv
-    ? spawn('setpriv', ['--pdeathsig', 'KILL', bin, ...args], { stdio: ['ignore', 'ignore', 'pipe'] })
-    : spawn(bin, args, { stdio: ['ignore', 'ignore', 'pipe'] });
-  let stderr = '';
-  let exited = null;
-  child.stderr.on('data', (chunk) => { stderr = (stderr + chunk).slice(-stderrTailChars); });
-  const exit = new Promise((resolve) => {
-    child.on('exit', (code, signal) => { exited = { code, signal }; resolve(); });
-    child.on('error', (err) => { exited = { code: null, signal: null, error: err.message }; resolve(); });
-  });
-  const killOnExit = () => child.kill('SIGKILL');
-  process.on('exit', killOnExit);
-  return {
-    name,
-    stderrTail: () => stderr,
-    exited: () => exited,
-    async kill() {
-      process.off('exit', killOnExit);
-      if (!exited) child.kill('SIGTERM');
-      const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
-      await exit;
-      clearTimeout(timer);
-    },
-  };
-}
-
 async function waitUntil(check, timeoutMs, proc, what) {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
@@ -178,14 +147,3 @@ function kubeConfigFor({ server, ca, token, user }) {
   return kubeConfig;
 }
 
-// Ports the kernel hands out for loopback listeners; held open together so that they differ.
-async function freeLoopbackPorts(count) {
-  const servers = await Promise.all(Array.from({ length: count }, () => new Promise((resolve, reject) => {
-    const server = createServer();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => resolve(server));
-  })));
-  const ports = servers.map((s) => s.address().port);
-  await Promise.all(servers.map((s) => new Promise((resolve) => { s.close(resolve); })));
-  return ports;
-}

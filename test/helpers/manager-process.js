@@ -2,21 +2,13 @@
 // kills with SIGKILL or cuts off from the API server. Also a TCP relay in front of the API server that can be cut, and
 // a kubeconfig file for it.
 
-import { spawn, spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { connect, createServer } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { freeLoopbackPorts, startProcess } from './processes.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
-
-export async function freePort() {
-  const server = createServer();
-  await new Promise((resolve) => { server.listen(0, '127.0.0.1', resolve); });
-  const { port } = server.address();
-  await new Promise((resolve) => { server.close(resolve); });
-  return port;
-}
 
 // A kubeconfig file (JSON is YAML) for a server URL, its CA and a bearer token.
 export function writeKubeconfig(dir, name, { server, ca, token }) {
@@ -58,38 +50,32 @@ export async function startTcpRelay(targetPort) {
 
 // node src/server.js with `env` (on top of a minimal environment), its JSON log lines kept. Resolves once /livez answers.
 export async function startManagerProcess({ name, env, startTimeoutMs = 30000 }) {
-  const port = await freePort();
+  const [port] = await freeLoopbackPorts(1);
   const fullEnv = {
     PATH: process.env.PATH, HOST: '127.0.0.1', PORT: String(port), LOG_LEVEL: 'info', POD_NAME: name, ...env,
   };
-  const useSetpriv = !spawnSync('setpriv', ['--version']).error;
-  const args = [join(root, 'src', 'server.js')];
-  const child = useSetpriv
-    ? spawn('setpriv', ['--pdeathsig', 'KILL', process.execPath, ...args], { env: fullEnv, stdio: ['ignore', 'pipe', 'pipe'], cwd: root })
-    : spawn(process.execPath, args, { env: fullEnv, stdio: ['ignore', 'pipe', 'pipe'], cwd: root });
   const lines = [];
   let partial = '';
-  child.stdout.on('data', (chunk) => {
-    const text = partial + chunk;
-    const parts = text.split('\n');
-    partial = parts.pop();
-    for (const line of parts) {
-      try { lines.push(JSON.parse(line)); } catch { lines.push({ msg: line }); }
-    }
+  const child = startProcess(name, process.execPath, [join(root, 'src', 'server.js')], {
+    env: fullEnv,
+    cwd: root,
+    graceMs: 30000,
+    onStdout: (chunk) => {
+      const parts = (partial + chunk).split('\n');
+      partial = parts.pop();
+      for (const line of parts) {
+        try { lines.push(JSON.parse(line)); } catch { lines.push({ msg: line }); }
+      }
+    },
   });
-  let stderr = '';
-  child.stderr.on('data', (chunk) => { stderr = (stderr + chunk).slice(-4000); });
-  const exited = new Promise((resolve) => { child.on('exit', (code, signal) => resolve({ code, signal })); });
-  const killOnExit = () => child.kill('SIGKILL');
-  process.on('exit', killOnExit);
   const url = `http://127.0.0.1:${port}`;
   const started = Date.now();
   for (;;) {
     const ok = await fetch(`${url}/livez`).then((r) => r.ok).catch(() => false);
     if (ok) break;
     if (Date.now() - started > startTimeoutMs) {
-      child.kill('SIGKILL');
-      throw new Error(`manager ${name} did not answer /livez within ${startTimeoutMs} ms; stderr: ${stderr}; log: ${JSON.stringify(lines.slice(-5))}`);
+      await child.kill('SIGKILL');
+      throw new Error(`manager ${name} did not answer /livez within ${startTimeoutMs} ms; stderr: ${child.stderrTail()}; log: ${JSON.stringify(lines.slice(-5))}`);
     }
     await new Promise((resolve) => { setTimeout(resolve, 100); });
   }
@@ -97,15 +83,8 @@ export async function startManagerProcess({ name, env, startTimeoutMs = 30000 })
     name,
     url,
     logs: () => lines,
-    stderr: () => stderr,
-    async kill(signal = 'SIGKILL') {
-      process.off('exit', killOnExit);
-      child.kill(signal);
-      const timer = setTimeout(() => child.kill('SIGKILL'), 30000);
-      const result = await exited;
-      clearTimeout(timer);
-      return result;
-    },
+    stderr: () => child.stderrTail(),
+    kill: (signal = 'SIGKILL') => child.kill(signal),
     async json(path, { method = 'GET', body } = {}) {
       const res = await fetch(`${url}${path}`, {
         method, headers: body ? { 'content-type': 'application/json' } : {}, body: body ? JSON.stringify(body) : undefined,

@@ -12,7 +12,8 @@ import { join } from 'node:path';
 import { CoordinationV1Api, CoreV1Api } from '@kubernetes/client-node';
 import { startKubeApiServer } from '../helpers/kube-apiserver.js';
 import { NAMESPACE, seedRethinkDbCluster } from '../helpers/kube-objects.js';
-import { freePort, startManagerProcess, startTcpRelay, writeKubeconfig } from '../helpers/manager-process.js';
+import { startManagerProcess, startTcpRelay, writeKubeconfig } from '../helpers/manager-process.js';
+import { freeLoopbackPorts } from '../helpers/processes.js';
 import { evictionReview } from '../helpers/harness.js';
 import { makeWebhookCertificate } from '../helpers/webhook-tls.js';
 import {
@@ -76,7 +77,7 @@ async function startReplica(name, env = {}) {
   const relay = await startTcpRelay(Number(new URL(api.server).port));
   relays.push(relay);
   const kubeconfig = writeKubeconfig(dir, name, { server: `https://127.0.0.1:${relay.port}`, ca: api.ca, token: api.adminToken });
-  const webhookPort = await freePort();
+  const [webhookPort] = await freeLoopbackPorts(1);
   const replica = await startManagerProcess({
     name,
     env: {

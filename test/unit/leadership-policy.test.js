@@ -1,5 +1,5 @@
 import {
-  LEADER_ANNOTATIONS, decideLeaseStep, leaderOf, leadershipValid, leaseRelease, leaseWrite, timingProblems,
+  LEADER_ANNOTATIONS, decideLeaseStep, leaderOf, leadershipValid, leaseRelease, leaseWrite, relayRoute, timingProblems,
 } from '../../src/policy/leadership.js';
 
 const timings = { leaseDurationMs: 15000, renewDeadlineMs: 10000, retryPeriodMs: 2000 };
@@ -103,5 +103,30 @@ describe('the fence: a leader stops acting before anyone may take over', () => {
     expect(timingProblems(timings)).toEqual([]);
     expect(timingProblems({ ...timings, renewDeadlineMs: 15000 })).toEqual(['LEADER_ELECTION_RENEW_DEADLINE_SECONDS must be below LEADER_ELECTION_LEASE_DURATION_SECONDS']);
     expect(timingProblems({ ...timings, retryPeriodMs: 9000 })).toEqual(['LEADER_ELECTION_RETRY_PERIOD_SECONDS x 1.2 must be below LEADER_ELECTION_RENEW_DEADLINE_SECONDS']);
+  });
+});
+
+describe('when to try again, and where a request goes', () => {
+  test('a follower tries again at the Lease\'s expiry when it comes before a retry period, else after a retry period', () => {
+    const d = (l, now, observed) => decideLeaseStep({ lease: l, identity: 'a', now, observed, leaseDurationMs: 15000, retryPeriodMs: 2000 });
+    const first = d(lease(), 0);
+    expect(first.retryInMs).toBe(2000);
+    expect(d(lease(), 14000, first.observed).retryInMs).toBe(1001);
+    expect(d(lease({ holderIdentity: 'a' }), 0).retryInMs).toBe(2000);
+  });
+
+  const other = { identity: 'b', http: 'http://b:8080', webhook: 'https://b:8443', self: false };
+  const self = { identity: 'a', http: 'http://a:8080', webhook: 'https://a:8443', self: true };
+
+  test.each([
+    ['this replica serves it (body unread)', { leader: self, served: true }, { to: 'here' }],
+    ['this replica serves it, body already read: to itself', { leader: self, served: true, bodyRead: true }, { to: 'relay', target: 'http://a:8080' }],
+    ['another replica leads', { leader: other, served: false }, { to: 'relay', target: 'http://b:8080' }],
+    ['another replica leads, a webhook review', { leader: other, served: false, address: 'webhook' }, { to: 'relay', target: 'https://b:8443' }],
+    ['the leader serves no webhook', { leader: { ...other, webhook: null }, served: false, address: 'webhook' }, { to: 'wait', loading: false }],
+    ['nobody leads', { leader: null, served: false }, { to: 'wait', loading: false }],
+    ['this replica leads but is loading its state', { leader: self, served: false }, { to: 'wait', loading: true }],
+  ])('relayRoute: %s', (_, input, expected) => {
+    expect(relayRoute(input)).toEqual(expected);
   });
 });
