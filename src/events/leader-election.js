@@ -106,9 +106,11 @@ export function createLeaderElector({
     return outcome.retryInMs;
   }
 
+  let current = null;
   async function run() {
     while (!stopped) {
-      const retryInMs = await round();
+      current = round();
+      const retryInMs = await current;
       if (stopped) break;
       // No jitter (client-go's followers have some): two replicas that try at once are ordered by the Lease's
       // resourceVersion, and the loser follows.
@@ -137,14 +139,15 @@ export function createLeaderElector({
       enabled: true, identity, leading: isLeading(), leader: isLeading() ? identity : (leader?.identity ?? null), lease: leaseName,
       leaderAddress: isLeading() ? addresses.http : (leader?.http ?? null), timings, transitions, lastError,
     }),
-    // Shutdown: stop renewing and, if this replica leads, give the Lease up so a follower takes it at its next try.
+    // Shutdown: stop renewing and give the Lease up if this replica holds it, so a follower takes it at its next try
+    // instead of waiting a lease duration. The round in flight is waited for first (it lasts at most a renew
+    // deadline): a renewal landing after the release was read would make the release lose.
     async stop({ release = true } = {}) {
       stopped = true;
       clearTimeout(lossTimer);
-      const wasLeading = isLeading();
       stopLeading('shutting down');
-      // A round still in flight cannot take the Lease back: its write carries the version read before this release.
-      if (!release || !wasLeading) return { released: false };
+      await current?.catch(() => {});
+      if (!release) return { released: false };
       try {
         const lease = await kube.getLease(leaseName);
         if (lease?.holderIdentity !== identity) return { released: false };

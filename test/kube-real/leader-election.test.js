@@ -150,6 +150,7 @@ describe('two manager replicas on one Lease', () => {
     const tookOverAt = await eventually(async () => (await leaderView(follower)).leading && Date.now(), { timeoutMs: 30000, intervalMs: 50, what: 'the follower to lead' });
     // Lease 4 s + retry 1 s, and 500 ms for this test's polling and the process's scheduling.
     expect(tookOverAt - killedAt).toBeLessThanOrEqual(4000 + 1000 + 500);
+    process.stdout.write(`SIGKILL of the leader (lease 4 s, renew 3 s, retry 1 s): the other led ${tookOverAt - killedAt} ms later\n`);
     const reconciled = await eventually(async () => {
       const c = (await follower.json('/v1/cluster')).body;
       return c.reconciliation?.resumed?.length === 1 && c.reconciliation;
@@ -220,6 +221,9 @@ describe('two manager replicas on one Lease', () => {
     await new Promise((resolve) => { setTimeout(resolve, 2000); });
     sending = false;
     await sender;
+    // Cut off, the old leader cannot know where to relay: its readiness takes it out of the Service.
+    const ready = await leader.json('/readyz');
+    expect({ status: ready.status, error: ready.body.error }).toEqual({ status: 503, error: 'NO_LEADER' });
     const stoppedAt = logTime(leader, 'stopped leading: no more writes from this replica');
     const startedAt = logTime(follower, 'became the leader');
     expect(stoppedAt).not.toBeNull();
@@ -237,5 +241,26 @@ describe('two manager replicas on one Lease', () => {
     // Every action answered 200 was served by one of the two; while nobody led, the answer was a 503 at worst.
     expect(answers.filter((a) => ![200, 503].includes(a.status))).toEqual([]);
     process.stdout.write(`API cut: old leader stopped ${stoppedAt - cutAt} ms after the cut, the new one started ${startedAt - stoppedAt} ms after that\n`);
+  });
+
+  test('when the leader gets SIGTERM (a rolling update), then it gives the Lease up, the other replica leads within a retry period, and a preStop sent to it meanwhile is answered with the pod\'s primaries off', async () => {
+    const { leader, follower } = await electedPair();
+    const before = await readTables(cluster);
+    expect(Object.keys(before.config).flatMap((name) => primariesOf(before, name))).toContain('rethinkdb_2');
+    const termAt = Date.now();
+    const stopping = leader.kill('SIGTERM');
+    const answer = await follower.json('/v1/hooks/prestop?pod=rethinkdb-2', { method: 'POST' });
+    const answeredMs = Date.now() - termAt;
+    expect(answer.status).toBe(200);
+    expect(answer.body).toMatchObject({ server: 'rethinkdb_2', primariesOff: true });
+    expect(await stopping).toEqual({ code: 0, signal: null });
+    expect(leader.logs().find((l) => l.msg === 'lease given up')).toMatchObject({ released: true });
+    const released = epochMs(leader.logs().find((l) => l.msg === 'lease given up').time);
+    const startedAt = logTime(follower, 'became the leader');
+    // Retry period 1 s, and 500 ms for scheduling.
+    expect(startedAt - released).toBeLessThanOrEqual(1000 + 500);
+    const t = await readTables(cluster);
+    for (const name of Object.keys(t.config)) expect(primariesOf(t, name)).not.toContain('rethinkdb_2');
+    process.stdout.write(`SIGTERM of the leader (retry 1 s): Lease given up ${released - termAt} ms after SIGTERM, the other led ${startedAt - released} ms after that; a preStop sent meanwhile answered in ${answeredMs} ms\n`);
   });
 });
