@@ -4,6 +4,9 @@
 // other pods and namespaces, malformed reviews, a manager that takes no work).
 
 import request from 'supertest';
+import { createWorkTracker } from '../../src/lib/work-tracker.js';
+import { createLogger } from '../../src/logger.js';
+import { createWebhookApp } from '../../src/routes/webhook-routes.js';
 import {
   createSandboxHarness, evictionReview, eventually, postJson, postReview, primaryShardsOf,
 } from '../helpers/harness.js';
@@ -111,6 +114,29 @@ describe('the eviction webhook on the sandbox', () => {
     const res = await post(createSandboxHarness(), body);
     expect(res.status).toBe(400);
     expect(res.body.error).toBe('BAD_REQUEST');
+  });
+
+  // A follower replica (src/manager.js decides with relayRoute): its review goes to the leader's webhook.
+  describe('a follower passing the review on to the leader', () => {
+    const follower = (relayReview) => createWebhookApp({
+      maintenance: { reviewEviction: () => { throw new Error('a follower must not review an eviction itself'); } },
+      work: createWorkTracker({ started: false }), logger: createLogger({ level: 'silent' }), relayReview,
+    });
+
+    test('when the leader answers, then that answer is given, under the API server\'s uid', async () => {
+      const res = await postReview(follower(async () => ({ response: { uid: 'leader-side', allowed: false, status: { code: 429, reason: 'TooManyRequests', message: 'not safe' } } })), evictionReview({ pod: 'rethinkdb-0' }));
+      expect(res.body.response).toEqual({ uid: 'uid-rethinkdb-0', allowed: false, status: { code: 429, reason: 'TooManyRequests', message: 'not safe' } });
+    });
+
+    test.each([
+      ['cannot reach the leader', async () => { throw new Error('connect ECONNREFUSED 10.0.0.5:8443'); }, 'connect ECONNREFUSED 10.0.0.5:8443'],
+      ['gets an answer without a response from it', async () => ({ apiVersion: 'admission.k8s.io/v1' }), "the leader's webhook answered without a response"],
+    ])('when the follower %s, then the eviction goes ahead with a warning that says why, and the follower does not review it itself', async (_, relayReview, why) => {
+      const res = await postReview(follower(relayReview), evictionReview({ pod: 'rethinkdb-0' }));
+      expect(res.body.response).toEqual({
+        uid: 'uid-rethinkdb-0', allowed: true, warnings: [`rethinkdb-k8s-manager did not act: ${why}; the eviction goes ahead without demoting primaries first`],
+      });
+    });
   });
 
   test('when the manager is shutting down, then the eviction goes ahead (as with the manager down) with a warning that says why', async () => {

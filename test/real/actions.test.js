@@ -119,6 +119,31 @@ describe('actions on a real RethinkDB cluster', () => {
     }
   });
 
+  test('when a move off rethinkdb_3 was staged and never finalized (a manager stopped between the two writes), then migrate-replicas-off finishes it: the staged nonvoting replica votes and rethinkdb_3 leaves', async () => {
+    // rethinkdb_3 holds nothing after the test above: give it a replica of shard 0 again, then stage a move of it as
+    // the manager does (the target joins as nonvoting) and leave it there.
+    const voters = replicasOf(await readTables(cluster))[0];
+    const primary = primariesOf(await readTables(cluster))[0];
+    const [other, staged] = voters.filter((n) => n !== primary);
+    const kept = [primary, other];
+    await setShard0Replicas([...kept, 'rethinkdb_3']);
+    const { default: r } = await import('rethinkdb');
+    await cluster.withConnection(async (c) => {
+      const conf = await r.db('ycsb').table('usertable').config().run(c);
+      const shards = conf.shards.map((sh, i) => (i === 0 ? { ...sh, replicas: [...sh.replicas, staged], nonvoting_replicas: [staged] } : sh));
+      await r.db('ycsb').table('usertable').config().update({ shards }).run(c);
+    });
+    const res = await postJson(m.app, '/v1/actions/migrate-replicas-off', { server: 'rethinkdb_3' });
+    expect(res.status).toBe(202);
+    const op = await waitForOperation(m.app, res.body.operation.href, { tries: 20000 });
+    if (op.status !== 'succeeded') process.stderr.write(`${JSON.stringify(op, null, 1)}\n`);
+    expect({ status: op.status, skipped: op.report.skipped }).toEqual({ status: 'succeeded', skipped: [] });
+    expect(op.steps.map((step) => ({ table: step.table, shard: step.shard, to: step.to }))).toEqual([{ table: 'ycsb.usertable', shard: 0, to: staged }]);
+    const t = await eventually(() => settled(cluster), { what: 'acting primaries and ready replicas' });
+    expect(replicasOf(t)[0]).toEqual([...kept, staged].sort());
+    expect(t.config['ycsb.usertable'].shards[0].nonvoting_replicas).toEqual([]);
+  });
+
   test('when add-server runs for a fifth server that really joined, then it takes replicas and a primary', async () => {
     await postJson(m.app, '/v1/actions/release-server', { server: 'rethinkdb_3', rebalance: false });
     const index = await cluster.addServer();
