@@ -191,6 +191,8 @@ export function createManager({
   // is loaded.
   async function tick({ poll = true } = {}) {
     if (!work.started()) return { expired: [], heartbeat: null, retried: [], votes: [], nodes: [], holds: [], polled: null };
+    const unsaved = marks.retryUnsaved();
+    if (unsaved.length > 0) log.info({ unsaved }, 'writing again the state a failed annotation write left unsaved');
     const expired = await events.expireDue().catch((err) => { log.warn({ err: err.message }, 'perf warning expiry failed'); return []; });
     const heartbeat = await events.restoreHeartbeatDue().catch((err) => { log.warn({ err: err.message }, 'heartbeat restore failed; retried next tick'); return null; });
     const retried = await actions.retryDueMigrations().catch((err) => { log.warn({ err: err.message }, 'migration retry failed'); return []; });

@@ -32,7 +32,7 @@ export function createStateStore({ kube = null, clock, logger }) {
     let entry = entries.get(serverId);
     if (!entry) {
       entry = {
-        serverId, serverName: serverName ?? serverId, pod: pod ?? null, ...NO_MARKS, persistence: {},
+        serverId, serverName: serverName ?? serverId, pod: pod ?? null, ...NO_MARKS, persistence: {}, unsaved: new Set(),
       };
       entries.set(serverId, entry);
     }
@@ -49,9 +49,12 @@ export function createStateStore({ kube = null, clock, logger }) {
     entry.persistence[kind] = 'pending';
     const previous = queues.get(entry.pod) ?? Promise.resolve();
     const next = previous.then(() => kube.annotatePod(entry.pod, { [STATE_ANNOTATIONS[kind]]: value }))
-      .then(() => { entry.persistence[kind] = 'saved'; })
+      .then(() => { entry.persistence[kind] = 'saved'; entry.unsaved.delete(kind); })
       .catch((err) => {
         entry.persistence[kind] = `failed: ${err.message}`;
+        // Written again by retryUnsaved while the API server is down or this replica not leading (503), not for a
+        // pod that is gone or a write the API server rejects.
+        if (err.statusCode === 503) entry.unsaved.add(kind); else entry.unsaved.delete(kind);
         log.warn({ pod: entry.pod, kind, err: err.message }, 'state not persisted on the pod; kept in memory');
       });
     queues.set(entry.pod, next);
@@ -148,6 +151,20 @@ export function createStateStore({ kube = null, clock, logger }) {
     persistedVotingRestore: async (serverId) => { await queues.get(entries.get(serverId)?.pod); return entries.get(serverId)?.persistence.voting ?? null; },
     votingRestores: async () => pick('voting'),
     load,
+    // Writes that failed for a time (API server down, the fence refusing): each kind's current value is written again, so
+    // that the pods do not keep a mark released since (a leader that reloads them would act on it).
+    // Returns what was queued again.
+    retryUnsaved() {
+      const queued = [];
+      for (const entry of entries.values()) {
+        for (const kind of KINDS) {
+          if (!entry.unsaved.has(kind) || entry.persistence[kind] === 'pending') continue;
+          persist(entry, kind);
+          queued.push({ pod: entry.pod, kind, serverName: entry.serverName });
+        }
+      }
+      return queued;
+    },
     // Resolves when every queued annotation write has been attempted (tests, shutdown).
     flush: () => Promise.all([...queues.values()]),
   };
