@@ -64,7 +64,7 @@ export function createManager({
     leadership: () => elector, served, deadlines: config.deadlines, clock, logger,
     refreshFollowerView: () => refreshFollowerView(),
   });
-  const routes = [relay.router, createHookRoutes({ events, work, prestopDeadlineSeconds: config.deadlines.prestopSeconds })];
+  const routes = [relay.router, createHookRoutes({ events, work, prestopDeadlineSeconds: config.deadlines.prestopSeconds, logger })];
   routes.push(createMetricsRoutes({ metrics, store, marks, logger }));
   if (sandboxModel) routes.push(createSandboxRoutes({ model: sandboxModel, kube, store }));
   const app = createApp({

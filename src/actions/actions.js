@@ -9,6 +9,7 @@ import {
 } from '../cluster/cluster-model.js';
 import { managerActor } from '../audit/actor.js';
 import { createDeadline } from '../lib/clock.js';
+import { timePlanning } from '../lib/trace.js';
 import { settledSkips } from '../planner/eligibility.js';
 import { decideMigrationRetry } from '../policy/policy.js';
 import { planMovePrimariesFromServers, planRebalancePrimaries } from '../planner/primary-planner.js';
@@ -46,7 +47,8 @@ export function createActions({
   // leaving: the servers a drain takes primaries from, kept off by the plan whether or not they are marked (a dry
   // run writes no mark). snapshot: the cluster as the caller read it to decide (one read per decision); read here
   // otherwise. The commit reads it again under the table locks before it writes.
-  async function runPrimaryPlan({ action, target, planFn, dryRun, deadlineSeconds, reason, leaving = [], actor, pod, snapshot = null }) {
+  async function runPrimaryPlan({ action, target, planFn: plans, dryRun, deadlineSeconds, reason, leaving = [], actor, pod, snapshot = null }) {
+    const planFn = (c, draining) => timePlanning(() => plans(c, draining));
     const startedAt = clock.now();
     const deadline = createDeadline(clock, (deadlineSeconds ?? config.deadlines.actionSeconds) * 1000);
     const cluster = snapshot ?? await store.readCluster();
@@ -138,7 +140,8 @@ export function createActions({
       throw new AppError('SHARD_NOT_FOUND', `table ${tableLabel(t)} has shards 0 to ${t.shards.length - 1}, not ${shard}`);
     }
     const s = resolveServer(cluster, server);
-    const plan = planCreateReplica(cluster, t.id, shard, s.id, { draining: await marks.drainingIds() });
+    const draining = await marks.drainingIds();
+    const plan = timePlanning(() => planCreateReplica(cluster, t.id, shard, s.id, { draining }));
     return startReplicaMoves({
       action: 'create-replica', target: { table: tableLabel(t), shard, server: s.name }, intent: { type: 'create-replica', tableId: t.id, shard, serverId: s.id }, stateServer: s,
       cluster, plan, dryRun, deadlineSeconds, reason, actor,
@@ -150,7 +153,7 @@ export function createActions({
     const cluster = snapshot ?? await store.readCluster();
     const s = resolveServer(cluster, server);
     const draining = [...new Set([...(await marks.drainingIds()), s.id])];
-    const plan = planMigrateReplicasOff(cluster, s.id, { draining });
+    const plan = timePlanning(() => planMigrateReplicasOff(cluster, s.id, { draining }));
     return startReplicaMoves({
       action: 'migrate-replicas-off', target: { server: s.name }, intent: { type: 'migrate-replicas-off', serverId: s.id }, stateServer: s,
       cluster, plan, dryRun, deadlineSeconds, reason, actor,
@@ -163,7 +166,7 @@ export function createActions({
     const gone = resolveServer(cluster, lost);
     const s = resolveServer(cluster, server);
     if (gone.connected) throw new AppError('BAD_REQUEST', `${gone.name} is connected; only a lost (disconnected) server can be replaced`);
-    const plan = planReplaceServer(cluster, gone.id, s.id);
+    const plan = timePlanning(() => planReplaceServer(cluster, gone.id, s.id));
     return startReplicaMoves({
       action: 'replace-server', target: { lost: gone.name, server: s.name }, intent: { type: 'replace-server', lostId: gone.id, serverId: s.id }, stateServer: s,
       cluster, plan, dryRun, deadlineSeconds, reason, actor,
@@ -175,7 +178,8 @@ export function createActions({
     const cluster = snapshot ?? await store.readCluster();
     const s = resolveServer(cluster, server);
     const tableIds = tables ? tables.map((ref) => resolveTable(cluster, ref).id) : null;
-    const plan = planAddServer(cluster, s.id, { draining: await marks.drainingIds(), tableIds, grow });
+    const draining = await marks.drainingIds();
+    const plan = timePlanning(() => planAddServer(cluster, s.id, { draining, tableIds, grow }));
     return startReplicaMoves({
       action: 'add-server', target: { server: s.name, tables: tables ?? null, grow }, intent: { type: 'add-server', serverId: s.id, tableIds, grow }, stateServer: s,
       cluster, plan, dryRun, deadlineSeconds, reason, actor,

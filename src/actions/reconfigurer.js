@@ -4,6 +4,7 @@
 
 import { AppError } from '../errors.js';
 import { tableLabel } from '../cluster/cluster-model.js';
+import { timePlanning, timeWaiting } from '../lib/trace.js';
 import {
   createView, hasLiveMajority, isSettling, mayElectOneOf,
 } from '../planner/eligibility.js';
@@ -23,7 +24,7 @@ export function createReconfigurer({ store, locks, marks, clock, logger, waitPol
     const cluster = await store.readCluster();
     // Read under the locks: a drain that committed while we waited is seen here (no primary onto it).
     const draining = [...new Set([...(await marks.drainingIds()), ...leaving])];
-    const plan = planFn(cluster, draining);
+    const plan = timePlanning(() => planFn(cluster, draining));
     const written = [];
     const notDone = [];
     for (const change of plan.changes) {
@@ -36,7 +37,7 @@ export function createReconfigurer({ store, locks, marks, clock, logger, waitPol
         notDone.push({ tableId: change.tableId, reason: 'deadline passed before this table was written' });
         continue;
       }
-      const violations = checkTransition(cluster, table, change.shards, { draining });
+      const violations = timePlanning(() => checkTransition(cluster, table, change.shards, { draining }));
       if (violations.length > 0) {
         notDone.push({ tableId: change.tableId, reason: `unsafe, not written: ${violations.join('; ')}` });
         log.error({ table: tableLabel(table), violations }, 'unsafe transition refused');
@@ -135,8 +136,13 @@ export function createReconfigurer({ store, locks, marks, clock, logger, waitPol
       .map((t) => ({ tableId: t.id, reason: t.raftLeader ? 'the server still leads the table\'s Raft group' : 'no Raft leader yet' })));
   }
 
-  // Polls the cluster until check() returns no pending items or the deadline passes.
-  async function pollUntil(deadline, check) {
+  // Polls the cluster until check() returns no pending items or the deadline passes. The request's trace counts
+  // it as waiting for RethinkDB.
+  function pollUntil(deadline, check) {
+    return timeWaiting(() => poll(deadline, check));
+  }
+
+  async function poll(deadline, check) {
     let pending = [{ reason: 'not checked yet' }];
     for (;;) {
       try {

@@ -3,6 +3,7 @@
 
 import { Router } from 'express';
 import { callerActor } from '../audit/actor.js';
+import { traced } from '../lib/trace.js';
 import { dryRunQuery, fields, mountRoute, objectSchema } from './validation.js';
 
 const common = { deadlineSeconds: fields.deadlineSeconds, reason: fields.reason };
@@ -64,13 +65,13 @@ export function createActionRoutes({ actions, work }) {
   const router = Router();
   for (const spec of ACTION_ROUTE_SPECS) {
     mountRoute(router, spec, async ({ query, body, identity }, res) => {
-      const result = await work.track(() => actions[spec.run]({ ...body, dryRun: query.dryRun === true, actor: callerActor(identity) }));
+      const { result, timings } = await traced(() => work.track(() => actions[spec.run]({ ...body, dryRun: query.dryRun === true, actor: callerActor(identity) })));
       if (result.operation) {
         const href = `/v1/operations/${result.operation.id}`;
         res.status(202).location(href).json({ ...result, operation: { id: result.operation.id, status: result.operation.status, href } });
         return;
       }
-      res.status(200).json(result);
+      res.status(200).json({ ...result, timings });
     });
   }
   return router;

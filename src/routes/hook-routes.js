@@ -8,6 +8,7 @@ import { callerActor, hookActor } from '../audit/actor.js';
 import { requesterOf } from '../auth/access-policy.js';
 import { AppError } from '../errors.js';
 import { withinMs } from '../lib/clock.js';
+import { traced } from '../lib/trace.js';
 import { fields, mountRoute, objectSchema } from './validation.js';
 
 const HOOK_SCHEMAS = {
@@ -63,22 +64,26 @@ function withHref({ id, status }) {
   return { id, status, href: `/v1/operations/${id}` };
 }
 
-export function createHookRoutes({ events, work, prestopDeadlineSeconds }) {
+// logger: where a preStop's timings go (reading, planning, writing, waiting for RethinkDB; src/lib/trace.js).
+export function createHookRoutes({ events, work, prestopDeadlineSeconds, logger }) {
   const router = Router();
+  const log = logger.child({ module: 'hooks' });
+  const logTimings = (pod, result, timings) => log.info({ pod, outcome: result.outcome, timings }, 'preStop timings');
 
   mountRoute(router, HOOK_ROUTES.prestop, async ({ query, identity, relayDeadlineMs }, res) => {
     // Relayed by a follower: what is left of the hook's deadline after waiting for this leader.
     const deadlineMs = Math.min(prestopDeadlineSeconds * 1000, relayDeadlineMs ?? Infinity);
     const deadlineSeconds = Math.max(1, Math.floor(deadlineMs / 1000) - 1);
     // The action has its own deadline for waiting; this outer limit also covers a data store that hangs.
-    const result = await withinMs(
-      work.track(() => events.prestop({
+    const { result, timings } = await withinMs(
+      traced(() => work.track(() => events.prestop({
         pod: query.pod, dryRun: query.dryRun === true, deadlineSeconds, actor: hookActor('prestop', query.pod, callerActor(identity)),
-      })),
+      }))),
       deadlineMs,
       () => new AppError('DEADLINE_EXCEEDED', `preStop for ${query.pod} did not finish within ${Math.round(deadlineMs / 100) / 10} s; the pod may stop with primaries still on it`),
     );
-    res.status(200).json(result);
+    logTimings(query.pod, result, timings);
+    res.status(200).json({ ...result, timings });
   });
 
   mountRoute(router, HOOK_ROUTES.poststart, async ({ query, identity }, res) => {
@@ -88,8 +93,8 @@ export function createHookRoutes({ events, work, prestopDeadlineSeconds }) {
   });
 
   mountRoute(router, HOOK_ROUTES.perfwarning, async ({ body, identity }, res) => {
-    const result = await work.track(() => events.perfwarning({ ...body, actor: callerActor(identity), requester: requesterOf(identity) }));
-    res.status(200).json({ ...result, pods: result.pods.map((p) => (p.migration ? { ...p, migration: withHref(p.migration) } : p)) });
+    const { result, timings } = await traced(() => work.track(() => events.perfwarning({ ...body, actor: callerActor(identity), requester: requesterOf(identity) })));
+    res.status(200).json({ ...result, timings, pods: result.pods.map((p) => (p.migration ? { ...p, migration: withHref(p.migration) } : p)) });
   });
 
   mountRoute(router, HOOK_ROUTES.endPerfWarning, async ({ query, identity }, res) => {

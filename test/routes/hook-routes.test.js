@@ -190,6 +190,20 @@ describe('POST /v1/hooks/prestop', () => {
     expect(reads.beforeWrite).toBe(2);
   });
 
+  test('when a pod is about to stop, then the answer says where its time went: the reads and writes it sent (as the data store counted them), planning, and the wait for the new primaries', async () => {
+    const { reads, wrapSource } = readCounter();
+    const h = createSandboxHarness({ wrapSource });
+    const res = await prestop(h.app, 'rethinkdb-1');
+    const { timings } = res.body;
+    // One table write for the demotion, one heartbeat write; every read outside the wait counted as reading.
+    expect(timings.queries).toEqual({ reads: 2, writes: 2, readsWhileWaiting: reads.count - 2 });
+    expect(timings.queries.readsWhileWaiting).toBeGreaterThanOrEqual(1);
+    for (const phase of ['readMs', 'planMs', 'writeMs', 'waitMs', 'otherMs']) expect(timings[phase]).toBeGreaterThanOrEqual(0);
+    expect(timings.planMs).toBeGreaterThan(0);
+    const parts = timings.readMs + timings.planMs + timings.writeMs + timings.waitMs + timings.otherMs;
+    expect(Math.abs(parts - timings.totalMs)).toBeLessThanOrEqual(0.5);
+  });
+
   test.each([
     ['rethinkdb-9', 404, 'POD_NOT_FOUND'],
     ['Bad_Pod', 400, 'BAD_REQUEST'],

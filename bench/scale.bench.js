@@ -1,0 +1,129 @@
+// What the manager costs per event on a real RethinkDB cluster with many tables: a PRESTOP, a rebalance and a
+// monitor poll, each through the manager's real entry points (HTTP routes, the official driver), with its answer
+// time split into reading, planning, writing and waiting for RethinkDB (src/lib/trace.js) and the queries sent.
+// Run (root): npm run bench:scale   Env: BENCH_TABLES (1000), BENCH_SHARDS (4), BENCH_REPLICAS (3),
+// BENCH_SERVERS (4), BENCH_CREATE_BUDGET_SECONDS (900: tables are created until then; how many is printed),
+// RETHINKDB_BINARY (../shared/rethinkdb/rethinkdb).
+
+import { once } from 'node:events';
+import { cpus, totalmem } from 'node:os';
+import { performance } from 'node:perf_hooks';
+import r from 'rethinkdb';
+import { traced } from '../src/lib/trace.js';
+import { createLabKube } from './lab/lab-kube.js';
+import { createLabManager } from './lab/lab-manager.js';
+import { createRethinkDbCluster, resolveBinary } from './lab/rethinkdb-cluster.js';
+
+const TABLES = Number(process.env.BENCH_TABLES ?? 1000);
+const SHARDS = Number(process.env.BENCH_SHARDS ?? 4);
+const REPLICAS = Number(process.env.BENCH_REPLICAS ?? 3);
+const SERVERS = Number(process.env.BENCH_SERVERS ?? 4);
+const CREATE_BUDGET_MS = Number(process.env.BENCH_CREATE_BUDGET_SECONDS ?? 900) * 1000;
+const CREATE_CONCURRENCY = 8;
+const DB = 'scale';
+
+const say = (line) => process.stdout.write(`${line}\n`);
+const seconds = (ms) => `${(ms / 1000).toFixed(1)} s`;
+
+// Creates up to TABLES tables, CREATE_CONCURRENCY at a time, until the budget runs out; then waits until every
+// replica is ready. Returns how many exist.
+async function createTables(cluster) {
+  const startedAt = performance.now();
+  let next = 0;
+  let created = 0;
+  await cluster.withConnection(async (c) => {
+    await r.dbCreate(DB).run(c);
+    const worker = async () => {
+      while (next < TABLES && performance.now() - startedAt < CREATE_BUDGET_MS) {
+        const name = `t${String(next).padStart(4, '0')}`;
+        next += 1;
+        await r.db(DB).tableCreate(name, { shards: SHARDS, replicas: REPLICAS }).run(c);
+        created += 1;
+        if (created % 100 === 0) say(`  ${created} tables created (${seconds(performance.now() - startedAt)})`);
+      }
+    };
+    await Promise.all(Array.from({ length: CREATE_CONCURRENCY }, worker));
+    await r.db(DB).wait({ waitFor: 'all_replicas_ready', timeout: 1800 }).run(c);
+  });
+  say(`${created} of ${TABLES} tables created and ready in ${seconds(performance.now() - startedAt)}`);
+  return created;
+}
+
+async function post(base, path, body) {
+  const res = await fetch(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: body ? JSON.stringify(body) : undefined });
+  const json = await res.json();
+  if (!res.ok) throw new Error(`${path}: ${res.status} ${JSON.stringify(json)}`);
+  return json;
+}
+
+// Primaries (configured) per server name, from table_config.
+async function primaryCounts(cluster) {
+  return cluster.withConnection(async (c) => {
+    const configs = await r.db('rethinkdb').table('table_config').filter({ db: DB }).pluck('shards').coerceTo('array').run(c);
+    const counts = {};
+    for (const t of configs) for (const s of t.shards) counts[s.primary_replica] = (counts[s.primary_replica] ?? 0) + 1;
+    return counts;
+  });
+}
+
+const ROWS = [];
+function row(event, timings, extra = '') {
+  const own = timings.readMs + timings.planMs + timings.otherMs;
+  ROWS.push({ event, ...timings, own, extra });
+  say(`${event}: answered in ${timings.totalMs} ms ${extra}`);
+}
+
+function printTable() {
+  const head = ['event', 'answer ms', 'read ms (queries)', 'plan ms', 'write ms (queries)', 'wait ms (reads)', 'other ms', 'manager own ms', 'notes'];
+  say(`\n| ${head.join(' | ')} |`);
+  say(`| ${head.map(() => '---').join(' | ')} |`);
+  for (const x of ROWS) {
+    say(`| ${x.event} | ${x.totalMs} | ${x.readMs} (${x.queries.reads}) | ${x.planMs} | ${x.writeMs} (${x.queries.writes}) | ${x.waitMs} (${x.queries.readsWhileWaiting}) | ${x.otherMs} | ${x.own.toFixed(1)} | ${x.extra} |`);
+  }
+  say('\nmanager own = reading + planning + other (everything but the table_config writes and the wait for RethinkDB to act on them)');
+}
+
+async function main() {
+  say(`scale benchmark: ${SERVERS} RethinkDB 2.4.4 servers, up to ${TABLES} tables x ${SHARDS} shards x ${REPLICAS} replicas; node ${process.version}, ${cpus().length} CPUs, ${(totalmem() / 2 ** 30).toFixed(0)} GiB`);
+  // CPU nodes without a real limit (every core each): the lab's metrics API needs them, and the monitor reads it.
+  const cluster = createRethinkDbCluster({ binary: resolveBinary(), size: SERVERS, cacheSizeMb: 64, coresPerNode: cpus().length });
+  let manager = null;
+  let server = null;
+  try {
+    await cluster.start();
+    const tables = await createTables(cluster);
+    manager = createLabManager(cluster, {
+      via: 0, destination: process.stderr, kube: createLabKube(cluster), env: { LOG_LEVEL: 'warn', MONITOR_ENABLED: 'true', RETHINKDB_QUERY_TIMEOUT_MS: '20000' },
+    });
+    await manager.ready(60000);
+    server = manager.app.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    const base = `http://127.0.0.1:${server.address().port}`;
+    say(`primaries before: ${JSON.stringify(await primaryCounts(cluster))}`);
+
+    const read = await traced(() => manager.store.readCluster());
+    row('one read of the system tables', read.timings, `${read.result.tables.length} tables`);
+
+    const prestop = await post(base, '/v1/hooks/prestop?pod=rethinkdb-1');
+    row('PRESTOP rethinkdb-1', prestop.timings, `primariesOff ${prestop.primariesOff}, ${prestop.report.changes.length} primaries moved, ${tables} tables`);
+    say(`primaries after PRESTOP: ${JSON.stringify(await primaryCounts(cluster))}`);
+
+    const release = await post(base, '/v1/actions/release-server', { server: 'rethinkdb_1', rebalance: false });
+    row('release-server (no rebalance)', release.timings);
+    const rebalance = await post(base, '/v1/actions/rebalance-primaries', {});
+    row('rebalance-primaries (after the drain)', rebalance.timings, `${rebalance.changes.length} primaries moved, outcome ${rebalance.outcome}`);
+    const even = await post(base, '/v1/actions/rebalance-primaries', {});
+    row('rebalance-primaries (already even)', even.timings, `${even.changes.length} moved`);
+
+    const poll = await traced(() => manager.monitor.pollOnce());
+    row('one monitor poll', poll.timings);
+    say(`primaries at the end: ${JSON.stringify(await primaryCounts(cluster))}`);
+    printTable();
+  } finally {
+    if (server) server.close();
+    if (manager) await manager.close().catch(() => {});
+    await cluster.destroy();
+  }
+}
+
+main().catch((err) => { console.error(err); process.exitCode = 1; });

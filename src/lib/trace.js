@@ -1,0 +1,84 @@
+// Where one request's time goes: RethinkDB queries (reads and writes, how many and how long), planning, and
+// waiting for RethinkDB to act on a new configuration. A hook or an action answers with it (`timings`), so that an
+// operator can tell the manager's own share from RethinkDB's, and the scale benchmark can print it.
+// Attribution follows the async context (AsyncLocalStorage): code outside a traced request records nothing.
+
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { performance } from 'node:perf_hooks';
+
+const storage = new AsyncLocalStorage();
+
+function newTrace() {
+  return {
+    startedAt: performance.now(),
+    reads: { count: 0, ms: 0 },
+    writes: { count: 0, ms: 0 },
+    waiting: { ms: 0, reads: 0 },
+    planMs: 0,
+    planning: false,
+  };
+}
+
+// Runs fn in a new trace. Returns { result, timings }; a failure propagates as it is.
+export async function traced(fn) {
+  const trace = newTrace();
+  const result = await storage.run({ trace, phase: null }, fn);
+  return { result, timings: summarize(trace) };
+}
+
+// A query's duration, as 'read' or 'write'. Reads made while waiting count as waiting.
+export function recordQuery(kind, ms) {
+  const ctx = storage.getStore();
+  if (!ctx) return;
+  if (ctx.phase === 'wait') {
+    ctx.trace.waiting.reads += 1;
+    return;
+  }
+  const bucket = kind === 'write' ? ctx.trace.writes : ctx.trace.reads;
+  bucket.count += 1;
+  bucket.ms += ms;
+}
+
+// Pure planning (synchronous): its time counts as planning, once when calls nest.
+export function timePlanning(fn) {
+  const ctx = storage.getStore();
+  if (!ctx || ctx.trace.planning) return fn();
+  const start = performance.now();
+  ctx.trace.planning = true;
+  try {
+    return fn();
+  } finally {
+    ctx.trace.planning = false;
+    ctx.trace.planMs += performance.now() - start;
+  }
+}
+
+// Waiting for RethinkDB (polling until new primaries act, replicas are ready...): the whole wait counts as waiting,
+// its reads included.
+export async function timeWaiting(fn) {
+  const ctx = storage.getStore();
+  if (!ctx || ctx.phase === 'wait') return fn();
+  const start = performance.now();
+  try {
+    return await storage.run({ ...ctx, phase: 'wait' }, fn);
+  } finally {
+    ctx.trace.waiting.ms += performance.now() - start;
+  }
+}
+
+const round = (ms) => Math.round(ms * 10) / 10;
+
+// Milliseconds, one decimal. otherMs: the rest (locks, marks, audit, the policy, the event loop).
+export function summarize(trace, now = performance.now()) {
+  const totalMs = now - trace.startedAt;
+  const accounted = trace.reads.ms + trace.writes.ms + trace.waiting.ms + trace.planMs;
+  return {
+    totalMs: round(totalMs),
+    readMs: round(trace.reads.ms),
+    planMs: round(trace.planMs),
+    writeMs: round(trace.writes.ms),
+    waitMs: round(trace.waiting.ms),
+    otherMs: round(Math.max(0, totalMs - accounted)),
+    queries: { reads: trace.reads.count, writes: trace.writes.count, readsWhileWaiting: trace.waiting.reads },
+  };
+}
