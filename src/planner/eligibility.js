@@ -12,9 +12,9 @@ export function createView(cluster, { draining = [] } = {}) {
   };
 }
 
+// nonvoting lists hold a server or two, so includes beats building a Set for every shard of a large plan.
 export function votingReplicas(shard) {
-  const nonvoting = new Set(shard.nonvoting);
-  return shard.replicas.filter((id) => !nonvoting.has(id));
+  return shard.replicas.filter((id) => !shard.nonvoting.includes(id));
 }
 
 // Live and up to date: connected, and its replica of this shard is `ready` in table_status.
@@ -34,10 +34,16 @@ export function primaryIneligibility(view, shard, id) {
 }
 
 // gone: servers counted as not live whatever their state (about to leave), e.g. a server being drained or evicted.
+// Counted in one pass without arrays: the safety check and planAddServer ask this of every shard.
 export function hasLiveMajority(view, shard, { gone = null } = {}) {
-  const voters = votingReplicas(shard);
-  const live = voters.filter((id) => isLiveReady(view, shard, id) && !gone?.has(id)).length;
-  return live * 2 > voters.length;
+  let voters = 0;
+  let live = 0;
+  for (const id of shard.replicas) {
+    if (shard.nonvoting.includes(id)) continue;
+    voters += 1;
+    if (isLiveReady(view, shard, id) && !gone?.has(id)) live += 1;
+  }
+  return live * 2 > voters;
 }
 
 // The shards in which `serverId` is a voter whose replica is not ready yet (backfilling, or not seen at all).
@@ -102,13 +108,27 @@ export function countReplicas(tables) {
   return counts;
 }
 
+// A comparator of server ids by name that agrees with localeCompare, from ranks collated once: planners that
+// sort servers again at every move then compare integers. Names that collate equal share a rank, so ties stay
+// ties (and a stable sort keeps their order). Every id later compared must be in `ids`.
+export function compareNamesOf(view, ids) {
+  const byName = (a, b) => view.nameOf(a).localeCompare(view.nameOf(b));
+  const sorted = [...new Set(ids)].sort(byName);
+  const rank = new Map();
+  sorted.forEach((id, i) => rank.set(id, i > 0 && byName(sorted[i - 1], id) === 0 ? rank.get(sorted[i - 1]) : i));
+  return (a, b) => rank.get(a) - rank.get(b);
+}
+
 // The candidate with the fewest items so far; ties go to the lower name so that plans are deterministic.
 export function pickLeastLoaded(view, candidates, counts) {
   let best = null;
+  let bestCount = 0;
   for (const id of candidates) {
-    if (best === null) { best = id; continue; }
-    const diff = (counts.get(id) ?? 0) - (counts.get(best) ?? 0);
-    if (diff < 0 || (diff === 0 && view.nameOf(id) < view.nameOf(best))) best = id;
+    const count = counts.get(id) ?? 0;
+    if (best === null || count < bestCount || (count === bestCount && view.nameOf(id) < view.nameOf(best))) {
+      best = id;
+      bestCount = count;
+    }
   }
   return best;
 }

@@ -2,7 +2,7 @@
 // manager's first answer to a stopping, returning or overloaded server.
 
 import {
-  countPrimaries, createView, mayElectOneOf, pickLeastLoaded, primaryIneligibility, votingReplicas,
+  compareNamesOf, countPrimaries, createView, mayElectOneOf, pickLeastLoaded, primaryIneligibility, votingReplicas,
 } from './eligibility.js';
 
 // A plan is { changes: [{ tableId, shards, moves: [{ shard, from, to }] }], skipped: [{ tableId, shard, reason }] }.
@@ -74,79 +74,100 @@ const loadOf = (loads, tableId, shard) => {
 function levelPrimaries(cluster, { draining, tableIds, prefer, byTraffic }) {
   const view = createView(cluster, { draining });
   const tables = tableIds ? cluster.tables.filter((t) => tableIds.includes(t.id)) : cluster.tables;
-  const primary = new Map();
-  const counts = new Map();
+  const counts = countPrimaries(tables);
+  if (isLevel(view, tables, counts)) return { changes: [], skipped: [] };
   const byServer = new Map();
   const moves = new Map();
   const skipped = [];
   const refs = [];
+  // ref.primary is the shard's primary as planned so far; ref.shard.primary stays the configured one.
   for (const table of tables) {
     for (const shard of table.shards) {
-      const ref = { table, shard };
+      const ref = { table, shard, primary: shard.primary };
       refs.push(ref);
-      primary.set(ref, shard.primary);
+      addTo(byServer, ref.primary, ref);
     }
   }
+  const compareNames = compareNamesOf(view, [...cluster.servers.map((s) => s.id), ...byServer.keys()]);
   const eligibleFor = (ref, exclude) => votingReplicas(ref.shard)
     .filter((id) => id !== exclude && !primaryIneligibility(view, ref.shard, id));
   const assign = (ref, to) => {
-    const from = primary.get(ref);
+    const from = ref.primary;
     if (from === to) return;
-    primary.set(ref, to);
-    moves.set(ref, { shard: ref.shard.index, from: ref.shard.primary, to });
-    if (moves.get(ref).from === to) moves.delete(ref);
+    ref.primary = to;
+    if (ref.shard.primary === to) moves.delete(ref);
+    else moves.set(ref, { shard: ref.shard.index, from: ref.shard.primary, to });
     bump(counts, from, -1);
     bump(counts, to, 1);
     byServer.get(from)?.delete(ref);
-    if (!byServer.has(to)) byServer.set(to, new Set());
-    byServer.get(to).add(ref);
+    addTo(byServer, to, ref);
   };
-  for (const ref of refs) {
-    const id = primary.get(ref);
-    bump(counts, id, 1);
-    if (!byServer.has(id)) byServer.set(id, new Set());
-    byServer.get(id).add(ref);
-  }
   // First, primaries on servers that cannot serve them (draining, disconnected, not ready).
   for (const ref of refs) {
-    if (!primaryIneligibility(view, ref.shard, primary.get(ref))) continue;
-    const candidates = eligibleFor(ref, primary.get(ref));
+    if (!primaryIneligibility(view, ref.shard, ref.primary)) continue;
+    const candidates = eligibleFor(ref, ref.primary);
     if (candidates.length === 0) {
-      skipped.push({ tableId: ref.table.id, shard: ref.shard.index, reason: explainNoCandidate(view, ref.shard, primary.get(ref)) });
+      skipped.push({ tableId: ref.table.id, shard: ref.shard.index, reason: explainNoCandidate(view, ref.shard, ref.primary) });
       continue;
     }
     assign(ref, pickLeastLoaded(view, candidates, counts));
   }
   // Then, preferred returns that narrow the gap by 2+ (with traffic known, they only break ties below).
-  for (const p of byTraffic ? [] : prefer) {
-    const ref = refs.find((r) => r.table.id === p.tableId && r.shard.index === p.shard);
-    if (!ref || primary.get(ref) === p.serverId || !eligibleFor(ref, primary.get(ref)).includes(p.serverId)) continue;
-    if ((counts.get(primary.get(ref)) ?? 0) - (counts.get(p.serverId) ?? 0) >= 2) assign(ref, p.serverId);
+  const returns = byTraffic ? [] : prefer;
+  const refAt = returns.length > 0 ? firstByShard(refs, (r) => r.table.id, (r) => r.shard.index) : null;
+  for (const p of returns) {
+    const ref = refAt(p.tableId, p.shard);
+    if (!ref || ref.primary === p.serverId || !eligibleFor(ref, ref.primary).includes(p.serverId)) continue;
+    if ((counts.get(ref.primary) ?? 0) - (counts.get(p.serverId) ?? 0) >= 2) assign(ref, p.serverId);
   }
   // Then, move one primary at a time from the most to a less loaded server while that narrows the gap by 2+.
+  const homeOf = byTraffic ? preferredHomes(prefer) : null;
   for (;;) {
-    const move = byTraffic ? findQuietestLevellingMove(view, byServer, counts, eligibleFor, byTraffic, prefer)
-      : findLevellingMove(view, byServer, counts, eligibleFor);
+    const move = byTraffic ? findQuietestLevellingMove(view, byServer, counts, eligibleFor, compareNames, byTraffic, homeOf)
+      : findLevellingMove(view, byServer, counts, eligibleFor, compareNames);
     if (!move) break;
     assign(move.ref, move.to);
   }
   return { changes: groupMoves(tables, moves), skipped };
 }
 
-function findLevellingMove(view, byServer, counts, eligibleFor) {
+// Nothing to level, decided from counts without planning any shard: every primary may stay where it is, and no
+// server holds 2+ more than one that may receive a primary, so no return or levelling move could narrow a gap.
+function isLevel(view, tables, counts) {
+  for (const table of tables) {
+    for (const shard of table.shards) if (primaryIneligibility(view, shard, shard.primary)) return false;
+  }
+  let most = -Infinity;
+  for (const count of counts.values()) most = Math.max(most, count);
+  return most - fewestOnRecipients(view, counts) < 2;
+}
+
+// The fewest primaries on a server that may receive one (connected, not draining), counting servers that hold none.
+// Every destination holds at least this many, so a server within 1 of it has nothing to give.
+function fewestOnRecipients(view, counts) {
+  let fewest = Infinity;
+  for (const { id } of view.cluster.servers) {
+    if (view.isConnected(id) && !view.draining.has(id)) fewest = Math.min(fewest, counts.get(id) ?? 0);
+  }
+  return fewest;
+}
+
+function findLevellingMove(view, byServer, counts, eligibleFor, compareNames) {
+  const count = (id) => counts.get(id) ?? 0;
+  const fewest = fewestOnRecipients(view, counts);
   const loaded = [...byServer.keys()]
-    .filter((id) => (counts.get(id) ?? 0) > 0)
-    .sort((a, b) => (counts.get(b) ?? 0) - (counts.get(a) ?? 0) || view.nameOf(a).localeCompare(view.nameOf(b)));
-  const lowest = Math.min(...[...counts.entries()].filter(([id]) => !view.draining.has(id) && view.isConnected(id)).map(([, c]) => c), 0);
+    .filter((id) => count(id) - fewest >= 2)
+    .sort((a, b) => count(b) - count(a) || compareNames(a, b));
   for (const from of loaded) {
-    const fromCount = counts.get(from) ?? 0;
-    if (fromCount - lowest < 2) break;
+    const fromCount = count(from);
     let best = null;
     for (const ref of byServer.get(from)) {
-      const candidates = eligibleFor(ref, from).filter((id) => (counts.get(id) ?? 0) <= fromCount - 2);
+      const candidates = eligibleFor(ref, from).filter((id) => count(id) <= fromCount - 2);
       const to = pickLeastLoaded(view, candidates, counts);
       if (to === null) continue;
-      if (!best || (counts.get(to) ?? 0) < (counts.get(best.to) ?? 0)) best = { ref, to };
+      if (!best || count(to) < count(best.to)) best = { ref, to };
+      // No server that may receive holds fewer: no other shard here can find a less loaded destination.
+      if (count(best.to) === fewest) break;
     }
     if (best) return best;
   }
@@ -157,21 +178,20 @@ function findLevellingMove(view, byServer, counts, eligibleFor) {
 // none of theirs can move), so it mostly takes as many moves (planRebalancePrimaries keeps the count plan where it
 // does not); but of all the primaries on the servers with that count, it moves the quietest. Ties go to a
 // preferred return, then to the least loaded destination.
-function findQuietestLevellingMove(view, byServer, counts, eligibleFor, loads, prefer) {
+function findQuietestLevellingMove(view, byServer, counts, eligibleFor, compareNames, loads, homeOf) {
   const trafficOf = (ref) => loadOf(loads, ref.table.id, ref.shard.index);
   const count = (id) => counts.get(id) ?? 0;
-  const preferredTo = (ref) => prefer.find((p) => p.tableId === ref.table.id && p.shard === ref.shard.index)?.serverId;
-  const lowest = Math.min(...[...counts.entries()].filter(([id]) => !view.draining.has(id) && view.isConnected(id)).map(([, c]) => c), 0);
+  const fewest = fewestOnRecipients(view, counts);
   const better = (a, b) => compareTraffic(trafficOf(a.ref), trafficOf(b.ref)) || a.back - b.back || count(a.to) - count(b.to)
-    || view.nameOf(a.from).localeCompare(view.nameOf(b.from));
-  const levels = [...new Set([...byServer.keys()].map(count))].filter((c) => c - lowest >= 2).sort((a, b) => b - a);
+    || compareNames(a.from, b.from);
+  const levels = [...new Set([...byServer.keys()].map(count))].filter((c) => c - fewest >= 2).sort((a, b) => b - a);
   for (const level of levels) {
     let best = null;
     for (const [from, refs] of byServer) {
       if (count(from) !== level) continue;
       for (const ref of refs) {
         const candidates = eligibleFor(ref, from).filter((id) => count(id) <= level - 2);
-        const home = preferredTo(ref);
+        const home = homeOf(ref);
         const to = candidates.includes(home) ? home : pickLeastLoaded(view, candidates, counts);
         const move = { ref, from, to, back: to === home ? 0 : 1 };
         if (to !== null && (!best || better(move, best) < 0)) best = move;
@@ -180,6 +200,29 @@ function findQuietestLevellingMove(view, byServer, counts, eligibleFor, loads, p
     if (best) return best;
   }
   return null;
+}
+
+// The server each shard should go back to, the first one `prefer` lists for it.
+function preferredHomes(prefer) {
+  const find = firstByShard(prefer, (p) => p.tableId, (p) => p.shard);
+  return (ref) => find(ref.table.id, ref.shard.index)?.serverId;
+}
+
+// A lookup by (tableId, shard index) of the first item listed for a shard (what Array.find would return), so that
+// matching a list against every shard stays linear.
+function firstByShard(items, tableIdOf, indexOf) {
+  const byTable = new Map();
+  for (const item of items) {
+    if (!byTable.has(tableIdOf(item))) byTable.set(tableIdOf(item), new Map());
+    const shards = byTable.get(tableIdOf(item));
+    if (!shards.has(indexOf(item))) shards.set(indexOf(item), item);
+  }
+  return (tableId, index) => byTable.get(tableId)?.get(index);
+}
+
+function addTo(byServer, id, ref) {
+  if (!byServer.has(id)) byServer.set(id, new Set());
+  byServer.get(id).add(ref);
 }
 
 // Infinity - Infinity is NaN: two unknown loads are equal.

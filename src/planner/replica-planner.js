@@ -4,7 +4,7 @@
 //   finalize: once `to` is ready it becomes voting and `from` (if any) leaves.
 
 import {
-  canHostReplica, countPrimaries, countReplicas, createView, hasLiveMajority, isLiveReady,
+  canHostReplica, compareNamesOf, countPrimaries, countReplicas, createView, hasLiveMajority, isLiveReady,
   pickLeastLoaded, primaryIneligibility, replicaHostIneligibility, votingReplicas,
 } from './eligibility.js';
 import { configOf, explainNoCandidate } from './primary-planner.js';
@@ -105,8 +105,9 @@ export function planAddServer(cluster, serverId, { draining = [], tableIds = nul
 // Each pick takes a shard from the table the server has the fewest new replicas of.
 function growthPicker(open, perTable) {
   const taken = new Set();
+  const pickShard = createShardPicker(open, taken, perTable);
   return () => {
-    const ref = minBy(open.filter((r) => !taken.has(r)), (r) => perTable.get(r.table.id) ?? 0);
+    const ref = pickShard();
     if (!ref) return null;
     taken.add(ref);
     return { ref, from: null };
@@ -114,29 +115,62 @@ function growthPicker(open, perTable) {
 }
 
 // Each pick takes a replica from the most loaded server (a non-primary voting one, so no primary moves),
-// preferring tables the new server has the fewest replicas of. Shards are indexed by donor once.
+// preferring tables the new server has the fewest replicas of. Shards are indexed by donor once, and a donor with
+// nothing left to give is dropped for good (taken shards are never given back).
 function donationPicker(view, open, counts, perTable, serverId, hosts) {
   const byDonor = new Map();
   for (const ref of open) {
     for (const id of ref.shard.replicas) {
       if (id === ref.shard.primary || ref.shard.nonvoting.includes(id) || !hosts.has(id)) continue;
-      if (!byDonor.has(id)) byDonor.set(id, []);
-      byDonor.get(id).push(ref);
+      const refs = byDonor.get(id);
+      if (refs) refs.push(ref);
+      else byDonor.set(id, [ref]);
     }
   }
   const taken = new Set();
+  const pickers = new Map([...byDonor].map(([id, refs]) => [id, createShardPicker(refs, taken, perTable)]));
+  const compareNames = compareNamesOf(view, byDonor.keys());
+  const count = (id) => counts.get(id) ?? 0;
   return () => {
-    const donors = [...byDonor.keys()]
-      .filter((id) => (counts.get(id) ?? 0) > (counts.get(serverId) ?? 0) + 1)
-      .sort((a, b) => (counts.get(b) ?? 0) - (counts.get(a) ?? 0) || view.nameOf(a).localeCompare(view.nameOf(b)));
-    for (const from of donors) {
-      const ref = minBy(byDonor.get(from).filter((r) => !taken.has(r)), (r) => perTable.get(r.table.id) ?? 0);
+    for (;;) {
+      const from = mostLoadedDonor(pickers, count, compareNames, count(serverId));
+      if (from === null) return null;
+      const ref = pickers.get(from)();
       if (ref) {
         taken.add(ref);
         return { ref, from };
       }
+      pickers.delete(from);
     }
-    return null;
+  };
+}
+
+// The donor holding the most replicas, 2+ more than the receiver; of equal ones the first by name, then the first
+// indexed. One pass: sorting every donor at every pick cost more than the rest of the plan.
+function mostLoadedDonor(donors, count, compareNames, receiverCount) {
+  let best = null;
+  let bestCount = receiverCount + 1;
+  for (const id of donors.keys()) {
+    const c = count(id);
+    if (c > bestCount || (c === bestCount && best !== null && compareNames(id, best) < 0)) {
+      best = id;
+      bestCount = c;
+    }
+  }
+  return best;
+}
+
+// Picks from `refs` the first shard not taken yet whose table has the fewest new replicas so far (null if all are
+// taken). Shards are only taken and tables only gain new replicas, so a shard once passed over in the search for a
+// table with none is never the answer again: each search resumes where the last stopped. Only once every table
+// has some does a pick read the whole list.
+function createShardPicker(refs, taken, perTable) {
+  let start = 0;
+  const newIn = (ref) => perTable.get(ref.table.id) ?? 0;
+  return () => {
+    while (start < refs.length && (taken.has(refs[start]) || newIn(refs[start]) > 0)) start += 1;
+    if (start < refs.length) return refs[start];
+    return minBy(refs.filter((r) => !taken.has(r)), newIn);
   };
 }
 

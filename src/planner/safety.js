@@ -1,6 +1,6 @@
 // Pure: the last check before any table_config write. A transition that breaks an invariant is never written.
 
-import { createView, hasLiveMajority, primaryIneligibility, votingReplicas } from './eligibility.js';
+import { createView, hasLiveMajority, primaryIneligibility } from './eligibility.js';
 
 // Returns a list of violations (empty when the new shards are safe to write).
 export function checkTransition(cluster, table, newShards, { draining = [] } = {}) {
@@ -13,12 +13,13 @@ export function checkTransition(cluster, table, newShards, { draining = [] } = {
   newShards.forEach((next, index) => {
     const before = table.shards[index];
     const where = `${table.db}.${table.name} shard ${index}`;
-    violations.push(...checkShape(view, next, where));
+    violations.push(...checkShape(next, where));
+    // The new config judged against the states observed now: only replicas, nonvoting and states are read.
+    const after = { replicas: next.replicas, nonvoting: next.nonvoting, states: before.states };
     if (next.primary !== before.primary) {
-      const why = primaryIneligibility(view, { ...before, ...next, states: before.states }, next.primary);
+      const why = primaryIneligibility(view, after, next.primary);
       if (why) violations.push(`${where}: ${view.nameOf(next.primary)} cannot become primary (${why})`);
     }
-    const after = { ...next, states: before.states };
     if (hasLiveMajority(view, before) && !hasLiveMajority(view, after)) {
       violations.push(`${where}: change would leave the shard without a live voting majority`);
     }
@@ -26,13 +27,13 @@ export function checkTransition(cluster, table, newShards, { draining = [] } = {
   return violations;
 }
 
-function checkShape(view, shard, where) {
+function checkShape(shard, where) {
   const problems = [];
   if (shard.replicas.length === 0) problems.push(`${where}: no replicas`);
   if (new Set(shard.replicas).size !== shard.replicas.length) problems.push(`${where}: a server is listed twice`);
   if (!shard.replicas.includes(shard.primary)) problems.push(`${where}: primary is not a replica`);
   if (shard.nonvoting.includes(shard.primary)) problems.push(`${where}: primary is nonvoting`);
   if (shard.nonvoting.some((id) => !shard.replicas.includes(id))) problems.push(`${where}: nonvoting server not in replicas`);
-  if (votingReplicas(shard).length === 0) problems.push(`${where}: no voting replicas`);
+  if (!shard.replicas.some((id) => !shard.nonvoting.includes(id))) problems.push(`${where}: no voting replicas`);
   return problems;
 }
