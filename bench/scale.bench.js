@@ -3,9 +3,11 @@
 // time split into reading, planning, writing and waiting for RethinkDB (src/lib/trace.js) and the queries sent.
 // Run (root): npm run bench:scale   Env: BENCH_TABLES (1000), BENCH_SHARDS (4), BENCH_REPLICAS (3),
 // BENCH_SERVERS (4), BENCH_CREATE_BUDGET_SECONDS (900: tables are created until then; how many is printed),
-// RETHINKDB_BINARY (../shared/rethinkdb/rethinkdb).
+// RETHINKDB_BINARY (../shared/rethinkdb/rethinkdb). Creating 1,000 tables takes about 5 minutes here; restarting
+// servers on such data directories took longer still (Raft elections of every table), so each run starts afresh.
 
 import { once } from 'node:events';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import r from 'rethinkdb';
@@ -83,15 +85,33 @@ function printTable() {
   say('\nmanager own = reading + planning + other (everything but the table_config writes and the wait for RethinkDB to act on them)');
 }
 
+// RethinkDB maps two areas per coroutine stack; with thousands of shard replicas per server it crashed here at the
+// default limit (65530) with "mprotect failed with ENOMEM; try increasing /proc/sys/vm/max_map_count".
+const MAX_MAP_COUNT = 1048576;
+function raiseMapCount() {
+  const path = '/proc/sys/vm/max_map_count';
+  const current = Number(readFileSync(path, 'utf8'));
+  if (current < MAX_MAP_COUNT) writeFileSync(path, String(MAX_MAP_COUNT));
+  say(`vm.max_map_count: ${current}${current < MAX_MAP_COUNT ? ` raised to ${MAX_MAP_COUNT}` : ''}`);
+}
+
 async function main() {
+  raiseMapCount();
   say(`scale benchmark: ${SERVERS} RethinkDB 2.4.4 servers, up to ${TABLES} tables x ${SHARDS} shards x ${REPLICAS} replicas; node ${process.version}, ${cpus().length} CPUs, ${(totalmem() / 2 ** 30).toFixed(0)} GiB`);
   // CPU nodes without a real limit (every core each): the lab's metrics API needs them, and the monitor reads it.
-  const cluster = createRethinkDbCluster({ binary: resolveBinary(), size: SERVERS, cacheSizeMb: 64, coresPerNode: cpus().length });
+  const cluster = createRethinkDbCluster({
+    binary: resolveBinary(), size: SERVERS, cacheSizeMb: 64, coresPerNode: cpus().length,
+  });
   let manager = null;
   let server = null;
   try {
     await cluster.start();
     const tables = await createTables(cluster);
+    const rss = cluster.servers.map((s) => {
+      const line = readFileSync(`/proc/${cluster.pidOf(s.index)}/status`, 'utf8').split('\n').find((l) => l.startsWith('VmRSS:'));
+      return `${s.name} ${Math.round(Number(line.split(/\s+/)[1]) / 1024)} MiB`;
+    });
+    say(`RethinkDB servers' RSS with ${tables} tables (--cache-size 64): ${rss.join(', ')}`);
     manager = createLabManager(cluster, {
       via: 0, destination: process.stderr, kube: createLabKube(cluster), env: { LOG_LEVEL: 'warn', MONITOR_ENABLED: 'true', RETHINKDB_QUERY_TIMEOUT_MS: '20000' },
     });

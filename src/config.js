@@ -38,6 +38,7 @@ const KEYS = [
   { env: 'RETRY_MIN_MS', field: 'retry.minMs', parse: integer(10, 600000), default: 500 },
   { env: 'RETRY_MAX_MS', field: 'retry.maxMs', parse: integer(10, 3600000), default: 30000 },
   { env: 'WAIT_POLL_INTERVAL_MS', field: 'waitPollIntervalMs', parse: integer(10, 60000), default: 250 },
+  { env: 'TABLE_WRITE_CONCURRENCY', field: 'tableWriteConcurrency', parse: integer(1, 64), default: 8 },
   { env: 'PRESTOP_HEARTBEAT_TIMEOUT_SECONDS', field: 'prestop.heartbeatTimeoutSeconds', parse: offOrInteger(2, 3600), default: 2 },
   { env: 'PRESTOP_HEARTBEAT_WINDOW_SECONDS', field: 'prestop.heartbeatWindowSeconds', parse: integer(1, 86400), default: 120 },
   { env: 'POSTSTART_GIVE_BACK', field: 'poststart.giveBack', parse: oneOf(['always', 'balance', 'never']), default: 'balance' },

@@ -45,7 +45,9 @@ export function createManager({
   const authenticator = createAuthenticator({ auth: config.auth, kube, staticToken, clock, logger });
   const operations = createOperationRegistry({ clock, logger });
   const work = createWorkTracker({ started: stateLoaded });
-  const reconfigurer = createReconfigurer({ store, locks, marks, clock, logger, waitPollIntervalMs: config.waitPollIntervalMs });
+  const reconfigurer = createReconfigurer({
+    store, locks, marks, clock, logger, waitPollIntervalMs: config.waitPollIntervalMs, writeConcurrency: config.tableWriteConcurrency,
+  });
   const actions = {
     ...createActions({ store, reconfigurer, marks, operations, clock, logger, config, audit }),
     ...createRaftLeadership({ store, reconfigurer, marks, clock, logger, config, audit }),

@@ -10,7 +10,10 @@ import {
 } from '../planner/eligibility.js';
 import { checkTransition } from '../planner/safety.js';
 
-export function createReconfigurer({ store, locks, marks, clock, logger, waitPollIntervalMs }) {
+// writeConcurrency: how many tables' configs are written at once (TABLE_WRITE_CONCURRENCY).
+export function createReconfigurer({
+  store, locks, marks, clock, logger, waitPollIntervalMs, writeConcurrency = 1,
+}) {
   const log = logger.child({ module: 'reconfigurer' });
 
   // planFn(cluster, draining) -> { changes, skipped }. `leaving` are servers the action itself takes primaries
@@ -20,21 +23,19 @@ export function createReconfigurer({ store, locks, marks, clock, logger, waitPol
   }
 
   // The same, for a caller that already holds the locks of `tableIds` (withTableLocks).
+  // Every table is checked on the one read first; the safe ones are then written up to writeConcurrency at a time
+  // (each table's config is its own Raft group, and its lock is held: never two writes to one table at once).
   async function commitLocked(planFn, { tableIds, deadline, leaving = [] }) {
     const cluster = await store.readCluster();
     // Read under the locks: a drain that committed while we waited is seen here (no primary onto it).
     const draining = [...new Set([...(await marks.drainingIds()), ...leaving])];
     const plan = timePlanning(() => planFn(cluster, draining));
-    const written = [];
     const notDone = [];
+    const safe = [];
     for (const change of plan.changes) {
       const table = cluster.tables.find((t) => t.id === change.tableId);
       if (!tableIds.includes(change.tableId)) {
         notDone.push({ tableId: change.tableId, reason: 'table changed concurrently; run the action again' });
-        continue;
-      }
-      if (deadline.expired()) {
-        notDone.push({ tableId: change.tableId, reason: 'deadline passed before this table was written' });
         continue;
       }
       const violations = timePlanning(() => checkTransition(cluster, table, change.shards, { draining }));
@@ -43,20 +44,47 @@ export function createReconfigurer({ store, locks, marks, clock, logger, waitPol
         log.error({ table: tableLabel(table), violations }, 'unsafe transition refused');
         continue;
       }
-      try {
-        await store.writeTableShards(change.tableId, change.shards);
-        written.push({ change, before: table });
-      } catch (err) {
-        if (err.code === 'DATA_STORE_UNAVAILABLE') {
-          // The write may or may not have been applied: say so rather than guess.
-          notDone.push({ tableId: change.tableId, reason: `write outcome unknown, RethinkDB became unavailable: ${err.message}` });
-          break;
+      safe.push({ change, before: table });
+    }
+    const writes = await writeAll(safe, deadline);
+    return { cluster, plan, written: writes.written, notDone: [...notDone, ...writes.notDone], draining };
+  }
+
+  // Writes each { change, before } in order, up to writeConcurrency at once. Once RethinkDB is unavailable, or the
+  // deadline has passed, no further write starts; each table not written says why. `written` keeps the plan's order.
+  async function writeAll(items, deadline) {
+    const outcomes = new Array(items.length).fill(null);
+    let stopped = null;
+    let next = 0;
+    async function worker() {
+      while (next < items.length) {
+        const i = next;
+        next += 1;
+        const { change, before } = items[i];
+        if (stopped || deadline.expired()) {
+          outcomes[i] = { notDone: { tableId: change.tableId, reason: stopped ?? 'deadline passed before this table was written' } };
+          continue;
         }
-        notDone.push({ tableId: change.tableId, reason: err.message });
-        log.warn({ table: tableLabel(table), err: err.message }, 'table_config write failed');
+        try {
+          await store.writeTableShards(change.tableId, change.shards);
+          outcomes[i] = { written: items[i] };
+        } catch (err) {
+          if (err.code === 'DATA_STORE_UNAVAILABLE') {
+            stopped ??= `not written: RethinkDB became unavailable during another table's write (${err.message})`;
+            // The write may or may not have been applied: say so rather than guess.
+            outcomes[i] = { notDone: { tableId: change.tableId, reason: `write outcome unknown, RethinkDB became unavailable: ${err.message}` } };
+          } else {
+            outcomes[i] = { notDone: { tableId: change.tableId, reason: err.message } };
+            log.warn({ table: tableLabel(before), err: err.message }, 'table_config write failed');
+          }
+        }
       }
     }
-    return { cluster, plan, written, notDone, draining };
+    await Promise.all(Array.from({ length: Math.min(writeConcurrency, items.length) }, worker));
+    return {
+      written: outcomes.filter((o) => o.written).map((o) => o.written),
+      notDone: outcomes.filter((o) => o.notDone).map((o) => o.notDone),
+    };
   }
 
   // Runs fn holding the locks of every table in tableIds (in a fixed order), so that no other writer touches
@@ -125,7 +153,7 @@ export function createReconfigurer({ store, locks, marks, clock, logger, waitPol
       onProgress?.({ state: state ?? 'unknown', progress: state === 'ready' ? 1 : job?.progress ?? null });
       if (state === 'ready' && createView(cluster).isConnected(serverId)) return [];
       return [{ tableId, shard: shardIndex, reason: `replica is ${state ?? 'not listed yet'}` }];
-    });
+    }, { backfills: true });
   }
 
   // Until none of the tables (ids) is led by `serverId` in Raft and each has a leader again (table_status.raft_leader).
@@ -138,15 +166,16 @@ export function createReconfigurer({ store, locks, marks, clock, logger, waitPol
 
   // Polls the cluster until check() returns no pending items or the deadline passes. The request's trace counts
   // it as waiting for RethinkDB.
-  function pollUntil(deadline, check) {
-    return timeWaiting(() => poll(deadline, check));
+  // read: what readCluster reads (backfills only where progress is reported).
+  function pollUntil(deadline, check, read = {}) {
+    return timeWaiting(() => poll(deadline, check, read));
   }
 
-  async function poll(deadline, check) {
+  async function poll(deadline, check, read) {
     let pending = [{ reason: 'not checked yet' }];
     for (;;) {
       try {
-        pending = check(await store.readCluster());
+        pending = check(await store.readCluster(read));
       } catch (err) {
         if (!(err instanceof AppError) || err.code !== 'DATA_STORE_UNAVAILABLE') throw err;
         pending = [{ reason: err.message }];

@@ -18,8 +18,14 @@ async function timed(kind, fn) {
 }
 
 export function createDataStore({ source, managedTables = [] }) {
-  async function readCluster() {
-    return timed('read', async () => filterManagedTables(normalizeSystemTables(await source.readSystemTables()), managedTables));
+  // backfills: also read the backfills under way (rethinkdb.jobs, costly on a large cluster); `backfills` is null
+  // in a snapshot read without them.
+  async function readCluster({ backfills = false } = {}) {
+    return timed('read', async () => {
+      const raw = await source.readSystemTables({ backfills });
+      const cluster = filterManagedTables(normalizeSystemTables(raw), managedTables);
+      return backfills ? cluster : { ...cluster, backfills: null };
+    });
   }
 
   async function writeTableShards(tableId, shards) {

@@ -11,8 +11,8 @@ import {
 export function createRethinkDbSource({ r, runQuery, connections = null }) {
   return {
     kind: 'rethinkdb',
-    async readSystemTables() {
-      const raw = await runQuery(buildReadSystemTables(r), 'read system tables');
+    async readSystemTables({ backfills = true } = {}) {
+      const raw = await runQuery(buildReadSystemTables(r, { backfills }), 'read system tables');
       connections?.learn(raw.serverStatus);
       return raw;
     },

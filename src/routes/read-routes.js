@@ -71,7 +71,7 @@ export function createReadRoutes({
   });
 
   mountRoute(router, READ_ROUTES.cluster, async (input, res) => {
-    const cluster = await store.readCluster();
+    const cluster = await store.readCluster({ backfills: true });
     const view = describeCluster(cluster, { backend: store.kind, draining: await marks.list(), operations: operations.list() });
     const extra = await status();
     res.json({ ...view, ...extra, monitor: monitor ? monitorSummary(monitor.view()) : null });

@@ -25,14 +25,20 @@ function recordingRunner(answers) {
 }
 
 describe('RethinkDB adapter: queries', () => {
-  test('when reading the cluster, then one query reads every system table, uuid format where identities matter', async () => {
-    const { sent, runQuery } = recordingRunner([rawSnapshot('01-healthy.json')]);
+  test('when reading the cluster with its backfills, then one query reads every system table, uuid format where identities matter; without, the same less jobs', async () => {
+    const { sent, runQuery } = recordingRunner([rawSnapshot('01-healthy.json'), rawSnapshot('01-healthy.json')]);
     const store = createDataStore({ source: createRethinkDbSource({ r, runQuery }) });
-    const cluster = await store.readCluster();
+    const cluster = await store.readCluster({ backfills: true });
     expect(cluster.tables).toHaveLength(2);
+    expect(cluster.backfills).toEqual([expect.objectContaining({ table: 'usertable', progress: expect.any(Number) })]);
+    const lean = await store.readCluster();
+    expect(lean.backfills).toBeNull();
+    expect(lean.tables).toEqual(cluster.tables);
+    const { jobs, ...rest } = sent[0];
+    expect(sent[1]).toEqual(rest);
     const sys = [14, ['rethinkdb']];
     const uuid = { identifier_format: 'uuid' };
-    expect(sent).toEqual([{
+    expect(sent[0]).toEqual({
       tableConfig: [51, [[15, [sys, 'table_config'], uuid], 'array']],
       tableConfigByName: [51, [[33, [[15, [sys, 'table_config']], 'id', 'shards']], 'array']],
       tableStatus: [51, [[15, [sys, 'table_status'], uuid], 'array']],
@@ -41,7 +47,7 @@ describe('RethinkDB adapter: queries', () => {
       dbConfig: [51, [[15, [sys, 'db_config']], 'array']],
       jobs: [51, [[39, [[15, [sys, 'jobs']], { type: 'backfill' }]], 'array']],
       heartbeat: [16, [[15, [sys, 'cluster_config']], 'heartbeat']],
-    }]);
+    });
   });
 
   test('when lowering the heartbeat timeout, then one update of cluster_config\'s heartbeat document, and a refusal is an error with RethinkDB\'s text', async () => {
