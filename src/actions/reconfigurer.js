@@ -4,7 +4,7 @@
 
 import { AppError } from '../errors.js';
 import { tableLabel } from '../cluster/cluster-model.js';
-import { timePlanning, timeWaiting } from '../lib/trace.js';
+import { timePlanning, timeWaiting, timeWriting } from '../lib/trace.js';
 import {
   createView, hasLiveMajority, isSettling, mayElectOneOf,
 } from '../planner/eligibility.js';
@@ -46,7 +46,7 @@ export function createReconfigurer({
       }
       safe.push({ change, before: table });
     }
-    const writes = await writeAll(safe, deadline);
+    const writes = await timeWriting(() => writeAll(safe, deadline));
     return { cluster, plan, written: writes.written, notDone: [...notDone, ...writes.notDone], draining };
   }
 

@@ -75,14 +75,16 @@ export function createHookRoutes({ events, work, prestopDeadlineSeconds, logger 
     const deadlineMs = Math.min(prestopDeadlineSeconds * 1000, relayDeadlineMs ?? Infinity);
     const deadlineSeconds = Math.max(1, Math.floor(deadlineMs / 1000) - 1);
     // The action has its own deadline for waiting; this outer limit also covers a data store that hangs.
+    const run = traced(() => work.track(() => events.prestop({
+      pod: query.pod, dryRun: query.dryRun === true, deadlineSeconds, actor: hookActor('prestop', query.pod, callerActor(identity)),
+    })));
+    // Logged when the work ends, also after a 504: where the time went is what an operator needs then.
+    run.then(({ result, timings }) => logTimings(query.pod, result, timings), () => {});
     const { result, timings } = await withinMs(
-      traced(() => work.track(() => events.prestop({
-        pod: query.pod, dryRun: query.dryRun === true, deadlineSeconds, actor: hookActor('prestop', query.pod, callerActor(identity)),
-      }))),
+      run,
       deadlineMs,
       () => new AppError('DEADLINE_EXCEEDED', `preStop for ${query.pod} did not finish within ${Math.round(deadlineMs / 100) / 10} s; the pod may stop with primaries still on it`),
     );
-    logTimings(query.pod, result, timings);
     res.status(200).json({ ...result, timings });
   });
 

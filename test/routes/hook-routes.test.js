@@ -199,7 +199,6 @@ describe('POST /v1/hooks/prestop', () => {
     expect(timings.queries).toEqual({ reads: 2, writes: 2, readsWhileWaiting: reads.count - 2 });
     expect(timings.queries.readsWhileWaiting).toBeGreaterThanOrEqual(1);
     for (const phase of ['readMs', 'planMs', 'writeMs', 'waitMs', 'otherMs']) expect(timings[phase]).toBeGreaterThanOrEqual(0);
-    expect(timings.planMs).toBeGreaterThan(0);
     const parts = timings.readMs + timings.planMs + timings.writeMs + timings.waitMs + timings.otherMs;
     expect(Math.abs(parts - timings.totalMs)).toBeLessThanOrEqual(0.5);
   });

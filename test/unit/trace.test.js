@@ -1,6 +1,6 @@
 // The request trace: what counts as reading, writing, planning and waiting, and that nothing is counted outside one.
 import {
-  recordQuery, timePlanning, timeWaiting, traced,
+  recordQuery, timePlanning, timeWaiting, timeWriting, traced,
 } from '../../src/lib/trace.js';
 
 const busy = (ms) => { const until = performance.now() + ms; while (performance.now() < until) { /* spin */ } };
@@ -16,6 +16,22 @@ describe('a request trace', () => {
     expect(result).toBe('done');
     expect(timings.queries).toEqual({ reads: 1, writes: 1, readsWhileWaiting: 3 });
     expect(timings).toMatchObject({ readMs: 5, writeMs: 3 });
+  });
+
+  test('when writes run concurrently in a batch, then writing counts the batch\'s wall time and the mean is of each write\'s own duration', async () => {
+    const { timings } = await traced(async () => {
+      await timeWriting(async () => {
+        await new Promise((res) => { setTimeout(res, 30); });
+        for (let i = 0; i < 4; i += 1) recordQuery('write', 25);
+      });
+      recordQuery('write', 10);
+    });
+    expect(timings.queries.writes).toBe(5);
+    expect(timings.meanWriteMs).toBe(22);
+    // 30 ms of wall time plus the lone write, not 4 x 25 + 10.
+    expect(timings.writeMs).toBeGreaterThanOrEqual(39);
+    expect(timings.writeMs).toBeLessThan(100);
+    expect(timings.writeMs).toBeLessThanOrEqual(timings.totalMs + 10);
   });
 
   test('when planning nests (a planner called inside another timed plan), then its time is counted once', async () => {
