@@ -51,22 +51,26 @@ export function createReconfigurer({
   }
 
   // Writes each { change, before } in order, up to writeConcurrency at once. Once RethinkDB is unavailable, or the
-  // deadline has passed, no further write starts; each table not written says why. `written` keeps the plan's order.
+  // deadline is nearer than the slowest write so far took (a write started then would end after it), no further
+  // write starts; each table not written says why. `written` keeps the plan's order.
   async function writeAll(items, deadline) {
     const outcomes = new Array(items.length).fill(null);
     let stopped = null;
+    let slowestMs = 0;
     let next = 0;
     async function worker() {
       while (next < items.length) {
         const i = next;
         next += 1;
         const { change, before } = items[i];
-        if (stopped || deadline.expired()) {
+        if (stopped || deadline.expired() || deadline.remainingMs() < slowestMs) {
           outcomes[i] = { notDone: { tableId: change.tableId, reason: stopped ?? 'deadline passed before this table was written' } };
           continue;
         }
+        const startedAt = clock.now();
         try {
           await store.writeTableShards(change.tableId, change.shards);
+          slowestMs = Math.max(slowestMs, clock.now() - startedAt);
           outcomes[i] = { written: items[i] };
         } catch (err) {
           if (err.code === 'DATA_STORE_UNAVAILABLE') {

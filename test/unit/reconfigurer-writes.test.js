@@ -24,7 +24,7 @@ function cluster() {
 // Each table's primary to b.
 const demoteAll = (c) => ({ changes: c.tables.map((t) => ({ tableId: t.id, shards: [{ ...t.shards[0], primary: 'b' }], moves: [{ shard: 0, from: 'a', to: 'b' }] })), skipped: [] });
 
-function setup({ writeConcurrency, failOn = null }) {
+function setup({ writeConcurrency, failOn = null, writeMs = 0, deadlineMs = 10_000 }) {
   const clock = createVirtualClock();
   const logger = createLogger({ level: 'info', destination: createLogSink().stream });
   const log = { started: [], inFlight: 0, most: 0, perTable: new Map() };
@@ -36,6 +36,7 @@ function setup({ writeConcurrency, failOn = null }) {
       log.most = Math.max(log.most, log.inFlight);
       log.perTable.set(tableId, (log.perTable.get(tableId) ?? 0) + 1);
       await new Promise((res) => { setImmediate(res); });
+      if (writeMs > 0) await clock.advance(writeMs);
       log.inFlight -= 1;
       if (tableId === failOn) throw new AppError('DATA_STORE_UNAVAILABLE', 'connection closed');
     },
@@ -43,7 +44,7 @@ function setup({ writeConcurrency, failOn = null }) {
   const reconfigurer = createReconfigurer({
     store, locks: createKeyedMutex(), marks: createStateStore({ clock, logger }), clock, logger, waitPollIntervalMs: 100, writeConcurrency,
   });
-  const commit = () => reconfigurer.commit(demoteAll, { tableIds: cluster().tables.map((t) => t.id), deadline: createDeadline(clock, 10_000) });
+  const commit = () => reconfigurer.commit(demoteAll, { tableIds: cluster().tables.map((t) => t.id), deadline: createDeadline(clock, deadlineMs) });
   return { log, commit };
 }
 
@@ -66,5 +67,14 @@ describe('the reconfigurer writes tables concurrently', () => {
     expect(result.notDone[0]).toEqual({ tableId: 't1', reason: expect.stringMatching(/^write outcome unknown, RethinkDB became unavailable/) });
     expect(result.notDone.slice(1).map((n) => n.tableId)).toEqual(['t4', 't5', 't6', 't7', 't8', 't9']);
     for (const n of result.notDone.slice(1)) expect(n.reason).toMatch(/^not written: RethinkDB became unavailable during another table's write/);
+  });
+
+  test('when each write takes 1 s and the deadline is 3.5 s, then no write starts once the deadline is nearer than the slowest write took, and the rest say the deadline passed', async () => {
+    const { log, commit } = setup({ writeConcurrency: 1, writeMs: 1000, deadlineMs: 3500 });
+    const result = await commit();
+    // Writes start at 0, 1 and 2 s; at 3 s only 0.5 s is left, less than a write took.
+    expect(log.started).toEqual(['t0', 't1', 't2']);
+    expect(result.notDone).toHaveLength(TABLES - 3);
+    for (const n of result.notDone) expect(n.reason).toBe('deadline passed before this table was written');
   });
 });
