@@ -3,19 +3,18 @@
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
-import { KubeConfig } from '@kubernetes/client-node';
-import r from 'rethinkdb';
 import { loadConfig } from './config.js';
 import { createSystemClock } from './lib/clock.js';
 import { createLogger } from './logger.js';
-import { createKubeAdapter } from './kubernetes/kube-adapter.js';
 import { createManager } from './manager.js';
 import { createMetrics } from './metrics/metrics.js';
-import { createRethinkDbStore } from './rethinkdb/connect.js';
 import { connectSandboxHooks, createSandboxWorld } from './sandbox/sandbox-world.js';
 import { startWebhookServer } from './webhook-server.js';
 
-function main() {
+// The clients are imported only by the backend that uses them: @kubernetes/client-node alone adds about 70 MB
+// of resident memory (its generated API and model classes), the rethinkdb driver about 10 MB (bench/memory.bench.js).
+
+async function main() {
   let config;
   try {
     config = loadConfig(process.env);
@@ -31,7 +30,7 @@ function main() {
     // Process metrics (CPU, memory, event loop, GC) only here: they observe the whole process.
     const metrics = createMetrics({ processMetrics: true });
     const build = config.backend === 'sandbox' ? buildSandbox : buildRethinkDb;
-    backend = build(config, clock, logger, { staticToken, metrics });
+    backend = await build(config, clock, logger, { staticToken, metrics });
   } catch (err) {
     // A client that cannot even be built (an unreadable CA file, token file or kubeconfig, a static token too short) is a start-up configuration error.
     logger.fatal({ err: err.message }, 'cannot start: a client could not be configured');
@@ -145,18 +144,20 @@ function sandboxPost(base, logger, token) {
   };
 }
 
-function buildRethinkDb(config, clock, logger, { staticToken, metrics }) {
-  const kube = buildKube(config, clock, logger);
+async function buildRethinkDb(config, clock, logger, { staticToken, metrics }) {
+  const kube = await buildKube(config, clock, logger);
+  const [{ default: r }, { createRethinkDbStore }] = await Promise.all([import('rethinkdb'), import('./rethinkdb/connect.js')]);
   const { store, close } = createRethinkDbStore({ r, config, clock, logger });
   return { manager: createManager({ config, store, kube, clock, logger, metrics, staticToken }), close };
 }
 
-function buildKube(config, clock, logger) {
+async function buildKube(config, clock, logger) {
   const k = config.kubernetes;
   if (k.mode === 'off') {
     logger.warn('no Kubernetes API configured (KUBERNETES_MODE=off): node actions answer 503');
     return null;
   }
+  const [{ KubeConfig }, { createKubeAdapter }] = await Promise.all([import('@kubernetes/client-node'), import('./kubernetes/kube-adapter.js')]);
   const kubeConfig = new KubeConfig();
   if (k.mode === 'in-cluster') kubeConfig.loadFromCluster();
   else kubeConfig.loadFromDefault();

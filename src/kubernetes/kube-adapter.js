@@ -2,12 +2,14 @@
 // shapes and errors turned into ours. KUBE_CALLS lists every call; the RBAC rules are derived from it.
 
 import {
-  AppsV1Api, AuthenticationV1Api, CoordinationV1Api, CoreV1Api, CustomObjectsApi, PatchStrategy, makeInformer, setHeaderOptions,
+  AppsV1Api, AuthenticationV1Api, CoordinationV1Api, CoreV1Api, CustomObjectsApi, PatchStrategy, ServerConfiguration, createConfiguration, makeInformer,
+  setHeaderOptions,
 } from '@kubernetes/client-node';
 import { AppError } from '../errors.js';
 import { withinMs } from '../lib/clock.js';
 import { backoffMs } from '../lib/retry.js';
 import { parseOptionalQuantity, parseQuantity } from './quantity.js';
+import { createSharedAgentAuth } from './shared-agents.js';
 
 // Every API call the adapter makes: the single source for the RBAC manifest and its test.
 export const KUBE_CALLS = Object.freeze([
@@ -24,14 +26,26 @@ export const KUBE_CALLS = Object.freeze([
   { apiGroup: 'coordination.k8s.io', resource: 'leases', verbs: ['get', 'create', 'update'], namespaced: true },
 ]);
 
+// kubeConfig.makeApiClient, with one keep-alive agent for all the clients' calls instead of a new agent per call
+// (./shared-agents.js).
+function sharingAgents(kubeConfig) {
+  const auth = createSharedAgentAuth(kubeConfig);
+  return (ApiClient) => {
+    const cluster = kubeConfig.getCurrentCluster();
+    if (!cluster) throw new Error('the kubeconfig has no current cluster');
+    return new ApiClient(createConfiguration({ baseServer: new ServerConfiguration(cluster.server, {}), authMethods: { default: auth } }));
+  };
+}
+
 export function createKubeAdapter({
   kubeConfig, namespace, podLabelSelector = 'app=rethinkdb', statefulSetName = 'rethinkdb', component = 'rethinkdb-k8s-manager', clock, requestTimeoutMs = 5000,
 }) {
-  const core = kubeConfig.makeApiClient(CoreV1Api);
-  const apps = kubeConfig.makeApiClient(AppsV1Api);
-  const custom = kubeConfig.makeApiClient(CustomObjectsApi);
-  const authn = kubeConfig.makeApiClient(AuthenticationV1Api);
-  const coordination = kubeConfig.makeApiClient(CoordinationV1Api);
+  const makeApiClient = sharingAgents(kubeConfig);
+  const core = makeApiClient(CoreV1Api);
+  const apps = makeApiClient(AppsV1Api);
+  const custom = makeApiClient(CustomObjectsApi);
+  const authn = makeApiClient(AuthenticationV1Api);
+  const coordination = makeApiClient(CoordinationV1Api);
   // Every call has a time limit: an API server that accepts and never answers is a 503, not a hang.
   const call = (what, fn) => withinMs(fn(), requestTimeoutMs, () => new AppError(
     'KUBERNETES_UNAVAILABLE', `Kubernetes API did not answer "${what}" within ${requestTimeoutMs} ms`,
