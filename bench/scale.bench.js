@@ -2,7 +2,7 @@
 // monitor poll, each through the manager's real entry points (HTTP routes, the official driver), with its answer
 // time split into reading, planning, writing and waiting for RethinkDB (src/lib/trace.js) and the queries sent.
 // Run (root): npm run bench:scale   Env: BENCH_TABLES (1000), BENCH_SHARDS (4), BENCH_REPLICAS (3),
-// BENCH_SERVERS (4), BENCH_CREATE_BUDGET_SECONDS (900: tables are created until then; how many is printed),
+// BENCH_SERVERS (4), TABLE_WRITE_CONCURRENCY (8, the manager's), BENCH_CREATE_BUDGET_SECONDS (900: tables are created until then; how many is printed),
 // RETHINKDB_BINARY (../shared/rethinkdb/rethinkdb). Creating 1,000 tables takes about 5 minutes here; restarting
 // servers on such data directories took longer still (Raft elections of every table), so each run starts afresh.
 
@@ -25,6 +25,7 @@ const CREATE_BUDGET_MS = Number(process.env.BENCH_CREATE_BUDGET_SECONDS ?? 900) 
 const CREATE_CONCURRENCY = 8;
 const PRESTOP_DEADLINE_SECONDS = Number(process.env.BENCH_PRESTOP_DEADLINE_SECONDS ?? 300);
 const DEFAULT_PRESTOP_DEADLINE_MS = 20000;
+const WRITE_CONCURRENCY = Number(process.env.TABLE_WRITE_CONCURRENCY ?? 8);
 const LOG_FILE = process.env.BENCH_LOG_FILE ?? join(tmpdir(), `scale-bench-manager-${process.pid}.log`);
 const DB = 'scale';
 
@@ -101,7 +102,7 @@ function raiseMapCount() {
 
 async function main() {
   raiseMapCount();
-  say(`scale benchmark: ${SERVERS} RethinkDB 2.4.4 servers, up to ${TABLES} tables x ${SHARDS} shards x ${REPLICAS} replicas; node ${process.version}, ${cpus().length} CPUs, ${(totalmem() / 2 ** 30).toFixed(0)} GiB`);
+  say(`scale benchmark: ${SERVERS} RethinkDB 2.4.4 servers, up to ${TABLES} tables x ${SHARDS} shards x ${REPLICAS} replicas, TABLE_WRITE_CONCURRENCY ${WRITE_CONCURRENCY}; node ${process.version}, ${cpus().length} CPUs, ${(totalmem() / 2 ** 30).toFixed(0)} GiB`);
   // CPU nodes without a real limit (every core each): the lab's metrics API needs them, and the monitor reads it.
   const cluster = createRethinkDbCluster({
     binary: resolveBinary(), size: SERVERS, cacheSizeMb: 64, coresPerNode: cpus().length,
@@ -123,6 +124,7 @@ async function main() {
       kube: createLabKube(cluster),
       env: {
         LOG_LEVEL: 'info', MONITOR_ENABLED: 'true', RETHINKDB_QUERY_TIMEOUT_MS: '20000', PRESTOP_DEADLINE_SECONDS: String(PRESTOP_DEADLINE_SECONDS), ACTION_DEADLINE_SECONDS: '300',
+        TABLE_WRITE_CONCURRENCY: String(WRITE_CONCURRENCY),
       },
     });
     say(`manager log: ${LOG_FILE}`);

@@ -46,6 +46,16 @@ export function recordQuery(kind, ms) {
   if (ctx.phase !== 'write') ctx.trace.writes.ms += ms;
 }
 
+// Runs one query (fn) and records its duration as kind.
+export async function timeQuery(kind, fn) {
+  const startedAt = performance.now();
+  try {
+    return await fn();
+  } finally {
+    recordQuery(kind, performance.now() - startedAt);
+  }
+}
+
 // A batch of writes that may run concurrently: its wall time counts as writing.
 export async function timeWriting(fn) {
   const ctx = storage.getStore();

@@ -2,26 +2,16 @@
 // model): it parses the documents into a cluster snapshot and turns write results into success or an error.
 // Each read and write is counted and timed in the request's trace (src/lib/trace.js).
 
-import { performance } from 'node:perf_hooks';
 import { AppError } from '../errors.js';
 import { filterManagedTables, normalizeSystemTables } from '../cluster/cluster-model.js';
-import { recordQuery } from '../lib/trace.js';
+import { timeQuery } from '../lib/trace.js';
 import { toRawShards } from './queries.js';
-
-async function timed(kind, fn) {
-  const startedAt = performance.now();
-  try {
-    return await fn();
-  } finally {
-    recordQuery(kind, performance.now() - startedAt);
-  }
-}
 
 export function createDataStore({ source, managedTables = [] }) {
   // backfills: also read the backfills under way (rethinkdb.jobs, costly on a large cluster); `backfills` is null
   // in a snapshot read without them.
   async function readCluster({ backfills = false } = {}) {
-    return timed('read', async () => {
+    return timeQuery('read', async () => {
       const raw = await source.readSystemTables({ backfills });
       const cluster = filterManagedTables(normalizeSystemTables(raw), managedTables);
       return backfills ? cluster : { ...cluster, backfills: null };
@@ -29,13 +19,13 @@ export function createDataStore({ source, managedTables = [] }) {
   }
 
   async function writeTableShards(tableId, shards) {
-    const result = await timed('write', () => source.updateTableShards(tableId, toRawShards(shards)));
+    const result = await timeQuery('write', () => source.updateTableShards(tableId, toRawShards(shards)));
     return checkWriteResult(result, tableId);
   }
 
   // The cluster's heartbeat timeout (rethinkdb.cluster_config); RethinkDB refuses less than 2 s.
   async function writeHeartbeatTimeout(seconds) {
-    const result = await timed('write', () => source.updateHeartbeatTimeout(seconds));
+    const result = await timeQuery('write', () => source.updateHeartbeatTimeout(seconds));
     if (!result || result.errors > 0) {
       throw new AppError('RECONFIGURATION_REJECTED', `RethinkDB rejected the heartbeat timeout ${seconds} s: ${result?.first_error ?? 'no result'}`);
     }
@@ -49,7 +39,7 @@ export function createDataStore({ source, managedTables = [] }) {
     writeHeartbeatTimeout,
     // rethinkdb.stats' table_server rows (client docs/s per table and server); [] where the source has none (the
     // sandbox models no traffic).
-    readTableServerStats: async () => (source.readTableServerStats ? timed('read', () => source.readTableServerStats()) : []),
+    readTableServerStats: async () => (source.readTableServerStats ? timeQuery('read', () => source.readTableServerStats()) : []),
     ping: () => source.ping(),
     // Moves the manager's own connection off servers about to stop or be drained (a no-op for the sandbox).
     steerAwayFrom: async (serverIds) => (source.steerAwayFrom ? source.steerAwayFrom(serverIds) : { moved: false, reason: 'one connection to every server' }),

@@ -9,6 +9,7 @@ import { requesterOf } from '../auth/access-policy.js';
 import { AppError } from '../errors.js';
 import { withinMs } from '../lib/clock.js';
 import { traced } from '../lib/trace.js';
+import { prestopActionSeconds } from '../policy/policy.js';
 import { fields, mountRoute, objectSchema } from './validation.js';
 
 const HOOK_SCHEMAS = {
@@ -73,10 +74,7 @@ export function createHookRoutes({ events, work, prestopDeadlineSeconds, logger 
   mountRoute(router, HOOK_ROUTES.prestop, async ({ query, identity, relayDeadlineMs }, res) => {
     // Relayed by a follower: what is left of the hook's deadline after waiting for this leader.
     const deadlineMs = Math.min(prestopDeadlineSeconds * 1000, relayDeadlineMs ?? Infinity);
-    // The action stops starting writes at its own deadline, then reads the cluster once or twice more (the wait, the
-    // heartbeat) before it answers: on 1,000 tables a read took 0.65 s and a write in flight up to 1.7 s, so the
-    // action gets 85% of the hook's deadline (17 s of 20 s), not all but one second of it.
-    const deadlineSeconds = Math.max(1, Math.floor((deadlineMs * 0.85) / 1000));
+    const deadlineSeconds = prestopActionSeconds(deadlineMs);
     // The action has its own deadline for waiting; this outer limit also covers a data store that hangs.
     const run = traced(() => work.track(() => events.prestop({
       pod: query.pod, dryRun: query.dryRun === true, deadlineSeconds, actor: hookActor('prestop', query.pod, callerActor(identity)),

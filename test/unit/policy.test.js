@@ -3,7 +3,7 @@
 import {
   MONITOR, OPERATOR, decideHeartbeatLowering, decideHeartbeatRestore, decideMigrateReplicasOff, decideMigrationRetry, decideMonitorStep,
   decideOperatorDrain, decidePerfWarning, decidePerfWarningEnd, decidePoststart, decidePrestop, decideRelease, endableWarningSource,
-  initialMonitorState, releasableDrain, warningSourceOf,
+  initialMonitorState, prestopActionSeconds, releasableDrain, warningSourceOf,
 } from '../../src/policy/policy.js';
 import { evaluateHotspots, utilizationSamples } from '../../src/monitor/hotspot.js';
 
@@ -12,6 +12,14 @@ const shard = (index, primary, replicas, states = {}) => ({
   index, primary, replicas, nonvoting: [], states: Object.fromEntries(replicas.map((r) => [r, states[r] ?? 'ready'])),
 });
 const cluster = (servers, shards) => ({ servers, tables: [{ id: 't', db: 'ycsb', name: 'usertable', shards }] });
+
+describe('prestopActionSeconds', () => {
+  test.each([
+    [20000, 17], [60000, 51], [5000, 4], [1000, 1], [300, 1],
+  ])('when the hook has %i ms, then its action gets %i s (85%%, at least 1 s), leaving time for the reads after the last write', (ms, seconds) => {
+    expect(prestopActionSeconds(ms)).toBe(seconds);
+  });
+});
 
 describe('decidePrestop', () => {
   test.each([
