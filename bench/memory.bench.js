@@ -20,6 +20,7 @@ import { availableParallelism, cpus, tmpdir, totalmem } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { dockerInstructions, finalStageOf } from '../test/helpers/deploy-files.js';
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const sleep = (ms) => new Promise((res) => { setTimeout(res, ms); });
@@ -54,8 +55,7 @@ const PODS = Array.from({ length: real ? LAB_SIZE : 4 }, (_, i) => `rethinkdb-${
 // The environment of the image's final stage (its ENV lines: NODE_ENV, NODE_OPTIONS...), so that the manager runs
 // here as it runs in its pod.
 function imageEnv() {
-  const lines = readFileSync(join(repoRoot, 'Dockerfile'), 'utf8').split('\n');
-  const finalStage = lines.slice(lines.findLastIndex((l) => /^FROM\s/i.test(l)));
+  const finalStage = finalStageOf(dockerInstructions(readFileSync(join(repoRoot, 'Dockerfile'), 'utf8')));
   const env = {};
   for (const line of finalStage.filter((l) => /^ENV\s/i.test(l))) {
     for (const [, key, quoted, bare] of line.replace(/^ENV\s+/i, '').matchAll(/([A-Za-z_][A-Za-z0-9_]*)=(?:"([^"]*)"|(\S*))/g)) env[key] = quoted ?? bare;

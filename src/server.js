@@ -165,4 +165,8 @@ async function buildKube(config, clock, logger) {
   return createKubeAdapter({ kubeConfig, namespace: k.namespace, podLabelSelector: k.podLabelSelector, statefulSetName: k.statefulSetName, clock, requestTimeoutMs: k.requestTimeoutMs });
 }
 
-main();
+// A failure after start-up that nothing caught: logged by Node, and the process ends as on a crash.
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});

@@ -2,8 +2,7 @@
 // shapes and errors turned into ours. KUBE_CALLS lists every call; the RBAC rules are derived from it.
 
 import {
-  AppsV1Api, AuthenticationV1Api, CoordinationV1Api, CoreV1Api, CustomObjectsApi, PatchStrategy, ServerConfiguration, createConfiguration, makeInformer,
-  setHeaderOptions,
+  AppsV1Api, AuthenticationV1Api, CoordinationV1Api, CoreV1Api, CustomObjectsApi, PatchStrategy, makeInformer, setHeaderOptions,
 } from '@kubernetes/client-node';
 import { AppError } from '../errors.js';
 import { withinMs } from '../lib/clock.js';
@@ -26,26 +25,22 @@ export const KUBE_CALLS = Object.freeze([
   { apiGroup: 'coordination.k8s.io', resource: 'leases', verbs: ['get', 'create', 'update'], namespaced: true },
 ]);
 
-// kubeConfig.makeApiClient, with one keep-alive agent for all the clients' calls instead of a new agent per call
-// (./shared-agents.js).
-function sharingAgents(kubeConfig) {
-  const auth = createSharedAgentAuth(kubeConfig);
-  return (ApiClient) => {
-    const cluster = kubeConfig.getCurrentCluster();
-    if (!cluster) throw new Error('the kubeconfig has no current cluster');
-    return new ApiClient(createConfiguration({ baseServer: new ServerConfiguration(cluster.server, {}), authMethods: { default: auth } }));
-  };
+// The KubeConfig as the generated clients see it, its authentication replaced by one that shares keep-alive agents
+// and gives every call a time limit that also cancels it (./shared-agents.js); makeApiClient is the library's own.
+function sharingAgents(kubeConfig, requestTimeoutMs) {
+  const auth = createSharedAgentAuth(kubeConfig, { requestTimeoutMs });
+  return Object.create(kubeConfig, { applySecurityAuthentication: { value: auth.applySecurityAuthentication } });
 }
 
 export function createKubeAdapter({
   kubeConfig, namespace, podLabelSelector = 'app=rethinkdb', statefulSetName = 'rethinkdb', component = 'rethinkdb-k8s-manager', clock, requestTimeoutMs = 5000,
 }) {
-  const makeApiClient = sharingAgents(kubeConfig);
-  const core = makeApiClient(CoreV1Api);
-  const apps = makeApiClient(AppsV1Api);
-  const custom = makeApiClient(CustomObjectsApi);
-  const authn = makeApiClient(AuthenticationV1Api);
-  const coordination = makeApiClient(CoordinationV1Api);
+  const clients = sharingAgents(kubeConfig, requestTimeoutMs);
+  const core = clients.makeApiClient(CoreV1Api);
+  const apps = clients.makeApiClient(AppsV1Api);
+  const custom = clients.makeApiClient(CustomObjectsApi);
+  const authn = clients.makeApiClient(AuthenticationV1Api);
+  const coordination = clients.makeApiClient(CoordinationV1Api);
   // Every call has a time limit: an API server that accepts and never answers is a 503, not a hang.
   const call = (what, fn) => withinMs(fn(), requestTimeoutMs, () => new AppError(
     'KUBERNETES_UNAVAILABLE', `Kubernetes API did not answer "${what}" within ${requestTimeoutMs} ms`,

@@ -17,8 +17,11 @@ const RETIRED_AGENT_CLOSE_MS = 60000;
 // goes out on a connection the server is closing.
 const IDLE_CONNECTION_MS = 30000;
 
-// kubeConfig: a loaded KubeConfig. Returns the SecurityAuthentication to give the generated clients.
-export function createSharedAgentAuth(kubeConfig) {
+// kubeConfig: a loaded KubeConfig. requestTimeoutMs: each call is aborted after it, which also destroys its socket:
+// a kept-alive connection to an API server that stopped answering would otherwise hold the call (and the socket)
+// until TCP gives up, long after the adapter's own time limit answered 503. Returns the SecurityAuthentication to
+// give the generated clients.
+export function createSharedAgentAuth(kubeConfig, { requestTimeoutMs = null } = {}) {
   const agents = new Map();
 
   function shared(agent) {
@@ -45,6 +48,7 @@ export function createSharedAgentAuth(kubeConfig) {
     async applySecurityAuthentication(context) {
       await kubeConfig.applySecurityAuthentication(context);
       context.setAgent(shared(context.getAgent()));
+      if (requestTimeoutMs) context.setSignal(AbortSignal.timeout(requestTimeoutMs));
     },
   };
 }

@@ -6,12 +6,11 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import dockerfilelint from 'dockerfilelint';
 import {
-  commandExists, containersOf, renderKustomization, repoRoot,
+  commandExists, containersOf, dockerInstructions as instructions, finalStageOf, renderKustomization, repoRoot,
 } from '../helpers/deploy-files.js';
 
 const dockerfiles = ['Dockerfile', 'docker/rethinkdb/Dockerfile'];
 const read = (file) => readFileSync(join(repoRoot, file), 'utf8');
-const instructions = (text) => text.replace(/\\\n/g, ' ').split('\n').map((l) => l.trim()).filter((l) => l && !l.startsWith('#'));
 
 // Every `sh -c` script in the manifests: container commands and exec hooks (probes included, should any appear).
 const { resources } = renderKustomization();
@@ -41,7 +40,7 @@ describe('Dockerfiles', () => {
 
   test.each(dockerfiles)('when %s runs, then its final stage runs as a non-root numeric user with an exec-form CMD', (file) => {
     const lines = instructions(read(file));
-    const finalStage = lines.slice(lines.findLastIndex((l) => /^FROM\s/i.test(l)));
+    const finalStage = finalStageOf(lines);
     const users = finalStage.filter((l) => /^USER\s/i.test(l)).map((l) => l.split(/\s+/)[1]);
     expect(users.length).toBeGreaterThan(0);
     expect(users.at(-1)).toMatch(/^[1-9]\d*(:[1-9]\d*)?$/);

@@ -12,6 +12,16 @@ import { parseAllDocuments } from 'yaml';
 export const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
 export const k8sDir = join(repoRoot, 'deploy/k8s');
 
+// A Dockerfile's instructions: continuation lines joined, comments and blank lines dropped.
+export function dockerInstructions(text) {
+  return text.replace(/\\\n/g, ' ').split('\n').map((l) => l.trim()).filter((l) => l && !l.startsWith('#'));
+}
+
+// The instructions of a Dockerfile's final stage: from its last FROM on.
+export function finalStageOf(instructions) {
+  return instructions.slice(instructions.findLastIndex((l) => /^FROM\s/i.test(l)));
+}
+
 // Kubernetes reads YAML 1.1 (sigs.k8s.io/yaml): `on`, `yes` and `no` are booleans there, so parse the same way.
 export function parseYamlDocuments(text, source) {
   const docs = parseAllDocuments(text, { version: '1.1', prettyErrors: true });
