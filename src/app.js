@@ -2,7 +2,7 @@
 
 import express from 'express';
 import { pinoHttp } from 'pino-http';
-import { AppError, toAppError } from './errors.js';
+import { AppError, logLevelForStatus, toAppError } from './errors.js';
 import { createActionRoutes } from './routes/action-routes.js';
 import { createAuthMiddleware } from './routes/auth-middleware.js';
 import { createOpenApiRoutes } from './routes/openapi.js';
@@ -19,8 +19,8 @@ export function createApp({
   app.set('query parser', 'simple');
   app.use(pinoHttp({
     logger: logger.child({ module: 'http' }),
-    autoLogging: { ignore: (req) => req.url === '/livez' || req.url === '/readyz' || req.url === '/metrics' },
-    customLogLevel: (req, res, err) => (err || res.statusCode >= 500 ? 'error' : 'info'),
+    autoLogging: { ignore: (req) => PROBE_PATHS.has(req.url) || req.url === '/metrics' },
+    customLogLevel: (req, res, err) => (err && res.statusCode < 500 ? 'error' : logLevelForStatus(res.statusCode)),
   }));
   // Middleware that must see every request and its answer, refused ones included (the metrics' hook counter).
   for (const observer of observers) app.use(observer);
@@ -32,7 +32,7 @@ export function createApp({
   app.use(express.json({ limit: bodyLimitBytes, strict: true }));
   app.use(requireCompleteBodies);
   app.use(auth.authorizeRequest);
-  app.use(createReadRoutes({ store, marks, operations, work, monitor, audit, status, election }));
+  app.use(createReadRoutes({ store, marks, operations, work, monitor, audit, status, election, logger: logger.child({ module: 'readiness' }) }));
   app.use(createStatusPageRoutes());
   app.use(createActionRoutes({ actions, work }));
   app.use(createOpenApiRoutes());
@@ -41,6 +41,8 @@ export function createApp({
   app.use(createErrorHandler(logger.child({ module: 'errors' })));
   return app;
 }
+
+const PROBE_PATHS = new Set(['/livez', '/readyz']);
 
 const carriesBody = (req) => Number(req.headers['content-length'] ?? 0) > 0 || req.headers['transfer-encoding'] !== undefined;
 
@@ -69,14 +71,16 @@ function requireCompleteBodies(req, res, next) {
   next();
 }
 
-// The one error handler: status from the error, 4xx at info, 5xx at error, never a stack trace in the body.
+// The one error handler: status from the error, logged at the level logLevelForStatus gives (4xx at info, 503 at
+// warn, other 5xx at error, probes not per request), never a stack trace in the body.
 function createErrorHandler(log) {
   // eslint-disable-next-line no-unused-vars
   return function errorHandler(err, req, res, next) {
     const appErr = fromExpressError(err);
     const entry = { code: appErr.code, status: appErr.statusCode, method: req.method, path: req.path, err: appErr.message };
-    if (appErr.statusCode >= 500) log.error({ ...entry, cause: appErr.cause?.message }, 'request failed');
-    else log.info(entry, 'request rejected');
+    const level = logLevelForStatus(appErr.statusCode, { probe: PROBE_PATHS.has(req.path) });
+    if (appErr.statusCode >= 500) log[level]({ ...entry, cause: appErr.cause?.message }, 'request failed');
+    else log[level](entry, 'request rejected');
     res.status(appErr.statusCode).json({ error: appErr.code, message: appErr.message, ...(appErr.details ? { details: appErr.details } : {}) });
   };
 }

@@ -44,3 +44,13 @@ export function toAppError(err) {
   if (isAppError(err)) return err;
   return new AppError('INTERNAL', 'internal error', { cause: err });
 }
+
+// How loud an answer's log line is. A refusal because a dependency or the leadership is missing (503) is expected
+// during an outage or a hand-over and repeats with every call: a warning, not an error. A probe's answer is never
+// logged per request (a probe comes every few seconds); the readiness changes are logged where they are seen.
+export function logLevelForStatus(statusCode, { probe = false } = {}) {
+  if (probe) return 'debug';
+  if (statusCode === 503) return 'warn';
+  if (statusCode >= 500) return 'error';
+  return 'info';
+}

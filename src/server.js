@@ -5,6 +5,7 @@ import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { loadConfig } from './config.js';
 import { createSystemClock } from './lib/clock.js';
+import { listenFailureMessage } from './lib/listen-errors.js';
 import { createLogger } from './logger.js';
 import { createManager } from './manager.js';
 import { createMetrics } from './metrics/metrics.js';
@@ -61,7 +62,12 @@ async function main() {
   });
   if (config.webhook.enabled) startWebhook();
   else logger.info('eviction webhook off: WEBHOOK_TLS_CERT_FILE and WEBHOOK_TLS_KEY_FILE are not set');
-  const server = manager.app.listen(config.http.port, config.http.host, async () => {
+  // Express 5 calls back with the listen error (a port in use, a privileged port): say which, and exit non-zero.
+  const server = manager.app.listen(config.http.port, config.http.host, async (err) => {
+    if (err) {
+      logger.fatal({ err: listenFailureMessage(err, { what: 'HTTP', host: config.http.host, port: config.http.port }), code: err.code }, 'cannot listen');
+      process.exit(1);
+    }
     const { port } = server.address();
     logger.info({ port, backend: config.backend, auth: config.auth.mode, protectReads: config.auth.protectReads }, 'manager listening');
     if (config.auth.mode === 'none' && config.backend !== 'sandbox') {

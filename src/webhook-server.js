@@ -5,6 +5,7 @@
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { createServer, request as httpsRequest } from 'node:https';
+import { listenFailureMessage } from './lib/listen-errors.js';
 
 // Resolves with { server, port, close } once listening; rejects with a clear message if the port is taken
 // (err.code 'WEBHOOK_LISTEN_FAILED') or the files cannot be read (err.code 'WEBHOOK_TLS_UNREADABLE').
@@ -38,7 +39,7 @@ export async function startWebhookServer({
     server.once('error', (err) => {
       clearInterval(timer);
       reject(Object.assign(
-        new Error(err.code === 'EADDRINUSE' ? `the webhook port ${host}:${port} is already in use` : `the webhook server cannot listen on ${host}:${port}: ${err.message}`),
+        new Error(listenFailureMessage(err, { what: 'webhook', host, port })),
         { code: 'WEBHOOK_LISTEN_FAILED' },
       ));
     });

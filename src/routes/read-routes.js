@@ -51,14 +51,21 @@ export const READ_ROUTES = {
 
 export function createReadRoutes({
   store, marks, operations, work, monitor, audit, status, election: electionView = () => ({ enabled: false, leading: true }), readyTimeoutMs = 2000,
+  logger,
 }) {
   const router = Router();
+  const readiness = createReadinessLog(logger);
 
   mountRoute(router, READ_ROUTES.livez, (input, res) => {
     res.json({ status: 'ok' });
   });
 
   mountRoute(router, READ_ROUTES.readyz, async (input, res) => {
+    const body = await readiness.observe(ready());
+    res.json(body);
+  });
+
+  async function ready() {
     if (work.shuttingDown()) throw new AppError('SHUTTING_DOWN', 'the manager is shutting down');
     // A follower is ready: it serves reads and relays the rest to the leader (src/routes/leader-relay.js).
     const election = electionView();
@@ -67,8 +74,8 @@ export function createReadRoutes({
     // A follower that cannot read the Lease cannot know where to relay: out of the Service until it can again.
     if (following && election.lastError) throw new AppError('NO_LEADER', `this replica cannot read the Lease, so it cannot relay to the leader: ${election.lastError}`);
     await withinMs(store.ping(), readyTimeoutMs, () => new AppError('DATA_STORE_UNAVAILABLE', `RethinkDB did not answer within ${readyTimeoutMs} ms`));
-    res.json({ status: 'ready', backend: store.kind, ...(election.enabled ? { role: following ? 'follower' : 'leader', leader: election.leader } : {}) });
-  });
+    return { status: 'ready', backend: store.kind, ...(election.enabled ? { role: following ? 'follower' : 'leader', leader: election.leader } : {}) };
+  }
 
   mountRoute(router, READ_ROUTES.cluster, async (input, res) => {
     const cluster = await store.readCluster({ backfills: true });
@@ -108,5 +115,26 @@ function monitorSummary(view) {
     enabled: view.enabled, lastPollAt: view.lastPollAt, polls: view.polls, failures: view.failures, averages: view.averages, uniform: view.uniform,
     hot: view.pods.filter((p) => p.hot || p.raised).map((p) => ({ pod: p.pod, signal: p.signal ?? p.hot, raised: p.raised ?? false })),
     scaleOut: view.scaleOut,
+  };
+}
+
+// Probes come every few seconds and are not logged one by one (src/app.js): readiness is logged when it changes,
+// a warning when the replica stops being ready or for another reason, a line when it is ready (again).
+function createReadinessLog(logger) {
+  let lastCode = null;
+  return {
+    async observe(check) {
+      try {
+        const body = await check;
+        if (lastCode !== null) logger?.info({ was: lastCode }, 'ready');
+        lastCode = null;
+        return body;
+      } catch (err) {
+        const code = err.code ?? 'INTERNAL';
+        if (code !== lastCode) logger?.warn({ code, reason: err.message }, 'not ready');
+        lastCode = code;
+        throw err;
+      }
+    },
   };
 }

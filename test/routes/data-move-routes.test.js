@@ -207,6 +207,26 @@ describe('safety under concurrency and failure', () => {
     expect((await request(h.app).get('/livez')).status).toBe(200);
   });
 
+  test('when RethinkDB is down for several probes, then readiness logs one warning, refusals log warnings, and recovery one line', async () => {
+    let up = true;
+    const down = () => Promise.reject(new AppError('DATA_STORE_UNAVAILABLE', 'not connected to RethinkDB: connect ECONNREFUSED'));
+    const h = createSandboxHarness({
+      wrapSource: (source) => ({ ...source, ping: () => (up ? source.ping() : down()), readSystemTables: (...a) => (up ? source.readSystemTables(...a) : down()) }),
+    });
+    await h.lead();
+    expect((await request(h.app).get('/readyz')).status).toBe(200);
+    up = false;
+    for (let i = 0; i < 4; i += 1) expect((await request(h.app).get('/readyz')).status).toBe(503);
+    expect((await post(h.app, '/v1/actions/move-primaries-from-server', { server: 'rethinkdb_1' })).status).toBe(503);
+    up = true;
+    expect((await request(h.app).get('/readyz')).status).toBe(200);
+    const levelName = { 30: 'info', 40: 'warn', 50: 'error' };
+    const seen = h.logs.filter((l) => l.module === 'readiness' || l.module === 'errors' || l.module === 'http').map((l) => [levelName[l.level], l.msg, l.code ?? l.res?.statusCode ?? null]);
+    expect(seen.filter(([level]) => level === 'error')).toEqual([]);
+    expect(seen.filter(([, msg]) => msg === 'not ready' || msg === 'ready')).toEqual([['warn', 'not ready', 'DATA_STORE_UNAVAILABLE'], ['info', 'ready', null]]);
+    expect(seen).toEqual(expect.arrayContaining([['warn', 'request failed', 'DATA_STORE_UNAVAILABLE']]));
+  });
+
   test('when RethinkDB drops out during a write, then the report says that write\'s outcome is unknown', async () => {
     const h = createSandboxHarness({
       wrapSource: (source) => ({
