@@ -18,9 +18,9 @@ export function utilizationSamples({ pods, podMetrics, nodes, nodeMetrics }) {
     return {
       pod: pod.name,
       node: pod.nodeName,
-      own: usage !== undefined && capacity ? usage / capacity : null,
+      own: usage !== undefined && capacity ? ratio(usage, capacity) : null,
       ownBasis: pod.cpuLimitCores ? 'limit' : pod.cpuRequestCores ? 'request' : null,
-      interference: nodeCores !== undefined && nodeCapacity ? nodeCores / nodeCapacity : null,
+      interference: nodeCores !== undefined && nodeCapacity ? ratio(nodeCores, nodeCapacity) : null,
     };
   });
 }
@@ -48,5 +48,12 @@ export function evaluateHotspots(samples, { hotUtilization, hotSkew }) {
 
 function average(values) {
   const known = values.filter((v) => v !== null && v !== undefined);
-  return known.length === 0 ? null : known.reduce((a, b) => a + b, 0) / known.length;
+  return known.length === 0 ? null : ratio(known.reduce((a, b) => a + b, 0), known.length);
+}
+
+// Utilizations to 4 decimals (0.01%): metrics-server's figures are not finer, and a quotient such as
+// 0.19999999999999996 neither reads well in /v1/monitor and /metrics nor compares as meant with a threshold of 0.2.
+const UTILIZATION_DECIMALS = 1e4;
+function ratio(part, whole) {
+  return Math.round((part / whole) * UTILIZATION_DECIMALS) / UTILIZATION_DECIMALS;
 }

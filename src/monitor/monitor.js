@@ -7,6 +7,9 @@ import { MONITOR_ACTOR } from '../audit/actor.js';
 import { decideMonitorStep, initialMonitorState } from '../policy/policy.js';
 import { evaluateHotspots, utilizationSamples } from './hotspot.js';
 
+// How many of the latest decisions /v1/monitor keeps (a poll without decisions adds none).
+const DECISION_HISTORY_LENGTH = 20;
+
 export function createMonitor({ kube, events, marks, config, clock, logger, metrics = null, audit = null }) {
   const log = logger.child({ module: 'monitor' });
   const settings = config.monitor;
@@ -54,12 +57,12 @@ export function createMonitor({ kube, events, marks, config, clock, logger, metr
       });
       state = step.state;
       const results = [];
-      for (const decision of step.decisions) results.push(await apply(decision));
+      for (const decision of step.decisions) results.push({ time: new Date(clock.now()).toISOString(), ...(await apply(decision)) });
       Object.assign(view, {
         polls: view.polls + 1, lastPollAt: new Date(clock.now()).toISOString(), lastError: null,
         averages: evaluation.averages, uniform: evaluation.uniform,
         pods: evaluation.samples.map((s) => ({ ...s, hot: evaluation.hot.find((h) => h.pod === s.pod)?.signal ?? null, ...(state.pods[s.pod] ?? {}) })),
-        lastDecisions: results,
+        lastDecisions: [...view.lastDecisions, ...results].slice(-DECISION_HISTORY_LENGTH),
       });
       metrics?.recordPoll({ evaluation, decisions: results });
       return { evaluation, decisions: results };

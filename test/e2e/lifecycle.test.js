@@ -303,7 +303,12 @@ describe('the monitor', () => {
     expect(await h.kube.getStatefulSetScale()).toEqual({ replicas: 5, currentReplicas: 5 });
     const view = h.monitor.view();
     expect(view.scaleOut.inFlight).toBeNull();
-    expect(view.lastDecisions).toEqual([expect.objectContaining({ type: 'scale-out-suppressed', reason: expect.stringMatching(/cooldown/) })]);
+    // lastDecisions is a short history across polls, each decision with its time: the scale-out, then the suppressed ones.
+    expect(view.lastDecisions.map((d) => d.type)).toEqual(['scale-out', 'scale-out-suppressed', 'scale-out-suppressed', 'scale-out-suppressed']);
+    expect(view.lastDecisions.at(-1)).toMatchObject({ type: 'scale-out-suppressed', reason: expect.stringMatching(/cooldown/), time: expect.stringMatching(/^\d{4}-/) });
+    expect(view.lastDecisions[0].time < view.lastDecisions.at(-1).time).toBe(true);
+    for (let i = 0; i < 20; i += 1) { h.clock.advance(15000); await h.monitor.pollOnce(); }
+    expect(h.monitor.view().lastDecisions.map((d) => d.type)).toEqual(Array(20).fill('scale-out-suppressed'));
     expect(h.operations.list().find((o) => o.kind === 'poststart').report.decision.kind).toBe('expansion');
     const scaleOuts = h.audit.list({ limit: 500 }).filter((r) => r.action === 'scale-out');
     expect(scaleOuts).toEqual([expect.objectContaining({ actor: 'monitor', target: { replicas: 5 }, outcome: 'completed', reason: expect.stringMatching(/./) })]);

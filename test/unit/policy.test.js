@@ -265,6 +265,20 @@ describe('monitor: utilization and hot-spots', () => {
     expect(samples[3]).toMatchObject({ own: 0.5, ownBasis: 'request', interference: 0.5 });
   });
 
+  test('when a quotient has floating-point noise, then utilizations and averages are given to 4 decimals and meet a threshold they equal', () => {
+    const noisy = {
+      pods: [{ name: 'p0', nodeName: 'n0', cpuLimitCores: 1.5 }, { name: 'p1', nodeName: 'n1', cpuLimitCores: 1.5 }],
+      nodes: [{ name: 'n0', allocatableCpuCores: 3 }, { name: 'n1', allocatableCpuCores: 3 }],
+      podMetrics: [{ name: 'p0', cpuCores: 1.2 }, { name: 'p1', cpuCores: 0.3 }],
+      nodeMetrics: [{ name: 'n0', cpuCores: 0.6 }, { name: 'n1', cpuCores: 0.6 }],
+    };
+    const samples = utilizationSamples(noisy);
+    expect(samples.map((s) => [s.own, s.interference])).toEqual([[0.8, 0.2], [0.2, 0.2]]);
+    const e = evaluateHotspots(samples, { hotUtilization: 0.8, hotSkew: 1.3 });
+    expect(e.averages).toEqual({ own: 0.5, interference: 0.2 });
+    expect(e.hot.map((h) => [h.pod, h.signal])).toEqual([['p0', 'own']]);
+  });
+
   test.each([
     ['one pod at 95% of its limit', [0.95, 0.3, 0.3, 0.15], [0.95, 0.3, 0.3, 0.15], ['p0'], 'own', false],
     ['a starved pod on a busy node (less CPU, not more)', [0.1, 0.3, 0.3, 0.15], [2, 0.3, 0.3, 0.15], ['p0'], 'interference', false],
