@@ -12,7 +12,7 @@ import { bodyLimitBytes } from './routes/validation.js';
 
 export function createApp({
   store, actions, marks, operations, work, logger, authenticator, protectReads = false, monitor = null, audit = null, status = async () => ({}),
-  extraRoutes = [], observers = [], election = () => ({ enabled: false, leading: true }),
+  extraRoutes = [], observers = [], election = () => ({ enabled: false, leading: true }), podServerOverrides = {},
 }) {
   const app = express();
   app.disable('x-powered-by');
@@ -32,7 +32,9 @@ export function createApp({
   app.use(express.json({ limit: bodyLimitBytes, strict: true }));
   app.use(requireCompleteBodies);
   app.use(auth.authorizeRequest);
-  app.use(createReadRoutes({ store, marks, operations, work, monitor, audit, status, election, logger: logger.child({ module: 'readiness' }) }));
+  app.use(createReadRoutes({
+    store, marks, operations, work, monitor, audit, status, election, podServerOverrides, logger: logger.child({ module: 'readiness' }),
+  }));
   app.use(createStatusPageRoutes());
   app.use(createActionRoutes({ actions, work }));
   app.use(createOpenApiRoutes());

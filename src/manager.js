@@ -71,7 +71,7 @@ export function createManager({
   if (sandboxModel) routes.push(createSandboxRoutes({ model: sandboxModel, kube, store }));
   const app = createApp({
     store, actions: { ...actions, ...commands }, marks, operations, work, logger, monitor, audit, authenticator, protectReads: config.auth.protectReads,
-    observers: [createHookCounter({ metrics }), relay.relay], election: () => elector.view(),
+    observers: [createHookCounter({ metrics }), relay.relay], election: () => elector.view(), podServerOverrides: config.podServerOverrides,
     extraRoutes: [...routes, ...extraRoutes],
     status: async () => ({
       perfWarnings: await marks.perfWarnings(), migrations: await marks.migrations(), pendingRestores: await events.pendingRestores(), reconciliation,

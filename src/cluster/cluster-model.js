@@ -33,7 +33,9 @@ export function normalizeSystemTables(raw) {
     }
     return normalizeTable(config, statusById.get(config.id), dbNames);
   });
-  const idByName = new Map([...servers.values()].filter((s) => s.connected).map((s) => [s.name, s.id]));
+  // A job names servers by name: a connected server wins over a disconnected one of the same name (a replacement).
+  const byConnection = [...servers.values()].sort((a, b) => Number(a.connected) - Number(b.connected));
+  const idByName = new Map(byConnection.map((s) => [s.name, s.id]));
   const tableIdByName = new Map(tables.map((t) => [`${t.db}.${t.name}`, t.id]));
   const backfills = (raw.jobs ?? [])
     .filter((job) => job.type === 'backfill' && job.info)
@@ -43,6 +45,8 @@ export function normalizeSystemTables(raw) {
       table: job.info.table,
       sourceId: idByName.get(job.info.source_server) ?? null,
       destinationId: idByName.get(job.info.destination_server) ?? null,
+      sourceName: job.info.source_server ?? null,
+      destinationName: job.info.destination_server ?? null,
       progress: typeof job.info.progress === 'number' ? job.info.progress : null,
     }));
   return {

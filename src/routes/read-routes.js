@@ -51,7 +51,7 @@ export const READ_ROUTES = {
 
 export function createReadRoutes({
   store, marks, operations, work, monitor, audit, status, election: electionView = () => ({ enabled: false, leading: true }), readyTimeoutMs = 2000,
-  logger,
+  logger, podServerOverrides = {},
 }) {
   const router = Router();
   const readiness = createReadinessLog(logger);
@@ -79,8 +79,10 @@ export function createReadRoutes({
 
   mountRoute(router, READ_ROUTES.cluster, async (input, res) => {
     const cluster = await store.readCluster({ backfills: true });
-    const view = describeCluster(cluster, { backend: store.kind, draining: await marks.list(), operations: operations.list() });
     const extra = await status();
+    const view = describeCluster(cluster, {
+      backend: store.kind, draining: await marks.list(), operations: operations.list(), pods: extra.pods ?? null, overrides: podServerOverrides,
+    });
     res.json({ ...view, ...extra, monitor: monitor ? monitorSummary(monitor.view()) : null });
   });
 

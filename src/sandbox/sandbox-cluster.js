@@ -260,7 +260,9 @@ export function createSandboxCluster({ clock, topology = paperTopology(), electi
       for (const id of shard.replicas) {
         if (!old.replicas.includes(id)) {
           const durationMs = Math.round((table.docCount / table.shards.length / 1000) * backfillMsPer1000Docs);
-          rt.backfills.set(id, { start: now, durationMs, source: rt.acting ?? old.primary });
+          // As RethinkDB does, a live replica sends the data: the acting primary, else any connected old replica.
+          const source = [rt.acting, ...old.replicas].find((r) => r && isConnected(r)) ?? old.primary;
+          rt.backfills.set(id, { start: now, durationMs, source });
         }
       }
       for (const id of rt.backfills.keys()) if (!shard.replicas.includes(id)) rt.backfills.delete(id);

@@ -177,8 +177,10 @@
     const hot = hotPods(cluster);
     const warnings = perfWarnings(cluster);
     const rows = servers.map((s) => {
-      const pod = s.hostname || null;
-      const node = pod ? nodes.get(pod) : undefined;
+      // The view places each server, a disconnected one too (by the StatefulSet's naming); else its hostname.
+      const pod = s.pod || s.hostname || null;
+      const node = s.node || (pod ? nodes.get(pod) : undefined);
+      const podByName = s.podBy === 'name';
       const isHot = pod ? hot.get(pod) : undefined;
       const warning = warnings.get(s.name);
       const flags = [
@@ -194,7 +196,7 @@
         class: [s.draining ? 'draining' : '', s.connected ? '' : 'disconnected'].join(' ').trim() || null,
       },
       h('td', { class: 'mono' }, s.name),
-      h('td', { class: 'mono' }, pod || '—'),
+      h('td', { class: 'mono', title: podByName ? 'disconnected: its pod by the StatefulSet\'s naming (rethinkdb-N runs rethinkdb_N)' : null }, pod || '—'),
       h('td', { class: 'mono', title: node ? null : 'the Kubernetes API did not say' }, node || '—'),
       h('td', {}, flags),
       h('td', { class: 'num', 'data-testid': 'primaries' }, String(s.primaries)),
@@ -230,7 +232,7 @@
         h('table', { class: 'shard-map', 'data-testid': 'shard-map', 'data-table': t.table }, h('thead', {}, head), h('tbody', {}, rows)));
     }).concat(
       h('p', { class: 'legend' }, 'P primary (configured), R voting replica, r nonvoting replica; dashed: replica not ready; a pale P is not acting yet.'),
-      backfills(cluster.backfills || []),
+      backfills(cluster.backfills || [], tables),
     );
   }
 
@@ -257,10 +259,18 @@
     }, text);
   }
 
-  function backfills(list) {
+  // RethinkDB lists a backfill job for a while after its replica is ready, with the last progress it reported
+  // (often well short of 100%): such a job is shown as finished, not as a bar that disagrees with the shard map.
+  function backfills(list, tables) {
     if (list.length === 0) return null;
-    return h('div', {}, h('h3', {}, 'Backfills'), h('ul', { class: 'plain', 'data-testid': 'backfills' }, list.map((b) => h('li', {},
-      h('span', { class: 'mono' }, `${b.table}: ${b.from || '?'} → ${b.to || '?'} `), progressBar(b.progress)))));
+    const readyIn = (b) => {
+      const table = tables.find((t) => t.table === b.table);
+      const replicas = table ? table.shards.flatMap((sh) => sh.replicas.filter((r) => r.server === b.to)) : [];
+      return replicas.length > 0 && replicas.every((r) => r.state === 'ready');
+    };
+    return h('div', {}, h('h3', {}, 'Backfills'), h('ul', { class: 'plain', 'data-testid': 'backfills' }, list.map((b) => h('li', { 'data-ready': String(readyIn(b)) },
+      h('span', { class: 'mono' }, `${b.table}: ${b.from || 'unknown source'} → ${b.to || 'unknown destination'} `),
+      readyIn(b) ? h('span', { class: 'muted' }, 'replica ready, job closing') : progressBar(b.progress)))));
   }
 
   function progressBar(progress) {
@@ -312,7 +322,7 @@
       steps.length ? h('div', {}, h('progress', { max: String(steps.length), value: String(done), 'data-testid': 'operation-progress' }), ` ${done} of ${steps.length} steps done`) : null,
       steps.length ? h('ol', {}, steps.map((s) => h('li', { 'data-status': s.status },
         h('span', { class: 'mono' }, stepLabel(s)), ' ', flag(s.status + (s.state && s.state !== s.status ? ` (${s.state})` : '')), ' ',
-        progressBar(s.progress), s.error ? h('span', { class: 'muted' }, ` — ${s.error}`) : null,
+        /^done/.test(s.status) ? null : progressBar(s.progress), s.error ? h('span', { class: 'muted' }, ` — ${s.error}`) : null,
         s.detail ? h('span', { class: 'muted' }, ` — ${s.detail}`) : null))) : h('p', { class: 'muted' }, op ? 'no steps yet' : 'loading steps…'));
   }
 

@@ -31,9 +31,9 @@ afterAll(async () => {
 });
 
 // A fresh manager and a fresh browser page on it; both are closed after the test.
-async function openPage(serverOptions = {}) {
+async function openPage(serverOptions = {}, { width = 1280 } = {}) {
   const sandbox = await startSandboxServer(serverOptions);
-  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  const context = await browser.newContext({ viewport: { width, height: 900 } });
   running.push(async () => { await context.close(); await sandbox.close(); });
   const page = await context.newPage();
   const problems = [];
@@ -111,6 +111,30 @@ describe('status page in headless chromium', () => {
     await page.waitForSelector(`[data-testid="finished-operations"] li[data-operation="${operation.id}"][data-status="succeeded"]`, { timeout: 15000 });
     await expect(shown.count()).resolves.toBe(0);
     await page.waitForFunction((table) => document.querySelectorAll(`[data-testid="shard-map"][data-table="${table}"] td[data-server="rethinkdb_3"][data-role="replica"]`).length === 0, TABLE, { timeout: waitMs });
+  });
+
+  test('when a killed server\'s replicas migrate off at 1400 px, then its row keeps pod and node, each backfill names its source, a done step has no bar, and the panels fill the width', async () => {
+    const { sandbox, page } = await openPage({ env: { SANDBOX_BACKFILL_MS_PER_1000_DOCS: '60' } }, { width: 1400 });
+    const crash = await post(sandbox.base, '/v1/sandbox/servers/rethinkdb_3/crash', { mode: 'kill' });
+    expect(crash.status).toBe(200);
+    // Disconnected, so server_status has no hostname for it: the view places it by the StatefulSet's naming.
+    await page.waitForSelector('[data-testid="server-rethinkdb_3"][data-connected="false"][data-pod="rethinkdb-3"][data-node="node-3"]', { timeout: waitMs });
+    const res = await post(sandbox.base, '/v1/actions/migrate-replicas-off', { server: 'rethinkdb_3' });
+    expect(res.status).toBe(202);
+    const { operation } = await res.json();
+    const shown = page.locator(`[data-testid="running-operation"][data-operation="${operation.id}"]`);
+    await shown.locator('li[data-status^="done"]').first().waitFor({ timeout: 15000 });
+    await shown.locator('li[data-status="backfilling"] progress').waitFor({ timeout: waitMs });
+    await expect(shown.locator('li[data-status^="done"] progress').count()).resolves.toBe(0);
+    const backfillText = await page.locator('[data-testid="backfills"] li').first().textContent();
+    expect(backfillText).toMatch(/^ycsb\.usertable: rethinkdb_[0-2] → rethinkdb_[0-2] /);
+    await page.screenshot({ path: join(screenshotDir, 'disconnected-and-backfill-1400.png'), fullPage: true });
+    // Two columns: Draining-and-hot and Operations side by side, their pair as wide as the full-width sections.
+    const box = (id) => page.locator(`section[aria-labelledby="${id}"]`).boundingBox();
+    const [servers, attention, operations] = await Promise.all([box('servers-title'), box('attention-title'), box('operations-title')]);
+    expect(attention.y).toBe(operations.y);
+    expect(Math.abs((operations.x + operations.width) - (servers.x + servers.width))).toBeLessThan(2);
+    expect(Math.abs(attention.x - servers.x)).toBeLessThan(2);
   });
 
   test('when the data store stops answering, then a banner shows the 503 and the last shard map stays; it clears when reads work again', async () => {

@@ -1,6 +1,7 @@
 import {
   filterManagedTables, findServer, findServerForPod, findTable, normalizeSystemTables, shardLoads,
 } from '../../src/cluster/cluster-model.js';
+import { describeCluster } from '../../src/cluster/cluster-view.js';
 import { loadRethinkFixture, rawSnapshot, recordedIds, toUuidFormat } from '../helpers/fixtures.js';
 
 const ids = recordedIds().servers;
@@ -57,7 +58,7 @@ describe('normalizeSystemTables', () => {
     const cluster = normalizeSystemTables(raw);
     expect(cluster.backfills).toEqual([{
       tableId: '32000534-2427-4a10-8470-c69cc11d3872', db: 'ycsb', table: 'usertable',
-      sourceId: ids.rethinkdb_3, destinationId: ids.rethinkdb_1, progress: 0.13327057968529923,
+      sourceId: ids.rethinkdb_3, destinationId: ids.rethinkdb_1, sourceName: 'rethinkdb_3', destinationName: 'rethinkdb_1', progress: 0.13327057968529923,
     }]);
   });
 
@@ -112,5 +113,38 @@ describe('shardLoads', () => {
 
   test('when there are no stats, then no shard has a load', () => {
     expect(shardLoads(cluster, null).size).toBe(0);
+  });
+});
+
+describe('describeCluster: where each server runs, and backfills by name', () => {
+  const pods = [0, 1, 2, 3].map((i) => ({ pod: `rethinkdb-${i}`, node: `node-${i}`, hostname: `rethinkdb-${i}` }));
+
+  test('when a server was killed, then the view still gives its pod and node, by the StatefulSet\'s naming', () => {
+    const cluster = normalizeSystemTables(rawSnapshot('06-one-server-killed-after-1.5s.json'));
+    const view = describeCluster(cluster, { backend: 'rethinkdb', pods });
+    expect(view.servers.map((s) => [s.name, s.connected, s.pod, s.node, s.podBy])).toEqual([
+      ['rethinkdb_0', true, 'rethinkdb-0', 'node-0', 'hostname'], ['rethinkdb_1', true, 'rethinkdb-1', 'node-1', 'hostname'],
+      ['rethinkdb_2', true, 'rethinkdb-2', 'node-2', 'hostname'], ['rethinkdb_3', false, 'rethinkdb-3', 'node-3', 'name'],
+    ]);
+  });
+
+  test('when a connected server already runs in the pod the naming points at, then a disconnected one is not placed there', () => {
+    const cluster = normalizeSystemTables(rawSnapshot('06-one-server-killed-after-1.5s.json'));
+    const moved = { ...cluster, servers: cluster.servers.map((s) => (s.name === 'rethinkdb_2' ? { ...s, hostname: 'rethinkdb-3' } : s)) };
+    const view = describeCluster(moved, { backend: 'rethinkdb', pods });
+    expect(view.servers.find((s) => s.name === 'rethinkdb_3')).toMatchObject({ pod: null, node: null });
+    expect(view.servers.find((s) => s.name === 'rethinkdb_2')).toMatchObject({ pod: 'rethinkdb-3', node: 'node-3' });
+  });
+
+  test('when Kubernetes was not asked, then servers carry no placement', () => {
+    const view = describeCluster(normalizeSystemTables(rawSnapshot('01-healthy.json')), { backend: 'rethinkdb' });
+    expect(view.servers[0]).not.toHaveProperty('pod');
+  });
+
+  test('when a backfill job names a server that is not connected, then the view keeps that name instead of none', () => {
+    const raw = rawSnapshot('06-one-server-killed-after-1.5s.json');
+    raw.jobs = [{ type: 'backfill', info: { db: 'ycsb', table: 'usertable', source_server: 'rethinkdb_3', destination_server: 'rethinkdb_9', progress: 0.5 } }];
+    const view = describeCluster(normalizeSystemTables(raw), { backend: 'rethinkdb' });
+    expect(view.backfills).toEqual([{ table: 'ycsb.usertable', from: 'rethinkdb_3', to: 'rethinkdb_9', progress: 0.5 }]);
   });
 });

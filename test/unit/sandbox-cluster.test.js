@@ -154,6 +154,26 @@ describe('sandbox dynamics', () => {
   });
 });
 
+describe('sandbox backfill sources', () => {
+  test('when a shard\'s primary has just crashed and a replica is added before any election, then a connected replica sends the data', () => {
+    const { model, usertable, clock, id } = setup({ backfillMsPer1000Docs: 100 });
+    const shard = usertable.shards[1];
+    const dead = shard.primary_replica;
+    const deadName = model.serverNames().find((n) => id(n) === dead);
+    const newcomer = model.serverNames().find((n) => !shard.replicas.includes(id(n)));
+    model.crashServer(deadName, { mode: 'cut' });
+    const shards = structuredClone(usertable.shards);
+    shards[1].replicas.push(id(newcomer));
+    shards[1].nonvoting_replicas.push(id(newcomer));
+    model.updateTableShards(usertable.id, shards);
+    clock.advance(10);
+    const [job] = model.readSystemTables().jobs;
+    expect(job.info.destination_server).toBe(newcomer);
+    expect(job.info.source_server).not.toBe(deadName);
+    expect(shard.replicas.map((r) => model.serverNames().find((n) => id(n) === r))).toContain(job.info.source_server);
+  });
+});
+
 describe('sandbox against what the real server answered (test/data/rethinkdb-2.4.4)', () => {
   test('when two of a shard\'s three voters are down, then a table_config write is refused with the text RethinkDB 2.4.4 gave', () => {
     const recorded = JSON.parse(readFileSync(new URL('../data/rethinkdb-2.4.4/table-config-write-without-quorum.json', import.meta.url), 'utf8')).error.result;
