@@ -274,7 +274,7 @@ export function createActions({
   async function runReplicaMoves(op, { action, target, moves, planned, skipped, deadlineSeconds, reason, afterMoves, track = async () => {} }) {
     const startedAt = clock.now();
     const deadline = createDeadline(clock, (deadlineSeconds ?? config.deadlines.migrationSeconds) * 1000);
-    op.steps = planned.map((p) => ({ ...p, status: 'pending', state: null, progress: null, error: null }));
+    op.steps = planned.map((p) => ({ ...p, status: 'pending', state: null, progress: null, error: null, startedAt: null, finishedAt: null }));
     const changes = [];
     const notDone = [];
     const unsettled = [];
@@ -307,8 +307,10 @@ export function createActions({
   }
 
   async function moveOneReplica(move, step, deadline) {
-    const fail = (status, error) => { step.status = status; step.error = error; return { change: null }; };
+    const stamp = () => new Date(clock.now()).toISOString();
+    const fail = (status, error) => { step.status = status; step.error = error; step.finishedAt = stamp(); return { change: null }; };
     step.status = 'staging';
+    step.startedAt = stamp();
     const staged = await reconfigurer.commit((c, draining) => planStageReplica(c, move, { draining }), { tableIds: [move.tableId], deadline });
     const stageProblem = staged.notDone[0] ?? staged.plan.skipped[0];
     if (stageProblem) return fail('failed', stageProblem.reason);
@@ -329,6 +331,7 @@ export function createActions({
     const settled = await reconfigurer.waitForPrimaries([{ tableId: move.tableId, shards: [move.shard] }], settleDeadline);
     step.status = settled.settled ? 'done' : 'done_unsettled';
     step.progress = 1;
+    step.finishedAt = stamp();
     if (!settled.settled) step.error = `written, but not settled in time: ${settled.pending.map((p) => p.reason).join('; ')}`;
     return {
       settled: settled.settled,

@@ -55,6 +55,15 @@ async function createScenarioDriver({ env = {}, logger } = {}) {
     return step;
   }
 
+  // A step that happened earlier than now, told by the manager's own records (an operation step's finishedAt
+  // and the replica sets its report gives), placed in time order.
+  function recordPast(atIso, event, fields) {
+    const step = { t: Math.round((Date.parse(atIso) - clock.start) / 100) / 10, event, request: null, status: null, decision: null, reason: null, ...fields };
+    const at = steps.findIndex((s) => s.t > step.t);
+    steps.splice(at === -1 ? steps.length : at, 0, step);
+    return step;
+  }
+
   // Moves virtual time to `t` seconds, ticking the manager on the way: warning expiry, and a metrics poll
   // every 15 s. Monitor decisions become steps of their own.
   async function advanceTo(t) {
@@ -87,7 +96,7 @@ async function createScenarioDriver({ env = {}, logger } = {}) {
     await new Promise((resolve) => { server.close(resolve); });
   }
 
-  return { call, record, advanceTo, settle, snapshot, close, steps, world, clock };
+  return { call, record, recordPast, advanceTo, settle, snapshot, close, steps, world, clock };
 }
 
 function monitorDecision(d) {
@@ -177,22 +186,50 @@ async function announcedHotspot(d) {
   await d.advanceTo(215);
 }
 
-// IV-B5: PERFWARNING with a long duration demotes AND migrates the replicas off rethinkdb-1, one at a time;
-// when node-3 then crashes, every shard still has a live, up-to-date majority.
+// IV-B5: PERFWARNING with a long duration demotes AND migrates the replicas off rethinkdb-1, one at a time (a row
+// per replica, at the time its move finished, with the replica sets after it); the announced interference then
+// starts; when node-3 crashes 30 s later, every shard still has a live, up-to-date majority.
 async function longHotspotThenCrash(d) {
   await d.advanceTo(370);
+  const before = await d.snapshot();
+  const sentAt = new Date(d.clock.now()).toISOString();
   const warn = await d.call('POST', '/v1/hooks/perfwarning', { pod: 'rethinkdb-1', durationSeconds: 3600, reason: 'long-running analytics on node-1' });
-  await d.call('POST', '/v1/sandbox/pods/rethinkdb-1/interference', { cores: 1.8 });
-  await d.record('PERFWARNING rethinkdb-1 for 3600 s', { request: 'POST /v1/hooks/perfwarning', status: warn.status, decision: warn.body.decision?.actions?.join(' + '), reason: warn.body.decision?.reason });
+  // The row is placed when the warning was sent; the migration it starts runs meanwhile, a row per replica.
+  const answered = await d.snapshot();
+  const warned = d.recordPast(sentAt, 'PERFWARNING rethinkdb-1 for 3600 s', {
+    request: 'POST /v1/hooks/perfwarning', status: warn.status, decision: warn.body.decision?.actions?.join(' + '), reason: warn.body.decision?.reason,
+    primaries: answered.primaries, acting: answered.acting, readyForWrites: answered.readyForWrites, replicas: before.replicas,
+  });
   const ops = await d.settle();
   const migration = ops.find((o) => o.kind === 'migrate-replicas-off');
   const { body } = await d.call('GET', `/v1/operations/${migration.id}`);
-  await d.record('replicas migrated off rethinkdb-1', { decision: 'migrate-replicas-off', reason: `${body.steps.filter((s) => s.status === 'done').length} replicas moved one at a time: ${body.status}` });
+  const done = body.steps.filter((s) => s.status === 'done');
+  replicaRows(d, body, before.replicas);
+  await d.record('replicas migrated off rethinkdb-1', { decision: 'migrate-replicas-off', reason: `${done.length} replicas moved one at a time: ${body.status}` });
+  await d.advanceTo(Math.max(warned.t + 10, (d.clock.now() - d.clock.start) / 1000 + 5));
+  const on = await d.call('POST', '/v1/sandbox/pods/rethinkdb-1/interference', { cores: 1.8 });
+  await d.record('interference starts on node-1 (the announced analytics)', { request: 'POST /v1/sandbox/pods/rethinkdb-1/interference', status: on.status, reason: 'rethinkdb-1 holds no primary and no replica: clients do not wait on it' });
   await d.advanceTo(d.clock.now() / 1000 - d.clock.start / 1000 + 30);
   const crash = await d.call('POST', '/v1/sandbox/nodes/node-3/crash');
   await d.record('node-3 crashes (unannounced)', { request: 'POST /v1/sandbox/nodes/node-3/crash', status: crash.status });
   await d.advanceTo(d.clock.now() / 1000 - d.clock.start / 1000 + 15);
   await d.record('after the election', { reason: 'every shard keeps a live, up-to-date majority because rethinkdb-1 holds no replica' });
+}
+
+// A row per replica an operation moved, in order, at the time its step finished: the voting replica sets after
+// that move, from the report's own before/after of each shard, starting from `initial`.
+function replicaRows(d, operation, initial) {
+  const replicas = initial.map((set) => [...set]);
+  const changes = operation.report?.changes ?? [];
+  const finished = operation.steps.filter((s) => s.finishedAt);
+  finished.forEach((step, i) => {
+    const change = changes.find((c) => c.table === step.table && c.shard === step.shard);
+    if (change) replicas[step.shard] = change.after.replicas.filter((r) => !change.after.nonvoting.includes(r));
+    const backfill = `staged ${step.startedAt.slice(11, 19)}, done ${step.finishedAt.slice(11, 19)}`;
+    d.recordPast(step.finishedAt, `replica ${i + 1}/${operation.steps.length}: ${step.table} shard ${step.shard} ${step.from} → ${step.to}`, {
+      decision: 'migrate-replicas-off', reason: `${step.status} (${backfill}): backfilled as nonvoting, then voting`, replicas: replicas.map((set) => [...set]),
+    });
+  });
 }
 
 // A readable timeline for the terminal.
@@ -201,7 +238,13 @@ export function formatTimeline(result) {
   for (const s of result.steps) {
     lines.push(`  t=${String(s.t).padStart(6)}s  ${s.event}`);
     if (s.decision || s.reason) lines.push(`             decision: ${s.decision ?? '-'}${s.reason ? `; reason: ${s.reason}` : ''}`);
-    lines.push(`             primaries: [${s.primaries.join(', ')}]  acting: [${s.acting.map((a) => a ?? 'none').join(', ')}]  writable: ${s.readyForWrites}`);
+    if (s.primaries) lines.push(`             primaries: [${s.primaries.join(', ')}]  acting: [${s.acting.map((a) => a ?? 'none').join(', ')}]  writable: ${s.readyForWrites}`);
+    if (s.replicas) lines.push(`             replicas:  ${s.replicas.map((set, i) => `${i}:[${set.map(shortName).join(',')}]`).join(' ')}`);
   }
   return lines.join('\n');
+}
+
+// rethinkdb_3 -> 3 in the replica column, which lists a shard's voting replicas.
+function shortName(server) {
+  return server.replace(/^rethinkdb_/, '');
 }

@@ -82,6 +82,16 @@ describe('paper scenarios on the sandbox', () => {
     expect(migrated.reason).toMatch(/^3 replicas moved one at a time: succeeded/);
     expect(migrated.replicas.flat()).not.toContain('rethinkdb_1');
     expect(migrated.replicas.every((set) => set.length === 3)).toBe(true);
+    // One row per replica, at distinct, increasing times, each moving exactly one shard's replica off rethinkdb_1.
+    const rows = r.steps.filter((s) => /^replica \d\/3:/.test(s.event));
+    expect(rows).toHaveLength(3);
+    const times = [warned.t, ...rows.map((s) => s.t)];
+    expect(times.every((t, i) => i === 0 || t > times[i - 1])).toBe(true);
+    const onServer1 = (x) => x.replicas.filter((set) => set.includes('rethinkdb_1')).length;
+    expect([warned, ...rows].map(onServer1)).toEqual([3, 2, 1, 0]);
+    const interference = step(r, 'interference starts on node-1');
+    expect(interference.t).toBeGreaterThan(rows.at(-1).t);
+    expect(r.steps.indexOf(interference)).toBeLessThan(r.steps.indexOf(step(r, 'node-3 crashes')));
     const after = step(r, 'after the election');
     expect(after.readyForWrites).toBe(true);
     expect(after.acting.every((a) => a && a !== 'rethinkdb_3' && a !== 'rethinkdb_1')).toBe(true);
