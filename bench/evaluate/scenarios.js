@@ -280,3 +280,20 @@ SCENARIOS['long-hotspot-crash-raft-leader'] = {
   title: 'IV-B5, the starved server leading the table\'s Raft group',
   prepare: leadingHotServer,
 };
+
+// What the proxy's extra hop costs with nothing happening: the same steady load entering through three servers
+// (`steady`) or through a rethinkdb proxy (`steady-proxy`), on the hot-spot scenarios' CPU nodes. Both arms are
+// alike (the manager has nothing to do), so each run gives two samples; compare the two scenarios' phase figures.
+async function steadyLoad({ at, mark }) {
+  await at(2);
+  mark('steady from');
+  await at(32);
+  mark('steady to');
+}
+SCENARIOS.steady = {
+  name: 'steady', title: 'steady load, clients entering through three servers', durationSeconds: 33, coresPerNode: 0.5,
+  phases: [{ name: 'steady', from: 'steady from', to: 'steady to' }], managerEnv: { MONITOR_ENABLED: 'false' }, timeline: steadyLoad,
+};
+SCENARIOS['steady-proxy'] = {
+  ...SCENARIOS.steady, name: 'steady-proxy', title: 'steady load, clients entering through a rethinkdb proxy', entry: 'proxy',
+};
