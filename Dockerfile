@@ -9,6 +9,10 @@ RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 
 FROM node:20.20.2-bookworm-slim@sha256:2cf067cfed83d5ea958367df9f966191a942351a2df77d6f0193e162b5febfc0
 ENV NODE_ENV=production
+# package.json's version (test/deploy/lint.test.js checks that they agree, and the manifests' image tag too).
+LABEL org.opencontainers.image.title="rethinkdb-k8s-manager" \
+      org.opencontainers.image.version="0.1.0" \
+      org.opencontainers.image.licenses="Apache-2.0"
 # V8's young generation at most 2 MiB per semi-space (the default is 16): a burst of requests otherwise grows it to
 # 2 x 16 MiB, which stays committed long after the burst. Measured by bench/memory.bench.js (which starts the manager
 # with this image's ENV) on the sandbox, 50,000 reads and 5,000 hooks: peak RSS 143 -> 112 MiB, RSS 30 s after the

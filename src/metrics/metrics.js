@@ -3,12 +3,15 @@
 // hook's answer, a monitor poll, a cluster snapshot with the draining marks.
 
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { VERSION } from '../lib/version.js';
 import { countPrimaries, countReplicas } from '../planner/eligibility.js';
 
 const DEFAULT_METRICS_PREFIX = 'rethinkdb_manager_';
 // Primary moves take milliseconds to seconds; data moves (backfills) take minutes.
 const ACTION_DURATION_BUCKETS_SECONDS = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
 const SIGNALS = ['own', 'interference'];
+// prom-client's default gauges whose names end in _total, which Prometheus reserves for counters.
+const LINT_FAILING_DEFAULTS = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'];
 
 // processMetrics adds prom-client's process metrics (CPU, memory, event-loop lag, GC) under the same prefix.
 // They install process-wide observers that are never removed, so only the entry point turns them on.
@@ -38,7 +41,13 @@ export function createMetrics({ prefix = DEFAULT_METRICS_PREFIX, processMetrics 
   const leaderTransitions = counter('leader_transitions_total', 'Times this replica started or stopped leading.', ['change']);
   const clusterScrapeSuccess = gauge('cluster_scrape_success', '1 if this scrape read the cluster from the data store in time, else 0 (and no per-server primaries or replicas).');
 
-  if (processMetrics) collectDefaultMetrics({ register: registry, prefix });
+  const buildInfo = gauge('build_info', 'Always 1: the manager\'s version and the Node.js version it runs on, as labels.', ['version', 'node_version']);
+  buildInfo.set({ version: VERSION, node_version: process.version }, 1);
+  if (processMetrics) {
+    collectDefaultMetrics({ register: registry, prefix });
+    // Gauges named _total break the naming rules (promtool check metrics rejects them); the per-type gauges stay.
+    for (const name of LINT_FAILING_DEFAULTS) registry.removeSingleMetric(prefix + name);
+  }
 
   function recordHook({ hook, outcome }) {
     hookRequests.inc({ hook, outcome });

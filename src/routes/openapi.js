@@ -95,7 +95,7 @@ export function buildOpenApiDocument({ routes = DOCUMENTED_ROUTES, version = pac
             },
           },
         },
-        Liveness: { type: 'object', required: ['status'], properties: { status: { const: 'ok' } } },
+        Liveness: { type: 'object', required: ['status', 'version'], properties: { status: { const: 'ok' }, version: { type: 'string', description: "the manager's version (package.json)" } } },
         Readiness: { type: 'object', required: ['status', 'backend'], properties: { status: { const: 'ready' }, backend: { type: 'string', enum: ['rethinkdb', 'sandbox'] } } },
       },
     },

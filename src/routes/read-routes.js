@@ -6,6 +6,7 @@ import { AppError } from '../errors.js';
 import { withinMs } from '../lib/clock.js';
 import { describeCluster } from '../cluster/cluster-view.js';
 import { mountRoute, objectSchema } from './validation.js';
+import { VERSION } from '../lib/version.js';
 
 // Operation ids are UUIDs; the schema only bounds them, so that an unknown id is a 404 that names it.
 const operationId = { type: 'string', minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$' };
@@ -57,7 +58,7 @@ export function createReadRoutes({
   const readiness = createReadinessLog(logger);
 
   mountRoute(router, READ_ROUTES.livez, (input, res) => {
-    res.json({ status: 'ok' });
+    res.json({ status: 'ok', version: VERSION });
   });
 
   mountRoute(router, READ_ROUTES.readyz, async (input, res) => {
