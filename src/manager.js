@@ -21,6 +21,7 @@ import { createMetrics } from './metrics/metrics.js';
 import { createMonitor } from './monitor/monitor.js';
 import { relayRoute } from './policy/leadership.js';
 import { createHookRoutes } from './routes/hook-routes.js';
+import { createHttpMetrics } from './routes/http-metrics.js';
 import { createLeaderRelay } from './routes/leader-relay.js';
 import { createHookCounter, createMetricsRoutes } from './routes/metrics-routes.js';
 import { createSandboxRoutes } from './routes/sandbox-routes.js';
@@ -71,7 +72,7 @@ export function createManager({
   if (sandboxModel) routes.push(createSandboxRoutes({ model: sandboxModel, kube, store }));
   const app = createApp({
     store, actions: { ...actions, ...commands }, marks, operations, work, logger, monitor, audit, authenticator, protectReads: config.auth.protectReads,
-    observers: [createHookCounter({ metrics }), relay.relay], election: () => elector.view(), podServerOverrides: config.podServerOverrides,
+    observers: [createHttpMetrics({ metrics }), createHookCounter({ metrics }), relay.relay], election: () => elector.view(), podServerOverrides: config.podServerOverrides,
     extraRoutes: [...routes, ...extraRoutes],
     status: async () => ({
       perfWarnings: await marks.perfWarnings(), migrations: await marks.migrations(), pendingRestores: await events.pendingRestores(), reconciliation,

@@ -10,6 +10,8 @@ const DEFAULT_METRICS_PREFIX = 'rethinkdb_manager_';
 // Primary moves take milliseconds to seconds; data moves (backfills) take minutes.
 const ACTION_DURATION_BUCKETS_SECONDS = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
 const SIGNALS = ['own', 'interference'];
+// Reads answer in milliseconds; a PRESTOP or an action waits up to its deadline (20 s and 60 s by default).
+const HTTP_DURATION_BUCKETS_SECONDS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60];
 // prom-client's default gauges whose names end in _total, which Prometheus reserves for counters.
 const LINT_FAILING_DEFAULTS = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'];
 
@@ -41,6 +43,11 @@ export function createMetrics({ prefix = DEFAULT_METRICS_PREFIX, processMetrics 
   const leaderTransitions = counter('leader_transitions_total', 'Times this replica started or stopped leading.', ['change']);
   const clusterScrapeSuccess = gauge('cluster_scrape_success', '1 if this scrape read the cluster from the data store in time, else 0 (and no per-server primaries or replicas).');
 
+  const httpRequests = counter('http_requests_total', 'HTTP requests answered, by method, route template (unmatched for no route) and status (aborted when the caller hung up first).', ['method', 'route', 'status']);
+  const httpDuration = new Histogram({
+    name: `${prefix}http_request_duration_seconds`, help: 'How long HTTP requests took to answer, by method and route template.',
+    labelNames: ['method', 'route'], buckets: HTTP_DURATION_BUCKETS_SECONDS, registers,
+  });
   const buildInfo = gauge('build_info', 'Always 1: the manager\'s version and the Node.js version it runs on, as labels.', ['version', 'node_version']);
   buildInfo.set({ version: VERSION, node_version: process.version }, 1);
   if (processMetrics) {
@@ -102,6 +109,10 @@ export function createMetrics({ prefix = DEFAULT_METRICS_PREFIX, processMetrics 
     recordHook, recordAction, recordPoll, recordPollFailure, setClusterState,
     setLeading(leading) { leader.set(leading ? 1 : 0); },
     recordLeaderChange(change) { leaderTransitions.inc({ change }); },
+    recordHttpRequest({ method, route, status, seconds }) {
+      httpRequests.inc({ method, route, status });
+      httpDuration.observe({ method, route }, seconds);
+    },
   };
 }
 

@@ -3,6 +3,7 @@
 
 import request from 'supertest';
 import { AppError } from '../../src/errors.js';
+import { routeTemplate } from '../../src/routes/http-metrics.js';
 import { scrape } from '../helpers/exposition.js';
 import { createSandboxHarness, postJson, waitForOperation } from '../helpers/harness.js';
 
@@ -245,5 +246,36 @@ describe('GET /metrics when the data store is unavailable', () => {
     let s;
     for (let i = 0; i < 50 && !s?.series(m('hook_requests_total')).length; i += 1) s = await scrape(h.app);
     expect(s.series(m('hook_requests_total'))).toEqual([{ labels: { hook: 'prestop', outcome: 'aborted' }, value: 1 }]);
+  });
+});
+
+describe('HTTP request metrics', () => {
+  test('when requests are answered, then each is counted under its route template, method and status, never its raw path, and timed', async () => {
+    const h = createSandboxHarness();
+    await h.lead();
+    await request(h.app).get('/v1/operations/abc');
+    await request(h.app).get('/v1/operations/def');
+    await request(h.app).get('/v1/cluster');
+    await request(h.app).get('/no/such/path');
+    await post(h.app, '/v1/actions/move-primaries-from-server', { server: 'rethinkdb_1' });
+    const s = await scrape(h.app);
+    const count = (labels) => s.value(m('http_requests_total'), labels);
+    expect(count({ method: 'GET', route: '/v1/operations/:id', status: '404' })).toBe(2);
+    expect(count({ method: 'GET', route: '/v1/cluster', status: '200' })).toBe(1);
+    expect(count({ method: 'GET', route: 'unmatched', status: '404' })).toBe(1);
+    expect(count({ method: 'POST', route: '/v1/actions/move-primaries-from-server', status: '200' })).toBe(1);
+    expect(s.value(m('http_request_duration_seconds_count'), { method: 'GET', route: '/v1/operations/:id' })).toBe(2);
+    expect(s.text).not.toMatch(/route="\/v1\/operations\/abc"/);
+  });
+
+  test.each([
+    ['GET', '/v1/operations/0b1c', '/v1/operations/:id'],
+    ['GET', '/v1/operations/', '/v1/operations'],
+    ['POST', '/v1/hooks/prestop', '/v1/hooks/prestop'],
+    ['DELETE', '/v1/hooks/perfwarning', '/v1/hooks/perfwarning'],
+    ['PUT', '/v1/cluster', 'unmatched'],
+    ['GET', '/v1/operations/a/b', 'unmatched'],
+  ])('when %s %s is asked, then its route is %s', (method, path, expected) => {
+    expect(routeTemplate(method, path)).toBe(expected);
   });
 });
