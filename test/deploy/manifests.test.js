@@ -182,6 +182,16 @@ describe('deploy/k8s: the RethinkDB StatefulSet', () => {
   });
 });
 
+describe('deploy/k8s: RethinkDB pods on separate nodes', () => {
+  test('when the StatefulSet is scheduled, then no two of its pods may share a node (the PDB\'s majority argument needs one server per node)', () => {
+    const statefulSet = findResource(resources, 'StatefulSet', 'rethinkdb');
+    const { affinity } = podSpecOf(statefulSet);
+    expect(affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution).toEqual([
+      { topologyKey: 'kubernetes.io/hostname', labelSelector: { matchLabels: statefulSet.spec.selector.matchLabels } },
+    ]);
+  });
+});
+
 describe('deploy/k8s: the manager', () => {
   const spec = podSpecOf(manager);
   const [container] = spec.containers;
