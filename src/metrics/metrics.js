@@ -43,7 +43,7 @@ export function createMetrics({ prefix = DEFAULT_METRICS_PREFIX, processMetrics 
   const leaderTransitions = counter('leader_transitions_total', 'Times this replica started or stopped leading.', ['change']);
   const clusterScrapeSuccess = gauge('cluster_scrape_success', '1 if this scrape read the cluster from the data store in time, else 0 (and no per-server primaries or replicas).');
 
-  const httpRequests = counter('http_requests_total', 'HTTP requests answered, by method, route template (unmatched for no route) and status (aborted when the caller hung up first).', ['method', 'route', 'status']);
+  const httpRequests = counter('http_requests_total', 'HTTP requests answered, by method, route template (unmatched for no route) and status code (aborted when the caller hung up first).', ['method', 'route', 'code']);
   const httpDuration = new Histogram({
     name: `${prefix}http_request_duration_seconds`, help: 'How long HTTP requests took to answer, by method and route template.',
     labelNames: ['method', 'route'], buckets: HTTP_DURATION_BUCKETS_SECONDS, registers,
@@ -109,8 +109,8 @@ export function createMetrics({ prefix = DEFAULT_METRICS_PREFIX, processMetrics 
     recordHook, recordAction, recordPoll, recordPollFailure, setClusterState,
     setLeading(leading) { leader.set(leading ? 1 : 0); },
     recordLeaderChange(change) { leaderTransitions.inc({ change }); },
-    recordHttpRequest({ method, route, status, seconds }) {
-      httpRequests.inc({ method, route, status });
+    recordHttpRequest({ method, route, code, seconds }) {
+      httpRequests.inc({ method, route, code });
       httpDuration.observe({ method, route }, seconds);
     },
   };

@@ -1,5 +1,5 @@
 // Counts every HTTP request the manager answers and observes its duration, labelled by the route's template (never
-// the raw path, which would make a series per pod or operation id), method and status.
+// the raw path, which would make a series per pod or operation id), method and status code.
 
 import { DOCUMENTED_ROUTES } from './openapi.js';
 
@@ -22,7 +22,7 @@ export function createHttpMetrics({ metrics, clock = { now: () => performance.no
       if (recorded) return;
       recorded = true;
       metrics.recordHttpRequest({
-        method: req.method, route: routeTemplate(req.method, req.path), status: res.writableFinished ? String(res.statusCode) : 'aborted',
+        method: req.method, route: routeTemplate(req.method, req.path), code: res.writableFinished ? String(res.statusCode) : 'aborted',
         seconds: (clock.now() - startedMs) / 1000,
       });
     };

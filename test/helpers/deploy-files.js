@@ -92,9 +92,13 @@ export async function validateManifest(doc) {
   return [...problems, ...unknownFields(doc, reads, '')];
 }
 
+// Kinds of API groups that Kubernetes itself does not serve come from their own kubernetes-models package.
+const MODEL_PACKAGES = { 'monitoring.coreos.com': '@kubernetes-models/prometheus-operator' };
+
 async function modelFor(apiVersion, kind) {
   const [group, version] = apiVersion.includes('/') ? apiVersion.split('/') : [null, apiVersion];
-  const path = group ? `kubernetes-models/${group}/${version}/${kind}` : `kubernetes-models/${version}/${kind}`;
+  const models = MODEL_PACKAGES[group] ?? 'kubernetes-models';
+  const path = group ? `${models}/${group}/${version}/${kind}` : `${models}/${version}/${kind}`;
   const mod = await import(path);
   if (!mod[kind]) throw new Error(`no schema for ${apiVersion} ${kind}`);
   return mod[kind];

@@ -260,10 +260,10 @@ describe('HTTP request metrics', () => {
     await post(h.app, '/v1/actions/move-primaries-from-server', { server: 'rethinkdb_1' });
     const s = await scrape(h.app);
     const count = (labels) => s.value(m('http_requests_total'), labels);
-    expect(count({ method: 'GET', route: '/v1/operations/:id', status: '404' })).toBe(2);
-    expect(count({ method: 'GET', route: '/v1/cluster', status: '200' })).toBe(1);
-    expect(count({ method: 'GET', route: 'unmatched', status: '404' })).toBe(1);
-    expect(count({ method: 'POST', route: '/v1/actions/move-primaries-from-server', status: '200' })).toBe(1);
+    expect(count({ method: 'GET', route: '/v1/operations/:id', code: '404' })).toBe(2);
+    expect(count({ method: 'GET', route: '/v1/cluster', code: '200' })).toBe(1);
+    expect(count({ method: 'GET', route: 'unmatched', code: '404' })).toBe(1);
+    expect(count({ method: 'POST', route: '/v1/actions/move-primaries-from-server', code: '200' })).toBe(1);
     expect(s.value(m('http_request_duration_seconds_count'), { method: 'GET', route: '/v1/operations/:id' })).toBe(2);
     expect(s.text).not.toMatch(/route="\/v1\/operations\/abc"/);
   });
