@@ -2,6 +2,7 @@
 
 import express from 'express';
 import { pinoHttp } from 'pino-http';
+import { PROBE_PATHS } from './auth/access-policy.js';
 import { AppError, logLevelForStatus, toAppError } from './errors.js';
 import { createActionRoutes } from './routes/action-routes.js';
 import { createAuthMiddleware } from './routes/auth-middleware.js';
@@ -43,8 +44,6 @@ export function createApp({
   app.use(createErrorHandler(logger.child({ module: 'errors' })));
   return app;
 }
-
-const PROBE_PATHS = new Set(['/livez', '/readyz']);
 
 const carriesBody = (req) => Number(req.headers['content-length'] ?? 0) > 0 || req.headers['transfer-encoding'] !== undefined;
 

@@ -5,8 +5,11 @@ const POD_NAME_EXTRA = 'authentication.kubernetes.io/pod-name';
 
 // Which kind of access a request needs: open (probes, the status page's shell), read, hook (acts on one pod) or
 // operator.
+// The kubelet's probes: open to anyone, and not logged one by one (src/app.js).
+export const PROBE_PATHS = new Set(['/livez', '/readyz']);
+
 export function classifyRequest(method, path) {
-  if (path === '/livez' || path === '/readyz') return 'open';
+  if (PROBE_PATHS.has(path)) return 'open';
   // The status page's shell holds no data (it reads the endpoints, which are checked), so it always loads.
   if (path === '/' && (method === 'GET' || method === 'HEAD')) return 'open';
   if (path.startsWith('/v1/hooks/')) return 'hook';

@@ -185,6 +185,11 @@ export function findServerForPod(cluster, { podName, podIp = null, overrides = {
     ?? null;
 }
 
+// The StatefulSet's naming (deploy/k8s's start script): pod rethinkdb-N runs server rethinkdb_N.
+export function conventionalPodName(serverName) {
+  return serverName.replace(/_/g, '-');
+}
+
 // The reverse: the pod that runs a server (an override naming it, else its hostname, which is the pod's name in
 // a StatefulSet). Null when the server is disconnected and no override names it.
 export function podNameForServer(server, overrides = {}) {

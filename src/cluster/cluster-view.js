@@ -1,7 +1,9 @@
 // Pure: what an operator looks at first. Servers with their roles, and every table's shard map and readiness.
 
 import { countPrimaries, countReplicas } from '../planner/eligibility.js';
-import { podNameForServer, serverName, tableLabel } from './cluster-model.js';
+import {
+  conventionalPodName, podNameForServer, serverName, tableLabel,
+} from './cluster-model.js';
 
 export function describeCluster(cluster, {
   backend, draining = [], operations = [], pods = null, overrides = {},
@@ -55,7 +57,7 @@ export function describeCluster(cluster, {
 function placeServer(server, { pods, overrides, claimed }) {
   if (!pods) return {};
   const known = podNameForServer(server, overrides);
-  const byName = server.name.replace(/_/g, '-');
+  const byName = conventionalPodName(server.name);
   const pod = known ? pods.find((p) => p.pod === known) : pods.find((p) => p.pod === byName && !claimed.has(byName));
   if (!pod) return { pod: known ?? null, node: null };
   return { pod: pod.pod, node: pod.node ?? null, podBy: known ? 'hostname' : 'name' };

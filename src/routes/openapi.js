@@ -1,10 +1,10 @@
 // The OpenAPI 3.1 document served at GET /openapi.json. It is built from the same route tables the routers
 // validate with (methods, paths, and the schemas of path parameters, query and body), so the two cannot drift.
 
-import { readFileSync } from 'node:fs';
 import { Router } from 'express';
 import { classifyRequest } from '../auth/access-policy.js';
 import { ERROR_CODES } from '../errors.js';
+import { VERSION } from '../lib/version.js';
 import { ACTION_ROUTE_SPECS } from './action-routes.js';
 import { HOOK_ROUTES } from './hook-routes.js';
 import { LEADER_ROUTE } from './leader-relay.js';
@@ -61,7 +61,7 @@ const STATUS_TEXT = {
   504: 'the work did not finish by its deadline',
 };
 
-export function buildOpenApiDocument({ routes = DOCUMENTED_ROUTES, version = packageVersion() } = {}) {
+export function buildOpenApiDocument({ routes = DOCUMENTED_ROUTES, version = VERSION } = {}) {
   const paths = {};
   for (const route of routes) {
     const path = toOpenApiPath(route.path);
@@ -181,9 +181,6 @@ function codesWithStatus(status) {
   return Object.entries(ERROR_CODES).filter(([, v]) => v.statusCode === status).map(([code]) => code);
 }
 
-function packageVersion() {
-  return JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')).version;
-}
 
 export function createOpenApiRoutes({ document = buildOpenApiDocument() } = {}) {
   const router = Router();

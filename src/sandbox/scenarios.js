@@ -36,7 +36,9 @@ async function createScenarioDriver({ env = {}, logger } = {}) {
   }
   connectSandboxHooks(world.kube, (path) => call('POST', path).then((r) => r.body));
 
-  const seconds = () => Math.round((clock.now() - clock.start) / 100) / 10;
+  // Seconds since the scenario's start, to a tenth.
+  const secondsAt = (ms) => Math.round((ms - clock.start) / 100) / 10;
+  const seconds = () => secondsAt(clock.now());
 
   async function snapshot() {
     const { body } = await call('GET', '/v1/cluster');
@@ -58,7 +60,7 @@ async function createScenarioDriver({ env = {}, logger } = {}) {
   // A step that happened earlier than now, told by the manager's own records (an operation step's finishedAt
   // and the replica sets its report gives), placed in time order.
   function recordPast(atIso, event, fields) {
-    const step = { t: Math.round((Date.parse(atIso) - clock.start) / 100) / 10, event, request: null, status: null, decision: null, reason: null, ...fields };
+    const step = { t: secondsAt(Date.parse(atIso)), event, request: null, status: null, decision: null, reason: null, ...fields };
     const at = steps.findIndex((s) => s.t > step.t);
     steps.splice(at === -1 ? steps.length : at, 0, step);
     return step;
@@ -96,7 +98,7 @@ async function createScenarioDriver({ env = {}, logger } = {}) {
     await new Promise((resolve) => { server.close(resolve); });
   }
 
-  return { call, record, recordPast, advanceTo, settle, snapshot, close, steps, world, clock };
+  return { call, record, recordPast, advanceTo, settle, snapshot, close, steps, world, clock, seconds };
 }
 
 function monitorDecision(d) {
@@ -206,7 +208,7 @@ async function longHotspotThenCrash(d) {
   const done = body.steps.filter((s) => s.status === 'done');
   replicaRows(d, body, before.replicas);
   await d.record('replicas migrated off rethinkdb-1', { decision: 'migrate-replicas-off', reason: `${done.length} replicas moved one at a time: ${body.status}` });
-  await d.advanceTo(Math.max(warned.t + 10, (d.clock.now() - d.clock.start) / 1000 + 5));
+  await d.advanceTo(Math.max(warned.t + 10, d.seconds() + 5));
   const on = await d.call('POST', '/v1/sandbox/pods/rethinkdb-1/interference', { cores: 1.8 });
   await d.record('interference starts on node-1 (the announced analytics)', { request: 'POST /v1/sandbox/pods/rethinkdb-1/interference', status: on.status, reason: 'rethinkdb-1 holds no primary and no replica: clients do not wait on it' });
   await d.advanceTo(d.clock.now() / 1000 - d.clock.start / 1000 + 30);

@@ -14,6 +14,7 @@ import {
   validateManifest,
 } from '../helpers/deploy-files.js';
 import { startManagerProcess } from '../helpers/manager-process.js';
+import { VERSION } from '../../src/lib/version.js';
 
 const monitoringDir = join(repoRoot, 'deploy/monitoring');
 const kustomization = readYamlFile(join(monitoringDir, 'kustomization.yaml'))[0];
@@ -98,6 +99,7 @@ function readmeAlerts() {
 
 let manager;
 let exposition;
+let livez;
 
 beforeAll(async () => {
   manager = await startManagerProcess({ name: 'metrics-lint', env: { AUTH_MODE: 'none', LOG_LEVEL: 'warn' } });
@@ -111,6 +113,7 @@ beforeAll(async () => {
   ];
   expect(sent.map((r) => r.status)).toEqual([200, 200, 200, 200, 404]);
   exposition = (await manager.json('/metrics')).body;
+  livez = (await manager.json('/livez')).body;
 }, 60000);
 
 afterAll(async () => {
@@ -135,8 +138,18 @@ describe('/metrics of a real manager process (sandbox, after hooks, an action an
     expect(exposition).toMatch(/^rethinkdb_manager_http_requests_total\{method="GET",route="\/v1\/operations\/:id",code="404"\} 1$/m);
     expect(exposition).toMatch(/^rethinkdb_manager_actions_total\{/m);
     expect(exposition).toMatch(/^rethinkdb_manager_process_resident_memory_bytes /m);
+    // Probes count too (the process was waited for through /livez); build_info carries the version /livez gives.
+    expect(exposition).toMatch(/^rethinkdb_manager_http_requests_total\{method="GET",route="\/livez",code="200"\} \d+$/m);
+    expect(exposition).toContain(`rethinkdb_manager_build_info{version="${VERSION}",node_version="${process.version}"} 1`);
+    // prom-client's gauges named _total are left out; the per-type ones stay.
+    expect(exposition).toMatch(/^rethinkdb_manager_nodejs_active_handles\{/m);
+    expect(exposition).not.toMatch(/_active_\w+_total/);
     const result = promtool(['check', 'metrics'], exposition);
     expect({ status: result.status, findings: `${result.stdout}${result.stderr}` }).toEqual({ status: 0, findings: '' });
+  });
+
+  test('when /livez is asked, then it gives package.json\'s version', () => {
+    expect(livez).toEqual({ status: 'ok', version: VERSION });
   });
 });
 
