@@ -23,7 +23,7 @@ export const ACTION_ROUTES = [
     summary: 'Even out primaries over healthy, non-draining servers',
   },
   {
-    path: 'release-server', action: 'releaseServer', schema: objectSchema({ server: fields.server, rebalance: fields.flag, ...common }, ['server']),
+    path: 'release-server', action: 'releaseServer', report: 'ReleaseResult', schema: objectSchema({ server: fields.server, rebalance: fields.flag, ...common }, ['server']),
     summary: "Clear a server's draining mark and (unless rebalance is false) rebalance",
   },
   {
@@ -55,8 +55,8 @@ export const ACTION_ROUTE_SPECS = ACTION_ROUTES.map((route) => ({
   query: dryRunQuery,
   body: route.schema,
   ok: route.movesData
-    ? [{ status: 202, description: 'the operation started; follow operation.href', schema: 'OperationStarted', location: true }, { status: 200, description: 'dry run: the plan' }]
-    : [{ status: 200, description: 'the report: changes, skipped, notDone, outcome (planned for a dry run)' }],
+    ? [{ status: 202, description: 'the operation started; follow operation.href', schema: 'DataMoveStarted', location: true }, { status: 200, description: 'dry run: the plan', schema: 'ActionResult' }]
+    : [{ status: 200, description: 'the report: changes, skipped, notDone, outcome (planned for a dry run)', schema: route.report ?? 'ActionResult' }],
   errors: ['SERVER_NOT_FOUND', 'TABLE_NOT_FOUND', 'SHARD_NOT_FOUND', 'NODE_NOT_FOUND', 'RECONFIGURATION_REJECTED', 'STARTING', 'SHUTTING_DOWN', 'DATA_STORE_UNAVAILABLE', 'KUBERNETES_UNAVAILABLE', 'DEADLINE_EXCEEDED'],
   run: route.action,
 }));

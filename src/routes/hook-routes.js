@@ -31,7 +31,7 @@ export const HOOK_ROUTES = {
     summary: "PRESTOP: move the pod's primaries away before it stops",
     description: 'Answers once the new primaries act, or at PRESTOP_DEADLINE_SECONDS (504). The input is the query; the route takes no body.',
     query: HOOK_SCHEMAS.prestopQuery,
-    ok: [{ status: 200, description: 'primariesOff true/false and the report' }],
+    ok: [{ status: 200, description: 'primariesOff true/false and the report', schema: 'PrestopResult' }],
     errors: ['POD_NOT_FOUND', 'DEADLINE_EXCEEDED', ...storeErrors],
   },
   poststart: {
@@ -39,7 +39,7 @@ export const HOOK_ROUTES = {
     summary: 'POSTSTART: a pod (re)started; answered at once, the work runs as an operation',
     description: 'The input is the query; the route takes no body.',
     query: HOOK_SCHEMAS.poststartQuery,
-    ok: [{ status: 202, description: 'the operation started; follow operation.href', schema: 'OperationStarted', location: true }],
+    ok: [{ status: 202, description: 'the operation started; follow operation.href', schema: 'PoststartStarted', location: true }],
     errors: ['POD_NOT_FOUND', ...storeErrors],
   },
   perfwarning: {
@@ -47,7 +47,7 @@ export const HOOK_ROUTES = {
     summary: 'PERFWARNING: a pod (or every RethinkDB pod on a node) is about to suffer interference',
     description: 'Exactly one of pod and node. A long warning (durationSeconds >= PERFWARNING_LONG_SECONDS) also migrates replicas off.',
     body: HOOK_SCHEMAS.perfwarningBody,
-    ok: [{ status: 200, description: 'the decision and its report' }],
+    ok: [{ status: 200, description: 'the decision and its report', schema: 'PerfWarningResult' }],
     errors: ['POD_NOT_FOUND', 'NODE_NOT_FOUND', 'DEADLINE_EXCEEDED', ...storeErrors],
   },
   endPerfWarning: {
@@ -55,7 +55,7 @@ export const HOOK_ROUTES = {
     summary: "End a pod's perf warning now",
     description: '404 if the pod has no active warning. The input is the query; the route takes no body.',
     query: HOOK_SCHEMAS.perfwarningEndQuery,
-    ok: [{ status: 200, description: 'the warning ended; what is restored' }],
+    ok: [{ status: 200, description: 'the warning ended; what is restored', schema: 'PerfWarningEnded' }],
     errors: ['NOT_FOUND', 'POD_NOT_FOUND', ...storeErrors],
   },
 };

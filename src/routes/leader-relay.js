@@ -37,7 +37,7 @@ export function relayBudgetMs(req, deadlines) {
 export const LEADER_ROUTE = {
   method: 'get', path: '/v1/leader', operationId: 'getLeader', tag: 'reads',
   summary: 'Which manager replica leads, and this replica\'s view of the election',
-  ok: [{ status: 200, description: 'the election as this replica sees it' }], errors: [],
+  ok: [{ status: 200, description: 'the election as this replica sees it', schema: 'LeaderView' }], errors: [],
 };
 
 // leadership(): the current elector (src/events/leader-election.js). served(): whether this replica leads and has

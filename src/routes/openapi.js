@@ -10,13 +10,19 @@ import { HOOK_ROUTES } from './hook-routes.js';
 import { LEADER_ROUTE } from './leader-relay.js';
 import { METRICS_ROUTE } from './metrics-routes.js';
 import { READ_ROUTES } from './read-routes.js';
+import { RESPONSE_SCHEMAS } from './response-schemas.js';
 import { SANDBOX_ROUTES } from './sandbox-routes.js';
 import { STATUS_PAGE_ROUTE } from './status-page.js';
 import { bodyLimitBytes, mountRoute } from './validation.js';
 
 const OPENAPI_ROUTE = {
   method: 'get', path: '/openapi.json', operationId: 'getOpenApiDocument', tag: 'meta',
-  summary: 'This document', ok: [{ status: 200, description: 'the OpenAPI 3.1 document' }], errors: [],
+  summary: 'This document',
+  ok: [{
+    status: 200, description: 'the OpenAPI 3.1 document',
+    schema: { type: 'object', required: ['openapi', 'info', 'paths'], properties: { openapi: { const: '3.1.0' }, info: { type: 'object' }, paths: { type: 'object' } } },
+  }],
+  errors: [],
 };
 
 export const DOCUMENTED_ROUTES = [
@@ -80,23 +86,27 @@ export function buildOpenApiDocument({ routes = DOCUMENTED_ROUTES, version = VER
       ].join(' '),
       license: { name: 'Apache-2.0', identifier: 'Apache-2.0' },
     },
+    // Relative: the document is served by the manager it describes, wherever that is reached.
+    servers: [{ url: '/', description: 'the manager serving this document' }],
     tags: TAGS,
     paths,
     components: {
       securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', description: 'a Kubernetes service-account token for audience rethinkdb-manager (AUTH_MODE=tokenreview) or the static token (AUTH_MODE=static). Hooks: a pod acts on itself only. Actions and sandbox controls: an operator. Reads: only with AUTH_PROTECT_READS=true.' } },
       schemas: {
         Error: ERROR_BODY,
-        OperationStarted: {
-          type: 'object', required: ['operation'],
+        ...RESPONSE_SCHEMAS,
+        Liveness: {
+          type: 'object', required: ['status', 'version'], additionalProperties: false,
+          properties: { status: { const: 'ok' }, version: { type: 'string', description: "the manager's version (package.json)" } },
+        },
+        Readiness: {
+          type: 'object', required: ['status', 'backend'], additionalProperties: false,
           properties: {
-            operation: {
-              type: 'object', required: ['id', 'status', 'href'],
-              properties: { id: { type: 'string' }, status: { type: 'string' }, href: { type: 'string', description: 'GET it to follow the operation' } },
-            },
+            status: { const: 'ready' }, backend: { type: 'string', enum: ['rethinkdb', 'sandbox'] },
+            role: { type: 'string', enum: ['leader', 'follower'], description: 'with leader election only' },
+            leader: { anyOf: [{ type: 'string' }, { type: 'null' }], description: 'with leader election only: the replica holding the Lease' },
           },
         },
-        Liveness: { type: 'object', required: ['status', 'version'], properties: { status: { const: 'ok' }, version: { type: 'string', description: "the manager's version (package.json)" } } },
-        Readiness: { type: 'object', required: ['status', 'backend'], properties: { status: { const: 'ready' }, backend: { type: 'string', enum: ['rethinkdb', 'sandbox'] } } },
       },
     },
   });
@@ -132,7 +142,8 @@ function securityOf(route) {
   const access = accessOf(route);
   if (access === 'hook' || access === 'operator') return { security: [{ bearerAuth: [] }] };
   if (access === 'read') return { security: [{}, { bearerAuth: [] }] };
-  return {};
+  // Probes, /metrics, the status page and this document: open, said explicitly rather than left to a default.
+  return { security: [] };
 }
 
 function operationDescription(route) {
@@ -149,8 +160,9 @@ function bodyIsRequired(schema) {
   return (schema.required ?? []).length > 0 || Boolean(schema.oneOf);
 }
 
+// schema: a name in components.schemas, or a schema. Every success answer has one (test/routes/openapi.test.js).
 function successResponses(ok) {
-  return Object.fromEntries(ok.map(({ status, description, contentType = 'application/json', schema = { type: 'object' }, location = false }) => [String(status), {
+  return Object.fromEntries(ok.map(({ status, description, contentType = 'application/json', schema, location = false }) => [String(status), {
     description,
     ...(location ? { headers: { Location: { description: 'where to follow the operation', schema: { type: 'string' } } } } : {}),
     content: { [contentType]: { schema: typeof schema === 'string' ? { $ref: `#/components/schemas/${schema}` } : schema } },
@@ -173,7 +185,7 @@ function errorResponses(route) {
   }
   return Object.fromEntries([...byStatus.entries()].sort(([a], [b]) => a - b).map(([status, list]) => [String(status), {
     description: `${STATUS_TEXT[status] ?? 'error'}${list.length ? ` (${list.join(', ')})` : ''}`,
-    content: { 'application/json': { schema: { allOf: [{ $ref: '#/components/schemas/Error' }, { properties: { error: list.length ? { enum: list } : { type: 'string' } } }] } } },
+    content: { 'application/json': { schema: { allOf: [{ $ref: '#/components/schemas/Error' }, { type: 'object', properties: { error: list.length ? { enum: list } : { type: 'string' } } }] } } },
   }]));
 }
 

@@ -25,28 +25,28 @@ export const READ_ROUTES = {
   cluster: {
     method: 'get', path: '/v1/cluster', operationId: 'getCluster', tag: 'reads',
     summary: 'Servers, shard maps with acting primaries, draining marks, perf warnings, migrations, the monitor',
-    ok: [{ status: 200, description: 'the cluster at a glance' }], errors: ['DATA_STORE_UNAVAILABLE', 'KUBERNETES_UNAVAILABLE'],
+    ok: [{ status: 200, description: 'the cluster at a glance', schema: 'ClusterView' }], errors: ['DATA_STORE_UNAVAILABLE', 'KUBERNETES_UNAVAILABLE'],
   },
   monitor: {
     method: 'get', path: '/v1/monitor', operationId: 'getMonitor', tag: 'reads',
     summary: "The monitor's view: per-pod utilization, hot signals, decisions, scale-out state",
-    ok: [{ status: 200, description: "the monitor's view" }], errors: ['NOT_FOUND'],
+    ok: [{ status: 200, description: "the monitor's view", schema: 'MonitorView' }], errors: ['NOT_FOUND'],
   },
   events: {
     method: 'get', path: '/v1/events', operationId: 'listEvents', tag: 'reads',
     summary: 'Audit records, newest first: who, what, why, plan, outcome, duration',
     query: objectSchema({ limit: { type: 'integer', minimum: 1, maximum: 500, description: 'at most this many records (default 100)' } }),
-    ok: [{ status: 200, description: 'the newest audit records' }], errors: [],
+    ok: [{ status: 200, description: 'the newest audit records', schema: 'AuditList' }], errors: [],
   },
   operations: {
     method: 'get', path: '/v1/operations', operationId: 'listOperations', tag: 'reads',
-    summary: 'Recent operations (kept in memory)', ok: [{ status: 200, description: 'operation summaries' }], errors: [],
+    summary: 'Recent operations (kept in memory)', ok: [{ status: 200, description: 'operation summaries', schema: 'OperationList' }], errors: [],
   },
   operation: {
     method: 'get', path: '/v1/operations/:id', operationId: 'getOperation', tag: 'reads',
     summary: 'One operation: status and per-shard steps',
     params: objectSchema({ id: operationId }, ['id']),
-    ok: [{ status: 200, description: 'the operation' }], errors: ['OPERATION_NOT_FOUND', 'NOT_FOUND'],
+    ok: [{ status: 200, description: 'the operation', schema: 'Operation' }], errors: ['OPERATION_NOT_FOUND', 'NOT_FOUND'],
   },
 };
 

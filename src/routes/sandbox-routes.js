@@ -9,49 +9,50 @@ import { fields, mountRoute, objectSchema } from './validation.js';
 const cores = { type: 'number', minimum: 0, maximum: 64 };
 const serverParams = objectSchema({ name: fields.server }, ['name']);
 const podParams = objectSchema({ pod: fields.pod }, ['pod']);
-const sandbox = (route) => ({ tag: 'sandbox', sandboxOnly: true, ok: [{ status: 200, description: 'what changed, and the pods and servers after it' }], ...route });
+// schema: the name of the answer's schema in src/routes/response-schemas.js.
+const sandbox = ({ schema, ...route }) => ({ tag: 'sandbox', sandboxOnly: true, ok: [{ status: 200, description: 'what changed, and the pods and servers after it', schema }], ...route });
 
 // Method, path and input schemas of each sandbox route: what the router enforces and /openapi.json describes.
 export const SANDBOX_ROUTES = {
   crashServer: sandbox({
-    method: 'post', path: '/v1/sandbox/servers/:name/crash', operationId: 'sandboxCrashServer', summary: 'Crash a server (kill, term or cut off the network; default cut)',
+    method: 'post', path: '/v1/sandbox/servers/:name/crash', operationId: 'sandboxCrashServer', schema: 'SandboxServerCrashed', summary: 'Crash a server (kill, term or cut off the network; default cut)',
     params: serverParams, body: objectSchema({ mode: { type: 'string', enum: ['kill', 'term', 'cut'] } }), errors: ['SERVER_NOT_FOUND'],
   }),
   restoreServer: sandbox({
-    method: 'post', path: '/v1/sandbox/servers/:name/restore', operationId: 'sandboxRestoreServer', summary: 'Bring a crashed server back',
+    method: 'post', path: '/v1/sandbox/servers/:name/restore', operationId: 'sandboxRestoreServer', schema: 'SandboxServerRestored', summary: 'Bring a crashed server back',
     params: serverParams, errors: ['SERVER_NOT_FOUND'],
   }),
   crashNode: sandbox({
-    method: 'post', path: '/v1/sandbox/nodes/:node/crash', operationId: 'sandboxCrashNode', summary: 'Crash a node: its pods and servers vanish unannounced',
+    method: 'post', path: '/v1/sandbox/nodes/:node/crash', operationId: 'sandboxCrashNode', schema: 'SandboxNodeCrashed', summary: 'Crash a node: its pods and servers vanish unannounced',
     params: objectSchema({ node: fields.node }, ['node']), errors: ['NODE_NOT_FOUND'],
   }),
   cordonNode: sandbox({
-    method: 'post', path: '/v1/sandbox/nodes/:node/cordon', operationId: 'sandboxCordonNode', summary: 'Cordon a node (or uncordon it with {"cordoned": false}), as kubectl does',
+    method: 'post', path: '/v1/sandbox/nodes/:node/cordon', operationId: 'sandboxCordonNode', schema: 'SandboxNodeCordoned', summary: 'Cordon a node (or uncordon it with {"cordoned": false}), as kubectl does',
     params: objectSchema({ node: fields.node }, ['node']), body: objectSchema({ cordoned: { type: 'boolean' } }), errors: ['NODE_NOT_FOUND'],
   }),
   startPod: sandbox({
     method: 'post', path: '/v1/sandbox/pods', operationId: 'sandboxStartPod', summary: 'Start a replacement pod on a fresh node; it calls POSTSTART',
-    body: objectSchema({}), ok: [{ status: 201, description: 'the pod started' }], errors: [],
+    body: objectSchema({}), ok: [{ status: 201, description: 'the pod started', schema: 'SandboxPodStarted' }], errors: [],
   }),
   podCpu: sandbox({
-    method: 'post', path: '/v1/sandbox/pods/:pod/cpu', operationId: 'sandboxSetPodCpu', summary: "Set a pod's CPU demand in cores",
+    method: 'post', path: '/v1/sandbox/pods/:pod/cpu', operationId: 'sandboxSetPodCpu', schema: 'SandboxPodCpu', summary: "Set a pod's CPU demand in cores",
     params: podParams, body: objectSchema({ cores }, ['cores']), errors: ['POD_NOT_FOUND'],
   }),
   startInterference: sandbox({
-    method: 'post', path: '/v1/sandbox/pods/:pod/interference', operationId: 'sandboxStartInterference', summary: "Load the pod's node with a co-located process",
+    method: 'post', path: '/v1/sandbox/pods/:pod/interference', operationId: 'sandboxStartInterference', schema: 'SandboxInterference', summary: "Load the pod's node with a co-located process",
     params: podParams, body: objectSchema({ cores }, ['cores']), errors: ['POD_NOT_FOUND', 'NOT_FOUND'],
   }),
   endInterference: sandbox({
-    method: 'delete', path: '/v1/sandbox/pods/:pod/interference', operationId: 'sandboxEndInterference', summary: "Remove the load on the pod's node",
+    method: 'delete', path: '/v1/sandbox/pods/:pod/interference', operationId: 'sandboxEndInterference', schema: 'SandboxInterference', summary: "Remove the load on the pod's node",
     params: podParams, errors: ['POD_NOT_FOUND', 'NOT_FOUND'],
   }),
   scale: sandbox({
-    method: 'post', path: '/v1/sandbox/scale', operationId: 'sandboxScale', summary: 'Scale the StatefulSet (PRESTOP runs before a pod stops)',
+    method: 'post', path: '/v1/sandbox/scale', operationId: 'sandboxScale', schema: 'SandboxScaled', summary: 'Scale the StatefulSet (PRESTOP runs before a pod stops)',
     body: objectSchema({ replicas: { type: 'integer', minimum: 1, maximum: 64 } }, ['replicas']), errors: ['DEADLINE_EXCEEDED'],
   }),
   events: sandbox({
     method: 'get', path: '/v1/sandbox/events', operationId: 'sandboxEvents', summary: 'The Kubernetes Events the manager created',
-    ok: [{ status: 200, description: 'the events' }], errors: [],
+    ok: [{ status: 200, description: 'the events', schema: 'SandboxEvents' }], errors: [],
   }),
 };
 

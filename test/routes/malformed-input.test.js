@@ -21,12 +21,12 @@ const SEED = Number(process.env.FC_SEED ?? 20260311);
 // Each defect that applies to an operation gets this many requests (about 40-60 per operation).
 const RUNS_PER_DEFECT = 5;
 
-// The one place requests get credentials: the operations with `security` (hooks, actions, sandbox controls)
+// The one place requests get credentials: the operations with a `security` requirement (hooks, actions, sandbox controls)
 // carry the static token the sandbox manager is configured with, so the corpus checks validation, not the 401
 // (test/routes/auth.test.js covers refused callers).
 const BEARER_TOKEN = 'corpus-static-token-0123456789abcdefghij';
 function credentialsFor(operation) {
-  return operation.security && BEARER_TOKEN ? { authorization: `Bearer ${BEARER_TOKEN}` } : {};
+  return operation.security?.length > 0 && BEARER_TOKEN ? { authorization: `Bearer ${BEARER_TOKEN}` } : {};
 }
 
 // Every call that changes the sandbox: on the RethinkDB source, the cluster model and the Kubernetes side.
@@ -232,7 +232,7 @@ async function prepareEffective(sandbox, key, path) {
   const entry = EFFECTIVE[key];
   if (entry.setup) {
     const [method, setupPath, body] = entry.setup;
-    const res = await sandbox.send({ method, path: setupPath, headers: { ...credentialsFor({ security: true }), 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const res = await sandbox.send({ method, path: setupPath, headers: { ...credentialsFor({ security: [{ bearerAuth: [] }] }), 'content-type': 'application/json' }, body: JSON.stringify(body) });
     expect(res.status).toBeLessThan(300);
     await sandbox.rebase();
   }
@@ -243,7 +243,7 @@ async function prepareEffective(sandbox, key, path) {
 function rawHead(method, target, { te, extra }) {
   const lines = [
     `${method.toUpperCase()} ${target} HTTP/1.1`, 'Host: 127.0.0.1', 'Connection: close', 'Content-Type: application/json', `Transfer-Encoding: ${te}`,
-    `Authorization: ${credentialsFor({ security: true }).authorization}`,
+    `Authorization: ${credentialsFor({ security: [{ bearerAuth: [] }] }).authorization}`,
   ];
   if (extra) lines.push(extra);
   return `${lines.join('\r\n')}\r\n`;

@@ -13,6 +13,7 @@ import { createDataStore } from '../../src/rethinkdb/data-store.js';
 import { buildOpenApiDocument, toOpenApiPath } from '../../src/routes/openapi.js';
 import { createSandboxCluster, createSandboxSource } from '../../src/sandbox/sandbox-cluster.js';
 import { listRoutes } from '../helpers/express-routes.js';
+import { createResponseChecker } from '../helpers/openapi-responses.js';
 import { createSandboxHarness } from '../helpers/harness.js';
 
 const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'];
@@ -82,19 +83,19 @@ describe('GET /openapi.json', () => {
 
   // Written out here rather than derived from src/auth/access-policy.js, so that the two can be compared.
   function expectedSecurity(method, path) {
-    if (path === '/livez' || path === '/readyz' || path === '/') return null;
+    if (path === '/livez' || path === '/readyz' || path === '/') return [];
     if (/^\/v1\/(hooks|actions)\//.test(path) || (path.startsWith('/v1/sandbox/') && method !== 'get')) return [{ bearerAuth: [] }];
     return [{}, { bearerAuth: [] }];
   }
 
-  test('when a route is a hook, an action or a sandbox control, then it needs a bearer token; reads may take one; probes none', () => {
+  test('when a route is a hook, an action or a sandbox control, then it needs a bearer token; reads may take one; probes none (explicitly)', () => {
     expect(document.components.securitySchemes.bearerAuth).toEqual(expect.objectContaining({ type: 'http', scheme: 'bearer' }));
     for (const [path, item] of Object.entries(document.paths)) {
       for (const method of METHODS.filter((m) => item[m])) {
         const op = item[method];
         const security = expectedSecurity(method, path);
         expect([method, path, op.security ?? null]).toEqual([method, path, security]);
-        if (security) expect(Object.keys(op.responses)).toEqual(expect.arrayContaining(['401', '403']));
+        if (security.length > 0) expect(Object.keys(op.responses)).toEqual(expect.arrayContaining(['401', '403']));
       }
     }
   });
@@ -122,5 +123,28 @@ describe('GET /openapi.json', () => {
         if (body) expect(() => ajv.compile(body)).not.toThrow();
       }
     }
+  });
+
+  test('when a route answers with success, then its body has a schema of its own, not a bare object', () => {
+    const bare = [];
+    for (const [path, item] of Object.entries(document.paths)) {
+      for (const method of METHODS.filter((m) => item[m])) {
+        for (const [status, response] of Object.entries(item[method].responses).filter(([s]) => s.startsWith('2'))) {
+          for (const { schema } of Object.values(response.content)) {
+            const resolved = schema.$ref ? document.components.schemas[schema.$ref.split('/').pop()] : schema;
+            if (!resolved || (resolved.type === 'object' && !resolved.properties && !resolved.required)) bare.push(`${method} ${path} ${status}`);
+          }
+        }
+      }
+    }
+    expect(bare).toEqual([]);
+  });
+
+  test('when every response schema is compiled in strict mode with formats, then it compiles and its references resolve', () => {
+    expect(createResponseChecker(document).compileAll()).toBeGreaterThan(100);
+  });
+
+  test('when the document is served, then it names a relative server, the manager itself', () => {
+    expect(document.servers).toEqual([expect.objectContaining({ url: '/' })]);
   });
 });
