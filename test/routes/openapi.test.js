@@ -1,6 +1,11 @@
 // The OpenAPI document at /openapi.json: valid OpenAPI 3.1, and it lists exactly the routes the app serves.
 
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Writable } from 'node:stream';
+import { promisify } from 'node:util';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import Ajv from 'ajv';
 import request from 'supertest';
@@ -147,4 +152,23 @@ describe('GET /openapi.json', () => {
   test('when the document is served, then it names a relative server, the manager itself', () => {
     expect(document.servers).toEqual([expect.objectContaining({ url: '/' })]);
   });
+});
+
+// @redocly/cli's recommended ruleset (run as its CLI, offline: no telemetry, no update check).
+describe('redocly lint of /openapi.json', () => {
+  let dir;
+  afterAll(() => { if (dir) rmSync(dir, { recursive: true, force: true }); });
+
+  test('when linted with the recommended ruleset, then it reports no error and no warning', async () => {
+    dir = mkdtempSync(join(tmpdir(), 'openapi-lint-'));
+    const file = join(dir, 'openapi.json');
+    writeFileSync(file, JSON.stringify(buildOpenApiDocument(), null, 2));
+    const cli = new URL('../../node_modules/@redocly/cli/bin/cli.js', import.meta.url).pathname;
+    const env = { ...process.env, REDOCLY_TELEMETRY: 'off', REDOCLY_SUPPRESS_UPDATE_NOTICE: 'true', NO_COLOR: '1' };
+    const { stdout } = await promisify(execFile)(process.execPath, [cli, 'lint', '--extends=recommended', '--format=json', file], { env, cwd: dir, maxBuffer: 16 * 1024 * 1024 })
+      .catch((err) => ({ stdout: err.stdout ?? '' }));
+    const report = JSON.parse(stdout);
+    expect(report.problems.map((p) => `${p.severity} ${p.ruleId}: ${p.message} at ${p.location?.[0]?.pointer}`)).toEqual([]);
+    expect(report.totals).toEqual({ errors: 0, warnings: 0, ignored: 0 });
+  }, 60000);
 });
