@@ -230,3 +230,115 @@ describe('deploy/k8s: the manager', () => {
     expect(spec.terminationGracePeriodSeconds).toBeGreaterThan(config.deadlines.shutdownGraceSeconds);
   });
 });
+
+// A small evaluator of NetworkPolicy rules, for the cases the shipped policy meets: a peer is a pod (its labels, its
+// namespace and that namespace's labels) or something outside every pod (the API server, a node); a named port is the
+// destination pod's container port of that name.
+function peerMatches(peers, peer, policyNamespace) {
+  if (!peers || peers.length === 0) return true;
+  if (peer.external) return false;
+  const labelsMatch = (selector, labels) => Object.entries(selector.matchLabels ?? {}).every(([k, v]) => labels[k] === v) && !selector.matchExpressions;
+  return peers.some((p) => !p.ipBlock
+    && (p.podSelector ? labelsMatch(p.podSelector, peer.podLabels) : true)
+    && (p.namespaceSelector ? labelsMatch(p.namespaceSelector, peer.namespaceLabels) : peer.namespace === policyNamespace));
+}
+
+function portMatches(ports, { port, protocol = 'TCP', podPorts }) {
+  if (!ports || ports.length === 0) return true;
+  return ports.some((p) => (p.protocol ?? 'TCP') === protocol
+    && (typeof p.port === 'string' ? podPorts.some((c) => c.name === p.port && c.containerPort === port) : p.port === port));
+}
+
+// Whether the policy lets `peer` reach `port` on a selected pod (ingress), or a selected pod reach `port` on `peer`
+// (egress; podPorts: the peer's container ports).
+function admits(policy, direction, { peer, port, protocol, podPorts = [] }) {
+  const rules = policy.spec[direction === 'ingress' ? 'ingress' : 'egress'] ?? [];
+  return rules.some((rule) => peerMatches(direction === 'ingress' ? rule.from : rule.to, peer, policy.metadata.namespace)
+    && portMatches(rule.ports, { port, protocol, podPorts }));
+}
+
+describe('deploy/k8s: the manager\'s NetworkPolicy', () => {
+  const policy = findResource(resources, 'NetworkPolicy', 'rethinkdb-manager');
+  const namespace = defaults.kubernetes.namespace;
+  const namespaceLabels = (name) => ({ 'kubernetes.io/metadata.name': name });
+  const managerPorts = containersOf(manager)[0].ports;
+  const rethinkdbPorts = containersOf(statefulSet).find((c) => c.name === 'rethinkdb').ports;
+  const managerPod = { podLabels: manager.spec.template.metadata.labels, namespace, namespaceLabels: namespaceLabels(namespace) };
+  const rethinkdbPod = { podLabels: statefulSet.spec.template.metadata.labels, namespace, namespaceLabels: namespaceLabels(namespace) };
+  const service = findResource(resources, 'Service', 'rethinkdb-manager');
+  // The container port a Service port of the manager's Service leads to.
+  const managerPortBehind = (servicePort) => {
+    const { targetPort } = service.spec.ports.find((p) => p.port === servicePort || p.name === servicePort);
+    return typeof targetPort === 'number' ? targetPort : managerPorts.find((c) => c.name === targetPort).containerPort;
+  };
+  const config = findResource(resources, 'ConfigMap', 'rethinkdb-manager').data;
+
+  test('when rendered, then it selects exactly the manager\'s pods, and restricts both directions', () => {
+    expect(policy.spec.podSelector).toEqual(manager.spec.selector);
+    expect(policy.spec.policyTypes).toEqual(['Ingress', 'Egress']);
+  });
+
+  test('when it names a port, then the pods it concerns have a container port of that name', () => {
+    const named = (rules) => rules.flatMap((r) => (r.ports ?? []).map((p) => p.port)).filter((p) => typeof p === 'string');
+    for (const name of named(policy.spec.ingress)) expect(managerPorts.map((c) => c.name)).toContain(name);
+    const toRethinkDb = policy.spec.egress.filter((r) => r.to?.some((p) => p.podSelector?.matchLabels?.app === 'rethinkdb'));
+    for (const name of named(toRethinkDb)) expect(rethinkdbPorts.map((c) => c.name)).toContain(name);
+  });
+
+  test('when a RethinkDB pod calls its hooks at MANAGER_URL, then the policy admits it, and only on the HTTP port', () => {
+    const env = containersOf(statefulSet).find((c) => c.name === 'rethinkdb').env.find((e) => e.name === 'MANAGER_URL').value;
+    const url = new URL(env);
+    expect(url.hostname).toBe(service.metadata.name);
+    const port = managerPortBehind(Number(url.port));
+    expect(port).toBe(Number(config.PORT));
+    expect(admits(policy, 'ingress', { peer: rethinkdbPod, port, podPorts: managerPorts })).toBe(true);
+    expect(admits(policy, 'ingress', { peer: rethinkdbPod, port: 9999, podPorts: managerPorts })).toBe(false);
+  });
+
+  test('when the API server calls the eviction webhook through the Service, then the policy admits it from outside any pod', () => {
+    const [hook] = findResource(resources, 'ValidatingWebhookConfiguration', 'rethinkdb-manager-eviction').webhooks;
+    const port = managerPortBehind(hook.clientConfig.service.port);
+    expect(port).toBe(Number(config.WEBHOOK_PORT));
+    expect(admits(policy, 'ingress', { peer: { external: true }, port, podPorts: managerPorts })).toBe(true);
+    expect(admits(policy, 'ingress', { peer: { external: true }, port: Number(config.PORT), podPorts: managerPorts })).toBe(false);
+  });
+
+  test('when Prometheus scrapes through the ServiceMonitor\'s port, then the policy admits it from the monitoring namespace, and not from another', () => {
+    const [monitor] = readYamlFile(`${repoRoot}/deploy/monitoring/servicemonitor.yaml`);
+    const port = managerPortBehind(monitor.spec.endpoints[0].port);
+    const prometheus = (ns) => ({ podLabels: { app: 'prometheus' }, namespace: ns, namespaceLabels: namespaceLabels(ns) });
+    expect(admits(policy, 'ingress', { peer: prometheus('monitoring'), port, podPorts: managerPorts })).toBe(true);
+    expect(admits(policy, 'ingress', { peer: prometheus('default'), port, podPorts: managerPorts })).toBe(false);
+  });
+
+  test('when a follower relays to the leader, then both directions admit the HTTP and webhook ports between manager pods', () => {
+    for (const port of [Number(config.PORT), Number(config.WEBHOOK_PORT)]) {
+      expect(admits(policy, 'ingress', { peer: managerPod, port, podPorts: managerPorts })).toBe(true);
+      expect(admits(policy, 'egress', { peer: managerPod, port, podPorts: managerPorts })).toBe(true);
+    }
+  });
+
+  test('when the manager connects to RETHINKDB_HOST:RETHINKDB_PORT, then the egress admits the driver port of the RethinkDB pods behind it, and not their cluster port', () => {
+    const client = findResource(resources, 'Service', config.RETHINKDB_HOST);
+    const servicePort = client.spec.ports.find((p) => p.port === Number(config.RETHINKDB_PORT));
+    const port = rethinkdbPorts.find((c) => c.name === servicePort.targetPort).containerPort;
+    expect(client.spec.selector).toEqual(statefulSet.spec.selector.matchLabels);
+    expect(admits(policy, 'egress', { peer: rethinkdbPod, port, podPorts: rethinkdbPorts })).toBe(true);
+    const cluster = rethinkdbPorts.find((c) => c.name === 'cluster').containerPort;
+    expect(admits(policy, 'egress', { peer: rethinkdbPod, port: cluster, podPorts: rethinkdbPorts })).toBe(false);
+  });
+
+  test('when the manager resolves names and calls the Kubernetes API, then the egress admits DNS (UDP and TCP) and the API server\'s ports', () => {
+    const dns = { podLabels: { 'k8s-app': 'kube-dns' }, namespace: 'kube-system', namespaceLabels: namespaceLabels('kube-system') };
+    for (const protocol of ['UDP', 'TCP']) expect(admits(policy, 'egress', { peer: dns, port: 53, protocol })).toBe(true);
+    for (const port of [443, 6443]) expect(admits(policy, 'egress', { peer: { external: true }, port })).toBe(true);
+    expect(admits(policy, 'egress', { peer: { external: true }, port: 28015 })).toBe(false);
+  });
+
+  test('when a port is renamed or a pod comes from another namespace, then the evaluator refuses it (the check itself works)', () => {
+    const renamed = managerPorts.map((c) => (c.name === 'http' ? { ...c, name: 'api' } : c));
+    expect(admits(policy, 'ingress', { peer: rethinkdbPod, port: Number(config.PORT), podPorts: renamed })).toBe(false);
+    const elsewhere = { ...rethinkdbPod, namespace: 'other', namespaceLabels: namespaceLabels('other') };
+    expect(admits(policy, 'ingress', { peer: elsewhere, port: Number(config.PORT), podPorts: managerPorts })).toBe(false);
+  });
+});
