@@ -93,7 +93,7 @@ const PrestopResult = closed({
   event: { const: 'PRESTOP' }, pod: string, server: nullable(string), decision: ref('Decision'), outcome: { type: 'string', enum: ACTION_OUTCOMES },
   primariesOff: { type: 'boolean', description: 'whether every primary left the pod (false: some are still on it)' },
   report: ref('ActionReport'), reason: string,
-  heartbeat: open({ lowered: boolean, reason: string, from: nullable(integer), to: integer, until: dateTime }, ['lowered']),
+  heartbeat: open({ lowered: boolean, reason: string, from: nullable(number), to: number, until: dateTime }, ['lowered']),
   timings: ref('Timings'),
 }, ['event', 'pod', 'server', 'decision', 'outcome', 'primariesOff', 'timings']);
 
