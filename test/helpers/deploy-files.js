@@ -1,9 +1,10 @@
 // Reads the deployment files (Kubernetes manifests, Compose file, Dockerfiles) and checks them without a
 // cluster: YAML as Kubernetes parses it, schema validation with unknown-field detection, a kustomization
-// renderer for the subset we use, and a runner for the manifests' shell scripts with stand-in commands.
+// renderer for the subset we use, the Helm chart rendered by the pinned helm, and a runner for the manifests'
+// shell scripts with stand-in commands.
 
 import { execFileSync, spawnSync } from 'node:child_process';
-import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -11,6 +12,8 @@ import { parseAllDocuments } from 'yaml';
 
 export const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
 export const k8sDir = join(repoRoot, 'deploy/k8s');
+export const helmChartDir = join(repoRoot, 'deploy/helm/rethinkdb-k8s-manager');
+export const HELM_BIN = process.env.HELM_BIN ?? join(repoRoot, 'test/helm/bin/helm');
 
 // A Dockerfile's instructions: continuation lines joined, comments and blank lines dropped.
 export function dockerInstructions(text) {
@@ -181,4 +184,56 @@ export function commandExists(name) {
 
 export function runKubectlKustomize(dir = k8sDir) {
   return parseYamlDocuments(execFileSync('kubectl', ['kustomize', dir], { encoding: 'utf8', timeout: 60000 }), 'kubectl kustomize');
+}
+
+// Runs the helm that test/helm/build-helm.sh builds (npm test's pretest), with no user config or cache: a chart
+// test never reads ~/.config/helm or a repository. Returns { status, stdout, stderr }; fails if helm is missing.
+export function runHelm(args) {
+  if (!existsSync(HELM_BIN)) throw new Error(`helm not found at ${HELM_BIN}: build it with test/helm/build-helm.sh (npm test runs it first)`);
+  const home = mkdtempSync(join(tmpdir(), 'helm-home-'));
+  try {
+    const env = {
+      PATH: process.env.PATH, HELM_CONFIG_HOME: join(home, 'config'), HELM_CACHE_HOME: join(home, 'cache'), HELM_DATA_HOME: join(home, 'data'),
+    };
+    const result = spawnSync(HELM_BIN, args, { env, encoding: 'utf8', timeout: 60000 });
+    if (result.error) throw result.error;
+    return { status: result.status, stdout: result.stdout, stderr: result.stderr };
+  } finally {
+    rmSync(home, { recursive: true, force: true });
+  }
+}
+
+// `helm template` of the chart, parsed as Kubernetes does. namespace: the release's (every object's namespace);
+// valuesFiles and set: as helm's -f and --set. Throws with helm's message when it refuses the values.
+export function renderHelmChart({ namespace = 'rethinkdb', valuesFiles = [], set = {} } = {}) {
+  const args = ['template', 'rethinkdb-k8s-manager', helmChartDir, '--namespace', namespace,
+    ...valuesFiles.flatMap((file) => ['--values', file]), ...Object.entries(set).flatMap(([key, value]) => ['--set', `${key}=${value}`])];
+  const { status, stdout, stderr } = runHelm(args);
+  if (status !== 0) throw new Error(`helm ${args.join(' ')} exited ${status}: ${stderr.trim()}`);
+  return parseYamlDocuments(stdout, 'helm template');
+}
+
+// Objects by kind/namespace/name, the identity Kubernetes gives them: two renders are compared key by key.
+export function objectsById(docs) {
+  const byId = new Map();
+  for (const doc of docs) {
+    const id = `${doc.kind}/${doc.metadata.namespace ?? ''}/${doc.metadata.name}`;
+    if (byId.has(id)) throw new Error(`${id} is rendered twice`);
+    byId.set(id, doc);
+  }
+  return byId;
+}
+
+// Where two JSON-like values differ, as paths (.spec.replicas, .containers[0].image); [] when they are equal.
+export function differences(a, b, path = '') {
+  if (Object.is(a, b)) return [];
+  const bothArrays = Array.isArray(a) && Array.isArray(b);
+  const bothObjects = a !== null && b !== null && typeof a === 'object' && typeof b === 'object' && !Array.isArray(a) && !Array.isArray(b);
+  if (bothArrays) {
+    return Array.from({ length: Math.max(a.length, b.length) }, (_, i) => differences(a[i], b[i], `${path}[${i}]`)).flat();
+  }
+  if (bothObjects) {
+    return [...new Set([...Object.keys(a), ...Object.keys(b)])].sort().flatMap((key) => differences(a[key], b[key], `${path}.${key}`));
+  }
+  return [path || '.'];
 }

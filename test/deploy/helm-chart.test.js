@@ -1,0 +1,177 @@
+// The Helm chart deploy/helm/rethinkdb-k8s-manager, rendered by the helm that test/helm/build-helm.sh builds:
+// it lints; with the default values it renders exactly the kustomize base's objects (no normalization: the chart
+// emits the base's names and labels); non-default values land where the README's values table says; values that
+// would break the wiring are refused with a message.
+
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { loadConfig } from '../../src/config.js';
+import {
+  differences, helmChartDir, objectsById, readYamlFile, renderHelmChart, renderKustomization, repoRoot, runHelm, validateManifest,
+} from '../helpers/deploy-files.js';
+
+const customValues = join(repoRoot, 'test/helm/custom-values.yaml');
+const CUSTOM_NAMESPACE = 'rethinkdb-custom';
+const base = objectsById(renderKustomization().resources.map(({ doc }) => doc));
+const chart = objectsById(renderHelmChart());
+const custom = objectsById(renderHelmChart({ namespace: CUSTOM_NAMESPACE, valuesFiles: [customValues] }));
+const customObject = (kind, name) => custom.get(`${kind}/${['Namespace', 'ClusterRole', 'ClusterRoleBinding', 'ValidatingWebhookConfiguration'].includes(kind) ? '' : CUSTOM_NAMESPACE}/${name}`);
+
+// What each render differs from the base in: { id: [paths] }, objects missing on either side as ['(missing)'].
+function diffFromBase(rendered) {
+  const found = {};
+  for (const id of new Set([...base.keys(), ...rendered.keys()])) {
+    const paths = base.has(id) && rendered.has(id) ? differences(base.get(id), rendered.get(id)) : ['(missing)'];
+    if (paths.length > 0) found[id] = paths;
+  }
+  return found;
+}
+
+// The manager's environment as its pod would have it: the ConfigMap plus the Deployment's own variables.
+function managerEnv(objects, namespace) {
+  const configMap = [...objects.values()].find((o) => o.kind === 'ConfigMap');
+  return { ...configMap.data, RETHINKDB_PASSWORD: 'from-the-secret', KUBERNETES_NAMESPACE: namespace, KUBERNETES_SERVICE_HOST: '10.96.0.1' };
+}
+
+describe('the Helm chart: lint', () => {
+  test.each([['the default values', []], ['test/helm/custom-values.yaml', ['--values', customValues]]])(
+    'when the chart is linted strictly with %s, then helm reports no warning and no error',
+    (name, args) => {
+      const { status, stdout, stderr } = runHelm(['lint', '--strict', helmChartDir, ...args]);
+      expect({ status, stderr }).toEqual({ status: 0, stderr: '' });
+      expect(stdout).toContain('1 chart(s) linted, 0 chart(s) failed');
+      expect(stdout).not.toMatch(/\[(WARNING|ERROR)\]/);
+    },
+  );
+
+  test('when Chart.yaml is read, then the chart\'s version and appVersion are package.json\'s version', () => {
+    const pkg = JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8'));
+    const [meta] = readYamlFile(join(helmChartDir, 'Chart.yaml'));
+    expect({ version: meta.version, appVersion: meta.appVersion }).toEqual({ version: pkg.version, appVersion: pkg.version });
+  });
+});
+
+describe('the Helm chart with the default values equals the kustomize base', () => {
+  test('when both are rendered (helm template in namespace rethinkdb, deploy/k8s), then they hold the same objects, each equal field for field', () => {
+    expect([...chart.keys()].sort()).toEqual([...base.keys()].sort());
+    expect(diffFromBase(chart)).toEqual({});
+  });
+
+  test('when one value changes, then the comparison reports exactly that field (it can fail)', () => {
+    const changed = objectsById(renderHelmChart({ set: { 'manager.replicas': 3 } }));
+    expect(diffFromBase(changed)).toEqual({ 'Deployment/rethinkdb/rethinkdb-manager': ['.spec.replicas'] });
+  });
+
+  test('when the namespace or the Namespace object changes, then the comparison reports every object concerned', () => {
+    expect(diffFromBase(objectsById(renderHelmChart({ set: { 'namespace.create': false } })))).toEqual({ 'Namespace//rethinkdb': ['(missing)'] });
+    // In namespace db every object of the base is missing or differs, except the ClusterRole, which names none.
+    const elsewhere = Object.keys(diffFromBase(objectsById(renderHelmChart({ namespace: 'db' }))));
+    expect(elsewhere).toEqual(expect.arrayContaining([...base.keys()].filter((id) => id !== 'ClusterRole//rethinkdb-manager')));
+    expect(elsewhere).not.toContain('ClusterRole//rethinkdb-manager');
+  });
+});
+
+describe('the Helm chart with test/helm/custom-values.yaml renders what the values say', () => {
+  const deployment = customObject('Deployment', 'rethinkdb-manager');
+  const statefulSet = customObject('StatefulSet', 'rethinkdb');
+  const managerPod = deployment.spec.template.spec;
+  const rethinkdbPod = statefulSet.spec.template.spec;
+  const [manager] = managerPod.containers;
+  const [rethinkdb] = rethinkdbPod.containers;
+  // Inside each test, so that a value loadConfig refuses fails that test rather than the whole file.
+  const loadCustomConfig = () => loadConfig(managerEnv(custom, CUSTOM_NAMESPACE));
+
+  test.each([...custom.entries()].map(([id, doc]) => [id, doc]))('when %s is validated against the Kubernetes schema, then it has no error and no unknown field', async (id, doc) => {
+    expect(await validateManifest(doc)).toEqual([]);
+  });
+
+  test('when the release namespace is rethinkdb-custom, then every namespaced object, binding and webhook reference is in it', () => {
+    expect(customObject('Namespace', CUSTOM_NAMESPACE)).toBeDefined();
+    const namespaced = [...custom.values()].filter((o) => !['Namespace', 'ClusterRole', 'ClusterRoleBinding', 'ValidatingWebhookConfiguration'].includes(o.kind));
+    expect(new Set(namespaced.map((o) => o.metadata.namespace))).toEqual(new Set([CUSTOM_NAMESPACE]));
+    expect(customObject('ClusterRoleBinding', 'rethinkdb-manager').subjects).toEqual([{ kind: 'ServiceAccount', name: 'rethinkdb-manager', namespace: CUSTOM_NAMESPACE }]);
+    expect(customObject('RoleBinding', 'rethinkdb-manager').subjects[0].namespace).toBe(CUSTOM_NAMESPACE);
+    const [hook] = customObject('ValidatingWebhookConfiguration', 'rethinkdb-manager-eviction').webhooks;
+    expect(hook.clientConfig.service.namespace).toBe(CUSTOM_NAMESPACE);
+    expect(hook.namespaceSelector).toEqual({ matchLabels: { 'kubernetes.io/metadata.name': CUSTOM_NAMESPACE } });
+  });
+
+  test('when replicas, images, pull settings and resources are set, then both workloads have them', () => {
+    expect(deployment.spec.replicas).toBe(3);
+    expect(statefulSet.spec.replicas).toBe(5);
+    expect(manager).toMatchObject({ image: 'registry.example.com/team/rethinkdb-k8s-manager:0.1.0-rc.2', imagePullPolicy: 'Always' });
+    expect(manager.resources).toEqual({ requests: { cpu: '100m', memory: '192Mi' }, limits: { cpu: '1', memory: '384Mi' } });
+    expect(rethinkdb.image).toBe('registry.example.com/team/rethinkdb:2.4.4-custom.1');
+    expect(rethinkdb.imagePullPolicy).toBeUndefined();
+    expect(rethinkdb.resources).toEqual({ requests: { cpu: '2', memory: '4Gi' }, limits: { cpu: '4', memory: '8Gi' } });
+    expect(managerPod.imagePullSecrets).toEqual([{ name: 'regcred' }]);
+    expect(rethinkdbPod.imagePullSecrets).toEqual([{ name: 'regcred' }]);
+  });
+
+  test('when manager.config and monitor thresholds are set, then the manager loads them (3600000 stays an integer, not 3.6e+06)', () => {
+    expect(loadCustomConfig()).toMatchObject({
+      logLevel: 'debug', managedTables: ['ycsb.*'], deadlines: { prestopSeconds: 15 }, maintenance: { taints: ['node.kubernetes.io/unschedulable'] },
+      monitor: { hotUtilization: 0.9, pollIntervalMs: 3600000, consecutivePolls: 3, scaleOut: false, hotSkew: 1.3, maxReplicas: 16 },
+    });
+    expect(customObject('ConfigMap', 'rethinkdb-manager').data.MONITOR_POLL_INTERVAL_MS).toBe('3600000');
+  });
+
+  test('when auth.mode is static, then the manager reads the token from the Secret and the RethinkDB hooks send that same token', () => {
+    expect(loadCustomConfig().auth).toMatchObject({ mode: 'static', protectReads: true, staticTokenFile: '/etc/rethinkdb-manager/auth/token' });
+    const tokenSecret = { secretName: 'manager-shared-token', items: [{ key: 'bearer', path: 'token' }] };
+    expect(managerPod.volumes.find((v) => v.name === 'auth-token').secret).toEqual(tokenSecret);
+    expect(manager.volumeMounts).toContainEqual({ name: 'auth-token', mountPath: '/etc/rethinkdb-manager/auth', readOnly: true });
+    const hookTokenVolume = rethinkdbPod.volumes.find((v) => v.name === 'manager-token');
+    expect(hookTokenVolume).toEqual({ name: 'manager-token', secret: tokenSecret });
+    const mount = rethinkdb.volumeMounts.find((m) => m.name === 'manager-token');
+    expect(rethinkdb.env.find((e) => e.name === 'MANAGER_TOKEN_FILE').value).toBe(`${mount.mountPath}/token`);
+  });
+
+  test('when the webhook settings change, then its port, Secret, deadline, policy, timeout, CA and annotations follow', () => {
+    expect(loadCustomConfig().webhook).toMatchObject({ enabled: true, port: 9443, evictionDeadlineSeconds: 4 });
+    expect(manager.ports).toContainEqual({ name: 'webhook', containerPort: 9443 });
+    expect(managerPod.volumes.find((v) => v.name === 'webhook-tls').secret).toEqual({ secretName: 'webhook-serving-cert', optional: true });
+    const webhook = customObject('ValidatingWebhookConfiguration', 'rethinkdb-manager-eviction');
+    expect(webhook.metadata.annotations).toEqual({ 'cert-manager.io/inject-ca-from': 'rethinkdb-custom/manager-webhook' });
+    expect(webhook.webhooks[0]).toMatchObject({ failurePolicy: 'Fail', timeoutSeconds: 5, clientConfig: { caBundle: 'Y2EtYnVuZGxlLWZvci10ZXN0cw==' } });
+  });
+
+  test('when the RethinkDB settings change, then the admin Secret, storage and anti-affinity follow', () => {
+    const secretRefs = [manager, rethinkdb].map((c) => c.env.find((e) => e.name === 'RETHINKDB_PASSWORD').valueFrom.secretKeyRef);
+    expect(secretRefs).toEqual([{ name: 'db-admin', key: 'pw' }, { name: 'db-admin', key: 'pw' }]);
+    expect(statefulSet.spec.volumeClaimTemplates[0].spec).toMatchObject({ storageClassName: 'fast-ssd', resources: { requests: { storage: '50Gi' } } });
+    expect(rethinkdbPod.affinity.podAntiAffinity).toEqual({
+      preferredDuringSchedulingIgnoredDuringExecution: [{
+        weight: 100, podAffinityTerm: { topologyKey: 'kubernetes.io/hostname', labelSelector: { matchLabels: { app: 'rethinkdb' } } },
+      }],
+    });
+  });
+});
+
+describe('the Helm chart: other values', () => {
+  test('when the webhook is disabled, then no webhook object, port, Service port, mount or WEBHOOK_* key is rendered, and the manager runs it off', () => {
+    const objects = objectsById(renderHelmChart({ set: { 'webhook.enabled': false } }));
+    expect([...objects.keys()]).not.toContain('ValidatingWebhookConfiguration//rethinkdb-manager-eviction');
+    const pod = objects.get('Deployment/rethinkdb/rethinkdb-manager').spec.template.spec;
+    expect(pod.containers[0].ports.map((p) => p.name)).toEqual(['http']);
+    expect(pod.volumes.map((v) => v.name)).toEqual(['tmp']);
+    expect(objects.get('Service/rethinkdb/rethinkdb-manager').spec.ports.map((p) => p.name)).toEqual(['http']);
+    expect(loadConfig(managerEnv(objects, 'rethinkdb')).webhook.enabled).toBe(false);
+  });
+
+  test('when auth.mode is none, then the manager runs without checks and the hooks keep their projected token', () => {
+    const objects = objectsById(renderHelmChart({ set: { 'auth.mode': 'none' } }));
+    expect(loadConfig(managerEnv(objects, 'rethinkdb')).auth.mode).toBe('none');
+    expect(diffFromBase(objects)).toEqual({ 'ConfigMap/rethinkdb/rethinkdb-manager': ['.data.AUTH_MODE'] });
+  });
+
+  test.each([
+    ['manager.config.PORT=9090', { 'manager.config.PORT': 9090 }, /manager\.config\.PORT: the chart sets PORT itself/],
+    ['manager.config.MONITOR_HOT_SKEW=2', { 'manager.config.MONITOR_HOT_SKEW': 2 }, /manager\.config\.MONITOR_HOT_SKEW: the chart sets/],
+    ['a misspelt monitor setting', { 'monitor.hotUtilisation': 0.9 }, /monitor\.hotUtilisation: not a monitor setting \(known: clearCooldownSeconds, /],
+    ['auth.mode=token', { 'auth.mode': 'token' }, /auth\.mode: "token" is not one of tokenreview, static, none/],
+    ['rethinkdb.podAntiAffinity=sometimes', { 'rethinkdb.podAntiAffinity': 'sometimes' }, /rethinkdb\.podAntiAffinity: "sometimes" is not one of required, preferred/],
+  ])('when %s is given, then helm refuses to render and says which value is wrong', (name, set, message) => {
+    expect(() => renderHelmChart({ set })).toThrow(message);
+  });
+});
