@@ -23,22 +23,24 @@ function options() {
       out: { type: 'string', default: 'evaluation' },
       network: { type: 'string', default: process.getuid?.() === 0 ? 'netns' : 'loopback' },
       'manager-env': { type: 'string', default: '' },
+      'node-cpus': { type: 'string', default: 'isolated' },
       help: { type: 'boolean', default: false },
     },
   });
   if (values.help) {
     process.stdout.write(`usage: npm run evaluate -- [--scenarios ${Object.keys(SCENARIOS).join(',')}] [--runs 3] [--rate 200] `
-      + '[--keys 20000] [--seed 1] [--out evaluation] [--network netns|loopback] [--manager-env K=V,K=V]\n');
+      + '[--keys 20000] [--seed 1] [--out evaluation] [--network netns|loopback] [--manager-env K=V,K=V] [--node-cpus isolated|shared]\n');
     process.exit(0);
   }
   const scenarios = values.scenarios.split(',').map((name) => {
     if (!SCENARIOS[name]) throw new Error(`unknown scenario "${name}" (known: ${Object.keys(SCENARIOS).join(', ')})`);
     return SCENARIOS[name];
   });
+  if (!['isolated', 'shared'].includes(values['node-cpus'])) throw new Error(`--node-cpus is isolated or shared, not "${values['node-cpus']}"`);
   const managerEnv = Object.fromEntries(values['manager-env'].split(',').filter(Boolean).map((kv) => kv.split('=')));
   return {
     scenarios, runs: Number(values.runs), rate: Number(values.rate), keyCount: Number(values.keys), seed: Number(values.seed),
-    out: resolve(values.out), network: values.network, managerEnv,
+    out: resolve(values.out), network: values.network, managerEnv, nodeCpus: values['node-cpus'],
   };
 }
 

@@ -12,9 +12,14 @@ const sleep = (ms) => new Promise((res) => { setTimeout(res, Math.max(0, ms)); }
 
 // options: { network, rate, keyCount, seed, hotServer, entryServers, log, managerEnv }
 export async function runOnce(scenario, arm, options) {
-  const { network, rate, keyCount, seed, hotServer = 1, entryServers = [0, 2, 3], log = () => {} } = options;
-  // A scenario with CPU interference runs each server in its own CPU node (cgroup), where the neighbour runs.
-  const cluster = createRethinkDbCluster({ binary: resolveBinary(), size: 4, network, cacheSizeMb: 128, coresPerNode: scenario.coresPerNode ?? null });
+  const {
+    network, rate, keyCount, seed, hotServer = 1, entryServers = [0, 2, 3], log = () => {}, nodeCpus = 'shared',
+  } = options;
+  // A scenario with CPU interference runs each server in its own CPU node (cgroup), where the neighbour runs; with
+  // nodeCpus 'isolated', the hot server's node has a CPU of its own (bench/lab/cpu-nodes.js).
+  const cluster = createRethinkDbCluster({
+    binary: resolveBinary(), size: 4, network, cacheSizeMb: 128, coresPerNode: scenario.coresPerNode ?? null, isolateNodes: nodeCpus === 'isolated' ? [hotServer] : [],
+  });
   let manager = null;
   try {
     log({ arm }, 'starting the cluster');
@@ -49,6 +54,7 @@ export async function runOnce(scenario, arm, options) {
     await at(scenario.durationSeconds);
     log({ progress: load.progress() }, 'stopping the load');
     const { records, examples } = await load.stop();
+    if (cluster.cpu?.cpus) notes.cpus = cluster.cpu.cpus;
     return { scenario: scenario.name, arm, t0, records, events, examples, layout, notes, window: scenario.window ?? null, phases: scenario.phases ?? [] };
   } finally {
     await manager?.stop();

@@ -41,7 +41,7 @@ process.once('exit', () => { for (const child of live) { try { child.kill('SIGKI
 // network: 'loopback' (127.0.0.1, distinct ports) or 'netns' (root: one namespace per server on a bridge,
 // standard ports, addresses from 198.18.0.0/15 and silent network cuts).
 export function createRethinkDbCluster({
-  binary = resolveBinary(), size = 4, network = 'loopback', labIndex = 0, cacheSizeMb = 128, workDir = null, log = () => {}, coresPerNode = null,
+  binary = resolveBinary(), size = 4, network = 'loopback', labIndex = 0, cacheSizeMb = 128, workDir = null, log = () => {}, coresPerNode = null, isolateNodes = [],
 } = {}) {
   if (process.getuid?.() !== 0) {
     throw new Error('the lab cluster needs root: each server gets its own hostname (unshare --uts), like a pod, and with '
@@ -49,8 +49,10 @@ export function createRethinkDbCluster({
   }
   const baseDir = workDir ?? mkdtempSync(join(tmpdir(), 'rethinkdb-lab-'));
   const lab = network === 'netns' ? createNetworkLab({ labIndex }) : null;
-  // coresPerNode: each server in its own CPU "node" (cgroup with that quota), where a noisy neighbour can run.
-  const cpu = coresPerNode ? createCpuNodes({ name: `rethinkdb-lab-${labIndex}-${process.pid}`, coresPerNode }) : null;
+  // coresPerNode: each server in its own CPU "node" (cgroup with that quota), where a noisy neighbour can run;
+  // isolateNodes: nodes with a CPU of their own, this process and the others on the rest (./cpu-nodes.js).
+  const cpu = coresPerNode ? createCpuNodes({ name: `rethinkdb-lab-${labIndex}-${process.pid}`, coresPerNode, isolate: isolateNodes }) : null;
+  cpu?.enterShared();
   const servers = [];
   const proxies = [];
 

@@ -28,6 +28,25 @@ describe('recoveryOf', () => {
     expect(r.limitMs).toBe(10);
   });
 
+  test('when a grace is given, then the p99 from onset + grace to the window\'s end and its ratio to steady are reported', () => {
+    // 90 ms until 14 s, then 8 ms, with one slow second (30 ms) that breaks "stayed back" but not the window's p99.
+    const latencyAt = (s) => (s >= 10 && s < 14 ? 90 : s === 20 ? 30 : s >= 14 && s < 26 ? 8 : 5);
+    const r = recoveryOf(run(latencyAt, events), {
+      from: 'on', to: 'off', steadyP99Ms: 5, graceS: 6,
+    });
+    expect(r.recoveredAfterS).toBeCloseTo(10.8, 5);
+    expect(r).toMatchObject({ graceS: 6, p99AfterGraceMs: 30, afterGraceRatio: 6 });
+    const relaxed = recoveryOf(run((s) => (s >= 10 && s < 14 ? 90 : s >= 14 && s < 26 ? 8 : 5), events), {
+      from: 'on', to: 'off', steadyP99Ms: 5, graceS: 6,
+    });
+    expect(relaxed).toMatchObject({ p99AfterGraceMs: 8, afterGraceRatio: 1.6 });
+    // Slow until 17 s: inside a 6 s grace from 10.2 s the window starts at 16.2 s and sees it.
+    const late = recoveryOf(run((s) => (s >= 10 && s < 17 ? 90 : 5), events), {
+      from: 'on', to: 'off', steadyP99Ms: 5, graceS: 6,
+    });
+    expect(late.p99AfterGraceMs).toBe(90);
+  });
+
   test('when the window\'s events are missing, then there is no recovery figure', () => {
     expect(recoveryOf(run(() => 5, [{ t: 3, label: 'on' }]), { from: 'on', to: 'off', steadyP99Ms: 5 })).toBeNull();
   });
@@ -38,6 +57,9 @@ describe('recoveryOf', () => {
     const rows = compareArms([runFigures(slow), runFigures(fast)]);
     expect(rows[0]).toMatchObject({ recoveredAfterNone: [null], recoveredAfterManager: [expect.closeTo(3.8, 5)] });
     expect(formatTable(rows)).toMatch(/p99 back within 2x steady after \(s\): no manager \| manager +\|\n.*\| never +\| 3\.8 +\|/s);
+    expect(formatTable(rows)).not.toMatch(/after the grace/);
+    const graced = [slow, fast].map((x) => runFigures({ ...x, window: { ...x.window, graceS: 6 } }));
+    expect(formatTable(compareArms(graced))).toMatch(/p99 after the grace \/ steady: no manager \| manager +\|\n.*\| 18\.00x +\| 1\.00x +\|/s);
   });
 });
 
