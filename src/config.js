@@ -45,13 +45,14 @@ const KEYS = [
   { env: 'POSTSTART_JOIN_TIMEOUT_SECONDS', field: 'deadlines.poststartJoinSeconds', parse: integer(1, 3600), default: 300 },
   { env: 'PERFWARNING_LONG_SECONDS', field: 'perfwarning.longSeconds', parse: integer(1, 604800), default: 600 },
   { env: 'PERFWARNING_MOVE_RAFT_LEADER', field: 'perfwarning.moveRaftLeader', parse: boolean, default: true },
-  { env: 'RAFT_LEADER_MOVE_SETTLE_MS', field: 'raftLeader.settleMs', parse: integer(0, 60000), default: 1000 },
+  { env: 'RAFT_LEADER_MOVE_SETTLE_MS', field: 'raftLeader.settleMs', parse: integer(0, 60000), default: 300 },
   { env: 'RAFT_LEADER_MOVE_WAIT_SECONDS', field: 'raftLeader.waitSeconds', parse: integer(1, 600), default: 10 },
   { env: 'MONITOR_ENABLED', field: 'monitor.enabled', parse: boolean, default: true },
   { env: 'MONITOR_POLL_INTERVAL_MS', field: 'monitor.pollIntervalMs', parse: integer(1000, 3600000), default: 15000 },
   { env: 'MONITOR_HOT_UTILIZATION', field: 'monitor.hotUtilization', parse: fraction, default: 0.8 },
   { env: 'MONITOR_HOT_SKEW', field: 'monitor.hotSkew', parse: ratio, default: 1.3 },
   { env: 'MONITOR_CONSECUTIVE_POLLS', field: 'monitor.consecutivePolls', parse: integer(1, 100), default: 2 },
+  { env: 'MONITOR_IMMEDIATE_UTILIZATION', field: 'monitor.immediateUtilization', parse: offOrFraction, default: 0.95 },
   { env: 'MONITOR_CLEAR_COOLDOWN_SECONDS', field: 'monitor.clearCooldownSeconds', parse: integer(0, 86400), default: 60 },
   { env: 'MONITOR_SCALE_OUT', field: 'monitor.scaleOut', parse: boolean, default: true },
   { env: 'MONITOR_SCALE_OUT_COOLDOWN_SECONDS', field: 'monitor.scaleOutCooldownSeconds', parse: integer(0, 86400), default: 600 },
@@ -200,6 +201,11 @@ function integer(min, max) {
 function fraction(raw) {
   const value = Number(raw.trim());
   return Number.isFinite(value) && value > 0 && value <= 1 ? { value } : { error: 'must be a number above 0 and at most 1 (for example 0.8)' };
+}
+
+function offOrFraction(raw) {
+  if (raw.trim() === '0') return { value: 0 };
+  return fraction(raw).error ? { error: 'must be 0 (off) or a number above 0 and at most 1 (for example 0.95)' } : fraction(raw);
 }
 
 function ratio(raw) {

@@ -19,7 +19,7 @@ export function createMonitor({ kube, events, marks, config, clock, logger, metr
   const view = {
     enabled: settings.enabled && Boolean(kube),
     pollIntervalMs: settings.pollIntervalMs,
-    thresholds: { hotUtilization: settings.hotUtilization, hotSkew: settings.hotSkew, consecutivePolls: settings.consecutivePolls, clearCooldownSeconds: settings.clearCooldownSeconds },
+    thresholds: { hotUtilization: settings.hotUtilization, hotSkew: settings.hotSkew, consecutivePolls: settings.consecutivePolls, immediateUtilization: settings.immediateUtilization, clearCooldownSeconds: settings.clearCooldownSeconds },
     polls: 0,
     failures: 0,
     skippedOverlaps: 0,
@@ -52,7 +52,7 @@ export function createMonitor({ kube, events, marks, config, clock, logger, metr
       const warnedPods = (await marks.perfWarnings()).map((w) => w.pod);
       const currentReplicas = (await kube.getStatefulSetScale()).replicas;
       const step = decideMonitorStep(state, evaluation, {
-        now: clock.now(), consecutivePolls: settings.consecutivePolls, clearCooldownMs: settings.clearCooldownSeconds * 1000, warnedPods,
+        now: clock.now(), consecutivePolls: settings.consecutivePolls, immediateUtilization: settings.immediateUtilization, clearCooldownMs: settings.clearCooldownSeconds * 1000, warnedPods,
         scaleOut: { enabled: settings.scaleOut, inFlight: Boolean(scale.inFlight), lastAt: scale.lastAt, cooldownMs: settings.scaleOutCooldownSeconds * 1000, replicas: currentReplicas, maxReplicas: settings.maxReplicas },
       });
       state = step.state;

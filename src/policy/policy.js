@@ -289,8 +289,13 @@ export function decideMigrationRetry({ report, failure, cluster, tableIds = [], 
 // The monitor's state machine. `evaluation` is this poll's verdict (src/monitor/hotspot.js). A skewed hot-spot
 // must hold for `consecutivePolls` polls before a warning is raised, and stay clear for `clearCooldownMs`
 // before it is ended. Uniform overload scales out by one, at most one in flight, at most one per cooldown.
+// immediateUtilization (0: off): a skewed hot-spot at or above it raises on its first poll instead of after
+// consecutivePolls: a node that busy for a whole poll interval is no passing spike, and each poll waited is a poll
+// interval of slow operations.
 export function decideMonitorStep(previous, evaluation, options) {
-  const { now, consecutivePolls, clearCooldownMs, warnedPods = [], scaleOut } = options;
+  const {
+    now, consecutivePolls, immediateUtilization = 0, clearCooldownMs, warnedPods = [], scaleOut,
+  } = options;
   const warned = new Set(warnedPods);
   const pods = {};
   const decisions = [];
@@ -303,9 +308,11 @@ export function decideMonitorStep(previous, evaluation, options) {
       state.hotStreak = before.hotStreak + 1;
       state.clearSince = null;
       state.signal = hot.signal;
-      if (!before.raised && !warned.has(sample.pod) && state.hotStreak >= consecutivePolls) {
+      const immediate = immediateUtilization > 0 && hot.utilization >= immediateUtilization;
+      if (!before.raised && !warned.has(sample.pod) && (state.hotStreak >= consecutivePolls || immediate)) {
         state.raised = true;
-        decisions.push({ type: 'raise', pod: sample.pod, signal: hot.signal, reason: hot.reason });
+        const why = state.hotStreak >= consecutivePolls ? hot.reason : `${hot.reason}; raised on its first poll (at or above ${pct(immediateUtilization)})`;
+        decisions.push({ type: 'raise', pod: sample.pod, signal: hot.signal, reason: why });
       }
     } else {
       state.hotStreak = 0;

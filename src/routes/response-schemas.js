@@ -168,7 +168,9 @@ const AuditList = closed({ events: arrayOf(ref('AuditRecord')) });
 // src/monitor/monitor.js view.
 const MonitorView = closed({
   enabled: boolean, pollIntervalMs: integer,
-  thresholds: closed({ hotUtilization: number, hotSkew: number, consecutivePolls: integer, clearCooldownSeconds: number }),
+  thresholds: closed({
+    hotUtilization: number, hotSkew: number, consecutivePolls: integer, immediateUtilization: number, clearCooldownSeconds: number,
+  }),
   polls: integer, failures: integer, skippedOverlaps: integer, lastPollAt: nullable(dateTime), lastError: nullable(closed({ time: dateTime, message: string })),
   averages: nullable(closed({ own: nullable(number), interference: nullable(number) })), uniform: boolean,
   pods: arrayOf(closed({

@@ -18,7 +18,10 @@ beforeAll(async () => {
   m = createRealManager(cluster, {
     via: 0,
     kube: createLabKube(cluster),
-    env: { MONITOR_ENABLED: 'true', MONITOR_SCALE_OUT: 'false', MONITOR_CONSECUTIVE_POLLS: '2', MONITOR_CLEAR_COOLDOWN_SECONDS: '1' },
+    // The two-poll rule, not the immediate raise of a fully busy node (npm run evaluate runs that on real servers).
+    env: {
+      MONITOR_ENABLED: 'true', MONITOR_SCALE_OUT: 'false', MONITOR_CONSECUTIVE_POLLS: '2', MONITOR_IMMEDIATE_UTILIZATION: '0', MONITOR_CLEAR_COOLDOWN_SECONDS: '1',
+    },
   });
   await waitConnected(m);
 }, 120000);

@@ -143,7 +143,8 @@ describe('GET /metrics', () => {
 
 describe('GET /metrics and the monitor', () => {
   test('when interference makes a pod hot for two polls, then polls, detections, the raise and its demotion are counted, and utilization is what the monitor sees', async () => {
-    const h = createSandboxHarness();
+    // The immediate raise off, so that the two-poll rule is what raises.
+    const h = createSandboxHarness({ env: { MONITOR_IMMEDIATE_UTILIZATION: '0' } });
     h.kube.setInterference('node-1', 1.8);
     await h.monitor.pollOnce();
     h.clock.advance(15000);
@@ -162,6 +163,18 @@ describe('GET /metrics and the monitor', () => {
     expect(seen.find((x) => x.labels.pod === 'rethinkdb-1' && x.labels.signal === 'interference').value).toBeGreaterThanOrEqual(0.8);
     expect(s.series(m('pod_utilization_ratio'))).toEqual(expect.arrayContaining(seen));
     expect(s.series(m('pod_utilization_ratio'))).toHaveLength(seen.length);
+  });
+
+  test('when interference makes a node fully busy, then the first poll raises (MONITOR_IMMEDIATE_UTILIZATION) and it is counted once', async () => {
+    const h = createSandboxHarness();
+    h.kube.setInterference('node-1', 1.8);
+    const first = await h.monitor.pollOnce();
+    expect(first.decisions).toEqual([expect.objectContaining({ type: 'raise', pod: 'rethinkdb-1', signal: 'interference', reason: expect.stringMatching(/raised on its first poll \(at or above 95%\)$/) })]);
+    h.clock.advance(15000);
+    expect((await h.monitor.pollOnce()).decisions).toEqual([]);
+    const s = await scrape(h.app);
+    expect(s.series(m('monitor_decisions_total'))).toEqual([{ labels: { decision: 'raise', outcome: 'ok' }, value: 1 }]);
+    expect(s.value(m('server_primaries'), { server: 'rethinkdb_1' })).toBe(0);
   });
 
   test('when the interference ends and a node is lost, then utilization follows the next poll and the lost pod\'s series are gone', async () => {

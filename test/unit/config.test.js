@@ -9,7 +9,7 @@ describe('loadConfig', () => {
     expect(config.managedTables).toEqual([]);
     expect(config.deadlines).toEqual({ actionSeconds: 20, prestopSeconds: 20, migrationSeconds: 3600, shutdownGraceSeconds: 25, poststartJoinSeconds: 300 });
     expect(config.monitor).toEqual({
-      enabled: true, pollIntervalMs: 15000, hotUtilization: 0.8, hotSkew: 1.3, consecutivePolls: 2,
+      enabled: true, pollIntervalMs: 15000, hotUtilization: 0.8, hotSkew: 1.3, consecutivePolls: 2, immediateUtilization: 0.95,
       clearCooldownSeconds: 60, scaleOut: true, scaleOutCooldownSeconds: 600, maxReplicas: 16,
     });
   });
@@ -19,8 +19,14 @@ describe('loadConfig', () => {
     ['MONITOR_HOT_UTILIZATION', 'high', 'must be a number above 0 and at most 1'],
     ['MONITOR_HOT_SKEW', '0.9', 'must be a number from 1 to 10'],
     ['MONITOR_POLL_INTERVAL_MS', '10', 'must be between 1000 and 3600000'],
+    ['MONITOR_IMMEDIATE_UTILIZATION', '1.2', 'must be 0 (off) or a number above 0 and at most 1'],
+    ['MONITOR_IMMEDIATE_UTILIZATION', 'off', 'must be 0 (off) or a number above 0 and at most 1'],
   ])('when %s=%s, then start-up fails saying what is accepted', (key, value, message) => {
     expect(() => loadConfig({ [key]: value })).toThrow(message);
+  });
+
+  test.each([['0', 0], ['0.9', 0.9], ['1', 1]])('when MONITOR_IMMEDIATE_UTILIZATION=%s, then it is %p (0: off)', (value, expected) => {
+    expect(loadConfig({ MONITOR_IMMEDIATE_UTILIZATION: value }).monitor.immediateUtilization).toBe(expected);
   });
 
   test('when RETHINKDB_HOST is set, then the rethinkdb backend is chosen', () => {

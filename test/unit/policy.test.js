@@ -322,6 +322,28 @@ describe('monitor: utilization and hot-spots', () => {
     expect(at(false, 135000)).toEqual(['clear']);
   });
 
+  const utilEval = (u) => ({ samples: [{ pod: 'p0' }, { pod: 'p1' }], hot: [{ pod: 'p0', signal: 'interference', utilization: u, reason: 'r' }], uniform: false, averages: { interference: 0.5 } });
+
+  test.each([
+    ['at the immediate threshold', 0.95, 0.95, ['raise']],
+    ['a node fully busy', 1, 0.95, ['raise']],
+    ['hot but under the immediate threshold', 0.9, 0.95, []],
+    ['fully busy with the immediate rule off (0)', 1, 0, []],
+  ])('when a pod is %s on its first hot poll, then the monitor decides %j', (_, u, immediateUtilization, types) => {
+    const step = decideMonitorStep(initialMonitorState(), utilEval(u), options(0, { immediateUtilization }));
+    expect(step.decisions.map((d) => d.type)).toEqual(types);
+    if (types.length) expect(step.decisions[0].reason).toBe(`r; raised on its first poll (at or above ${Math.round(immediateUtilization * 100)}%)`);
+  });
+
+  test('when an immediate raise was made, then the next hot polls raise nothing more and a clear still needs the cooldown', () => {
+    let s = initialMonitorState();
+    const at = (u, now) => { const step = decideMonitorStep(s, u === null ? hotEval(false) : utilEval(u), options(now, { immediateUtilization: 0.95 })); s = step.state; return step.decisions.map((d) => d.type); };
+    expect(at(1, 0)).toEqual(['raise']);
+    expect(at(1, 2000)).toEqual([]);
+    expect(at(null, 4000)).toEqual([]);
+    expect(at(null, 64000)).toEqual(['clear']);
+  });
+
   test('when the pod already has a warning (operator), then the monitor does not raise another', () => {
     let s = initialMonitorState();
     for (const now of [0, 15000, 30000]) s = decideMonitorStep(s, hotEval(true), options(now, { warnedPods: ['p0'] })).state;
