@@ -156,6 +156,8 @@ describe('the Helm chart: other values', () => {
     expect(pod.containers[0].ports.map((p) => p.name)).toEqual(['http']);
     expect(pod.volumes.map((v) => v.name)).toEqual(['tmp']);
     expect(objects.get('Service/rethinkdb/rethinkdb-manager').spec.ports.map((p) => p.name)).toEqual(['http']);
+    const policy = objects.get('NetworkPolicy/rethinkdb/rethinkdb-manager').spec;
+    expect([...policy.ingress, ...policy.egress].flatMap((rule) => (rule.ports ?? []).map((p) => p.port))).not.toContain('webhook');
     expect(loadConfig(managerEnv(objects, 'rethinkdb')).webhook.enabled).toBe(false);
   });
 
