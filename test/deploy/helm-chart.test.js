@@ -136,6 +136,20 @@ describe('the Helm chart with test/helm/custom-values.yaml renders what the valu
     expect(webhook.webhooks[0]).toMatchObject({ failurePolicy: 'Fail', timeoutSeconds: 5, clientConfig: { caBundle: 'Y2EtYnVuZGxlLWZvci10ZXN0cw==' } });
   });
 
+  test('when the proxies\' replicas and resources and the RethinkDB settings change, then the proxies follow: the servers\' image, pull secrets and admin Secret, a --join for each of the 5 servers, and the manager seeds all 5', () => {
+    const proxy = customObject('Deployment', 'rethinkdb-proxy');
+    const [container] = proxy.spec.template.spec.containers;
+    expect(proxy.spec.replicas).toBe(3);
+    expect(container.resources).toEqual({ requests: { cpu: '500m', memory: '384Mi' }, limits: { cpu: '2', memory: '768Mi' } });
+    expect(container.image).toBe(rethinkdb.image);
+    expect(proxy.spec.template.spec.imagePullSecrets).toEqual([{ name: 'regcred' }]);
+    expect(container.env.find((e) => e.name === 'RETHINKDB_PASSWORD').valueFrom.secretKeyRef).toEqual({ name: 'db-admin', key: 'pw' });
+    const servers = [0, 1, 2, 3, 4].map((i) => `rethinkdb-${i}.rethinkdb`);
+    expect(container.env.find((e) => e.name === 'JOIN_ADDRESSES').value).toBe(servers.map((s) => `${s}:29015`).join(' '));
+    expect(loadCustomConfig().rethinkdb.seeds).toEqual(servers.map((host) => ({ host, port: 28015 })));
+    expect(customObject('Service', 'rethinkdb-client').spec.selector).toEqual({ app: 'rethinkdb-proxy' });
+  });
+
   test('when the RethinkDB settings change, then the admin Secret, storage and anti-affinity follow', () => {
     const secretRefs = [manager, rethinkdb].map((c) => c.env.find((e) => e.name === 'RETHINKDB_PASSWORD').valueFrom.secretKeyRef);
     expect(secretRefs).toEqual([{ name: 'db-admin', key: 'pw' }, { name: 'db-admin', key: 'pw' }]);
@@ -156,7 +170,22 @@ describe('the Helm chart: other values', () => {
     expect(pod.containers[0].ports.map((p) => p.name)).toEqual(['http']);
     expect(pod.volumes.map((v) => v.name)).toEqual(['tmp']);
     expect(objects.get('Service/rethinkdb/rethinkdb-manager').spec.ports.map((p) => p.name)).toEqual(['http']);
+    const policy = objects.get('NetworkPolicy/rethinkdb/rethinkdb-manager').spec;
+    expect([...policy.ingress, ...policy.egress].flatMap((rule) => (rule.ports ?? []).map((p) => p.port))).not.toContain('webhook');
     expect(loadConfig(managerEnv(objects, 'rethinkdb')).webhook.enabled).toBe(false);
+  });
+
+  test('when proxy.enabled is false, then no proxy Deployment or PDB is rendered and rethinkdb-client selects the servers, nothing else changes', () => {
+    const objects = objectsById(renderHelmChart({ set: { 'proxy.enabled': false } }));
+    expect(diffFromBase(objects)).toEqual({
+      'Deployment/rethinkdb/rethinkdb-proxy': ['(missing)'],
+      'PodDisruptionBudget/rethinkdb/rethinkdb-proxy': ['(missing)'],
+      'Service/rethinkdb/rethinkdb-client': ['.spec.selector.app'],
+    });
+    const client = objects.get('Service/rethinkdb/rethinkdb-client');
+    const servers = objects.get('StatefulSet/rethinkdb/rethinkdb');
+    expect(client.spec.selector).toEqual(servers.spec.selector.matchLabels);
+    expect(servers.spec.template.spec.containers[0].ports).toContainEqual({ name: client.spec.ports[0].targetPort, containerPort: client.spec.ports[0].port });
   });
 
   test('when auth.mode is none, then the manager runs without checks and the hooks keep their projected token', () => {

@@ -64,8 +64,10 @@ describe('Dockerfiles', () => {
 });
 
 describe('shell scripts in the manifests', () => {
-  test('when the manifests are read, then their scripts are found (the StatefulSet start script and both hooks)', () => {
-    expect(scripts.map(([where]) => where)).toEqual(['rethinkdb/rethinkdb command', 'rethinkdb/rethinkdb preStop', 'rethinkdb/rethinkdb postStart']);
+  test('when the manifests are read, then their scripts are found (the StatefulSet start script and both hooks, the proxy\'s start script)', () => {
+    expect(scripts.map(([where]) => where)).toEqual([
+      'rethinkdb/rethinkdb command', 'rethinkdb/rethinkdb preStop', 'rethinkdb/rethinkdb postStart', 'rethinkdb-proxy/rethinkdb-proxy command',
+    ]);
   });
 
   test('when the tests run, then shellcheck is installed (.ci/run installs it; the lint below must not skip silently)', () => {

@@ -5,7 +5,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { loadConfig } from '../../src/config.js';
 import {
   commandExists, containersOf, findResource, k8sDir, listK8sFiles, podSpecOf, readYamlFile, renderKustomization,
-  repoRoot, runKubectlKustomize, validateManifest,
+  repoRoot, runKubectlKustomize, runScript, validateManifest,
 } from '../helpers/deploy-files.js';
 
 const { kustomization, resources } = renderKustomization();
@@ -14,6 +14,9 @@ const workloads = resources.filter(({ doc }) => ['Deployment', 'StatefulSet'].in
 const containers = workloads.flatMap(({ doc }) => containersOf(doc).map((c) => [`${doc.kind} ${doc.metadata.name} / ${c.name}`, c, doc]));
 const statefulSet = findResource(resources, 'StatefulSet', defaults.kubernetes.statefulSetName);
 const manager = findResource(resources, 'Deployment', 'rethinkdb-manager');
+const proxy = findResource(resources, 'Deployment', 'rethinkdb-proxy');
+// Whether a label selector (matchLabels or a Service's selector) selects a pod template's labels.
+const selects = (selector, labels) => Object.entries(selector).every(([k, v]) => labels[k] === v);
 
 describe('deploy/k8s: parsing, schemas and the kustomization', () => {
   test.each(listK8sFiles())('when %s is parsed as Kubernetes does (YAML 1.1), then every document is an object with apiVersion, kind and name', (file) => {
@@ -136,17 +139,19 @@ describe('deploy/k8s: the RethinkDB StatefulSet', () => {
     expect(headless.spec.ports.map((p) => p.port)).toContain(29015);
   });
 
-  test('when clients connect, then a ClusterIP Service over the ready pods is the manager\'s RETHINKDB_HOST', () => {
-    const config = findResource(resources, 'ConfigMap', 'rethinkdb-manager').data;
-    const client = findResource(resources, 'Service', config.RETHINKDB_HOST);
+  test('when applications connect, then rethinkdb-client is a ClusterIP Service over the ready proxies, not over the servers', () => {
+    const client = findResource(resources, 'Service', 'rethinkdb-client');
     expect(client.spec.clusterIP).toBeUndefined();
     expect(client.spec.publishNotReadyAddresses).toBeUndefined();
-    expect(client.spec.selector).toEqual(statefulSet.spec.selector.matchLabels);
-    expect(client.spec.ports.map((p) => p.port)).toContain(Number(config.RETHINKDB_PORT));
+    expect(selects(client.spec.selector, proxy.spec.template.metadata.labels)).toBe(true);
+    expect(selects(client.spec.selector, statefulSet.spec.template.metadata.labels)).toBe(false);
+    const [port] = client.spec.ports;
+    expect(port.port).toBe(28015);
+    expect(containersOf(proxy)[0].ports).toContainEqual({ name: port.targetPort, containerPort: 28015 });
   });
 
   test('when pods are disrupted, then a PodDisruptionBudget allows one at a time', () => {
-    const pdb = resources.find(({ doc }) => doc.kind === 'PodDisruptionBudget')?.doc;
+    const pdb = findResource(resources, 'PodDisruptionBudget', 'rethinkdb');
     expect(pdb.spec).toEqual({ maxUnavailable: 1, selector: statefulSet.spec.selector });
   });
 
@@ -189,6 +194,95 @@ describe('deploy/k8s: RethinkDB pods on separate nodes', () => {
     expect(affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution).toEqual([
       { topologyKey: 'kubernetes.io/hostname', labelSelector: { matchLabels: statefulSet.spec.selector.matchLabels } },
     ]);
+  });
+});
+
+describe('deploy/k8s: the RethinkDB proxies', () => {
+  const spec = podSpecOf(proxy);
+  const [container] = spec.containers;
+  const headless = findResource(resources, 'Service', statefulSet.spec.serviceName);
+  const [shell, flag, script] = container.command;
+  // The servers' pod DNS names through the headless Service, as the StatefulSet makes them (rethinkdb-0.rethinkdb).
+  const serverNames = Array.from({ length: statefulSet.spec.replicas }, (_, i) => `${statefulSet.metadata.name}-${i}.${headless.metadata.name}`);
+
+  // The start script as the container runs it, with getent resolving only `resolvable` and stand-ins for rethinkdb and sleep.
+  function start({ resolvable = serverNames, password = 's3cret' } = {}) {
+    const env = Object.fromEntries(container.env.filter((e) => e.value !== undefined).map((e) => [e.name, e.value]));
+    const getent = `case "$2" in ${resolvable.length ? resolvable.join('|') : '__none__'}) return 0;; *) return 2;; esac`;
+    const result = runScript(`getent() { ${getent}; }\n${script}`, {
+      env: { ...env, POD_IP: '10.244.1.7', RETHINKDB_PASSWORD: password }, fakes: { rethinkdb: {}, sleep: {} },
+    });
+    const call = result.calls.find((c) => c.command === 'rethinkdb');
+    const option = (name) => call.args[call.args.indexOf(name) + 1];
+    const joins = call ? call.args.flatMap((a, i) => (call.args[i - 1] === '--join' ? [a] : [])) : [];
+    return { result, call, option, joins };
+  }
+
+  test('when deployed, then two replicas of the servers\' image run, preferably on different nodes, one at a time replaced', () => {
+    expect(proxy.spec.replicas).toBe(2);
+    expect(proxy.spec.strategy.rollingUpdate).toEqual({ maxUnavailable: 0, maxSurge: 1 });
+    expect(proxy.spec.selector.matchLabels).toEqual({ app: 'rethinkdb-proxy' });
+    expect(container.image).toBe(containersOf(statefulSet)[0].image);
+    const [term] = spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution;
+    expect(term.podAffinityTerm).toEqual({ topologyKey: 'kubernetes.io/hostname', labelSelector: { matchLabels: proxy.spec.selector.matchLabels } });
+  });
+
+  test('when the pods are disrupted, then their own PodDisruptionBudget keeps one, and it selects the proxies only', () => {
+    const pdb = findResource(resources, 'PodDisruptionBudget', 'rethinkdb-proxy');
+    expect(pdb.spec.minAvailable).toBe(1);
+    expect(selects(pdb.spec.selector.matchLabels, proxy.spec.template.metadata.labels)).toBe(true);
+    expect(selects(pdb.spec.selector.matchLabels, statefulSet.spec.template.metadata.labels)).toBe(false);
+    const serverPdb = findResource(resources, 'PodDisruptionBudget', 'rethinkdb');
+    expect(selects(serverPdb.spec.selector.matchLabels, proxy.spec.template.metadata.labels)).toBe(false);
+  });
+
+  test('when probed, then readiness, liveness and startup are TCP probes on the container\'s port named driver (28015)', () => {
+    expect(container.ports).toEqual([{ name: 'driver', containerPort: 28015 }, { name: 'cluster', containerPort: 29015 }]);
+    for (const probe of ['startupProbe', 'readinessProbe', 'livenessProbe']) expect([probe, container[probe].tcpSocket]).toEqual([probe, { port: 'driver' }]);
+    // The wait for a resolvable server (up to 120 s) fits in the startup probe's window.
+    expect(container.startupProbe.periodSeconds * container.startupProbe.failureThreshold).toBeGreaterThan(120);
+  });
+
+  test('when it runs, then it is secured as the servers are, carries no token and writes only to its emptyDir', () => {
+    const servers = podSpecOf(statefulSet);
+    expect(spec.securityContext).toEqual(servers.securityContext);
+    expect(container.securityContext).toEqual(servers.containers[0].securityContext);
+    expect(spec.automountServiceAccountToken).toBe(false);
+    expect(spec.volumes).toEqual([{ name: 'tmp', emptyDir: {} }]);
+    expect(container.volumeMounts).toEqual([{ name: 'tmp', mountPath: '/tmp' }]);
+  });
+
+  test('when it starts, then it runs `rethinkdb proxy` on all interfaces without the web UI or a data directory, joining every server by its headless DNS name at the cluster port', () => {
+    expect([shell, flag]).toEqual(['/bin/sh', '-c']);
+    const { result, call, option, joins } = start();
+    expect(result.exitCode).toBe(0);
+    expect(call.args[0]).toBe('proxy');
+    expect(option('--bind')).toBe('all');
+    expect(call.args).toContain('--no-http-admin');
+    expect(call.args).not.toContain('--directory');
+    expect(option('--canonical-address')).toBe('10.244.1.7');
+    expect(option('--log-file')).toMatch(new RegExp(`^${container.volumeMounts[0].mountPath}/`));
+    const clusterPort = headless.spec.ports.find((p) => p.name === 'cluster');
+    expect(containersOf(statefulSet)[0].ports).toContainEqual({ name: clusterPort.targetPort, containerPort: clusterPort.port });
+    expect(joins).toEqual(serverNames.map((name) => `${name}:${clusterPort.port}`));
+  });
+
+  test('when only some servers resolve, then it joins those only (RethinkDB exits on an unresolvable --join)', () => {
+    expect(start({ resolvable: [serverNames[1]] }).joins).toEqual([`${serverNames[1]}:29015`]);
+  });
+
+  test('when no server resolves, then it gives up with a message and never starts a proxy with no --join', () => {
+    const { result, call } = start({ resolvable: [] });
+    expect(result.exitCode).toBe(1);
+    expect(call).toBeUndefined();
+    expect(result.stderr).toContain('resolves after 120 s; restarting');
+  });
+
+  test('when the cluster has an admin password, then the proxy joins with --initial-password auto, and without one it passes none (a cluster without a password refuses auto)', () => {
+    expect(start().option('--initial-password')).toBe('auto');
+    expect(start({ password: '' }).call.args).not.toContain('--initial-password');
+    const secret = container.env.find((e) => e.name === 'RETHINKDB_PASSWORD').valueFrom.secretKeyRef;
+    expect(secret).toEqual(containersOf(statefulSet)[0].env.find((e) => e.name === 'RETHINKDB_PASSWORD').valueFrom.secretKeyRef);
   });
 });
 
@@ -318,14 +412,46 @@ describe('deploy/k8s: the manager\'s NetworkPolicy', () => {
     }
   });
 
-  test('when the manager connects to RETHINKDB_HOST:RETHINKDB_PORT, then the egress admits the driver port of the RethinkDB pods behind it, and not their cluster port', () => {
-    const client = findResource(resources, 'Service', config.RETHINKDB_HOST);
-    const servicePort = client.spec.ports.find((p) => p.port === Number(config.RETHINKDB_PORT));
-    const port = rethinkdbPorts.find((c) => c.name === servicePort.targetPort).containerPort;
-    expect(client.spec.selector).toEqual(statefulSet.spec.selector.matchLabels);
-    expect(admits(policy, 'egress', { peer: rethinkdbPod, port, podPorts: rethinkdbPorts })).toBe(true);
+  // The workload whose pods a RETHINKDB_HOST seed reaches, and the container port it lands on: a Service's name (its
+  // selector, its port's target) or a StatefulSet pod's DNS name through its headless Service (<sts>-<i>.<service>).
+  function podsBehindSeed({ host, port }) {
+    const service = resources.find(({ doc }) => doc.kind === 'Service' && doc.metadata.name === host)?.doc;
+    const workloads = resources.map(({ doc }) => doc).filter((doc) => ['Deployment', 'StatefulSet'].includes(doc.kind));
+    if (service) {
+      const workload = workloads.find((w) => selects(service.spec.selector, w.spec.template.metadata.labels));
+      const { targetPort } = service.spec.ports.find((p) => p.port === port);
+      return { workload, containerPort: containersOf(workload)[0].ports.find((c) => c.name === targetPort || c.containerPort === targetPort) };
+    }
+    const [, name, ordinal, serviceName] = /^(.+)-(\d+)\.([^.]+)$/.exec(host) ?? [];
+    const workload = workloads.find((w) => w.kind === 'StatefulSet' && w.metadata.name === name && w.spec.serviceName === serviceName);
+    if (!workload || Number(ordinal) >= workload.spec.replicas) throw new Error(`RETHINKDB_HOST names ${host}, which no pod of deploy/k8s answers to`);
+    return { workload, containerPort: containersOf(workload)[0].ports.find((c) => c.containerPort === port) };
+  }
+
+  test('when the manager connects to its RETHINKDB_HOST seeds, then each is a server pod, and the egress admits its driver port, not its cluster port', () => {
+    const { seeds } = loadConfig({ ...config, AUTH_MODE: 'none' }).rethinkdb;
+    expect(seeds.length).toBeGreaterThan(0);
+    for (const seed of seeds) {
+      const { workload, containerPort } = podsBehindSeed(seed);
+      // The manager goes to the servers themselves (manager-configmap.yaml says why), never through the proxies.
+      expect([seed.host, workload.metadata.name]).toEqual([seed.host, statefulSet.metadata.name]);
+      expect([seed.host, containerPort?.name]).toEqual([seed.host, 'driver']);
+      expect(admits(policy, 'egress', { peer: rethinkdbPod, port: containerPort.containerPort, podPorts: rethinkdbPorts })).toBe(true);
+    }
     const cluster = rethinkdbPorts.find((c) => c.name === 'cluster').containerPort;
     expect(admits(policy, 'egress', { peer: rethinkdbPod, port: cluster, podPorts: rethinkdbPorts })).toBe(false);
+  });
+
+  test('when the manager is configured, then the egress does not admit the proxies, which it does not use', () => {
+    const proxyPod = { podLabels: proxy.spec.template.metadata.labels, namespace, namespaceLabels: namespaceLabels(namespace) };
+    const proxyPorts = containersOf(proxy)[0].ports;
+    for (const { containerPort } of proxyPorts) expect(admits(policy, 'egress', { peer: proxyPod, port: containerPort, podPorts: proxyPorts })).toBe(false);
+  });
+
+  test('when a seed names the client Service or a pod that does not exist, then the seed check refuses it (the check itself works)', () => {
+    expect(podsBehindSeed({ host: 'rethinkdb-client', port: 28015 }).workload.metadata.name).toBe('rethinkdb-proxy');
+    expect(() => podsBehindSeed({ host: `rethinkdb-${statefulSet.spec.replicas}.rethinkdb`, port: 28015 })).toThrow(/no pod of deploy\/k8s/);
+    expect(() => podsBehindSeed({ host: 'rethinkdb-0.elsewhere', port: 28015 })).toThrow(/no pod of deploy\/k8s/);
   });
 
   test('when the manager resolves names and calls the Kubernetes API, then the egress admits DNS (UDP and TCP) and the API server\'s ports', () => {

@@ -2,7 +2,7 @@
 // written the way a kubelet would, a StatefulSet), the metrics.k8s.io stand-in, and generic apply for manifests.
 
 import {
-  ApiextensionsV1Api, AppsV1Api, CoreV1Api, CustomObjectsApi, KubernetesObjectApi, PatchStrategy, setHeaderOptions,
+  ApiextensionsV1Api, AppsV1Api, CoreV1Api, CustomObjectsApi, KubernetesObjectApi, PatchStrategy, loadYaml, setHeaderOptions,
 } from '@kubernetes/client-node';
 
 export const NAMESPACE = 'rethinkdb';
@@ -157,13 +157,15 @@ export async function putNodeMetrics(kubeConfig, { name, usage, timestamp, windo
   });
 }
 
-// Server-side apply of any objects (e.g. from loadAllYaml on a manifest file), in order: the hook for tests that
+// Server-side apply of objects as a manifest writes them (the API's field names), in order: the hook for tests that
 // apply deploy/ manifests. Namespaced objects without a namespace go to the kubeconfig context's (rethinkdb).
+// The client serializes through its models, whose names differ from the API's in places (a NetworkPolicy rule's
+// `from` is `_from` there) and drops what they do not name, so each object is read into the models first.
 export async function applyObjects(kubeConfig, objects, { fieldManager = 'kube-real-tests' } = {}) {
   const client = KubernetesObjectApi.makeApiClient(kubeConfig);
   const applied = [];
   for (const object of objects) {
-    applied.push(await client.patch(structuredClone(object), undefined, undefined, fieldManager, true, PatchStrategy.ServerSideApply));
+    applied.push(await client.patch(loadYaml(JSON.stringify(object)), undefined, undefined, fieldManager, true, PatchStrategy.ServerSideApply));
   }
   return applied;
 }

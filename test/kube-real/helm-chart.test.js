@@ -3,7 +3,8 @@
 // over it changes nothing; the render of test/helm/custom-values.yaml in another namespace is stored as rendered.
 
 import { join } from 'node:path';
-import { KubernetesObjectApi } from '@kubernetes/client-node';
+import { KubernetesObjectApi, dumpYaml } from '@kubernetes/client-node';
+import { parse as parseYaml } from 'yaml';
 import { differences, renderHelmChart, renderKustomization, repoRoot } from '../helpers/deploy-files.js';
 import { startKubeApiServer } from '../helpers/kube-apiserver.js';
 import { applyObjects } from '../helpers/kube-objects.js';
@@ -16,11 +17,13 @@ const idOf = (o) => `${o.kind}/${o.metadata.namespace ?? ''}/${o.metadata.name}`
 let api;
 let objects;
 
-// The stored object, or null when the API server has none of that kind, namespace and name.
+// The stored object, or null when the API server has none of that kind, namespace and name. The client reads it into
+// its models, whose names differ from the API's in places (a NetworkPolicy rule's `from` is `_from`), so it is
+// written back out in the API's names (dumpYaml) for the comparison.
 async function readBack(doc) {
   const { apiVersion, kind, metadata: { name, namespace } } = doc;
   try {
-    return await objects.read({ apiVersion, kind, metadata: { name, namespace } });
+    return parseYaml(dumpYaml(await objects.read({ apiVersion, kind, metadata: { name, namespace } })));
   } catch (err) {
     if (err.code === 404) return null;
     throw err;

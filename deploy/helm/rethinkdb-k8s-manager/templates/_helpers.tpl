@@ -34,3 +34,14 @@ imagePullSecrets:
 {{- define "rkm.staticTokenDir" -}}
 /etc/rethinkdb-manager/auth
 {{- end }}
+
+{{/* The servers' pod DNS names through the headless Service, comma-separated, each with a port when one is given:
+rethinkdb-0.rethinkdb:29015,... for { replicas, port }. */}}
+{{- define "rkm.serverAddresses" -}}
+{{- $port := .port -}}
+{{- $names := list -}}
+{{- range $i := until (int .replicas) -}}
+{{- $names = append $names (printf "rethinkdb-%d.rethinkdb%s" $i (ternary (printf ":%v" $port) "" (not (empty $port)))) -}}
+{{- end -}}
+{{- join "," $names -}}
+{{- end }}
