@@ -311,7 +311,8 @@ export function decideMonitorStep(previous, evaluation, options) {
       const immediate = immediateUtilization > 0 && hot.utilization >= immediateUtilization;
       if (!before.raised && !warned.has(sample.pod) && (state.hotStreak >= consecutivePolls || immediate)) {
         state.raised = true;
-        const why = state.hotStreak >= consecutivePolls ? hot.reason : `${hot.reason}; raised on its first poll (at or above ${pct(immediateUtilization)})`;
+        const why = state.hotStreak >= consecutivePolls ? hot.reason
+          : `${hot.reason}; raised after ${state.hotStreak} of ${consecutivePolls} polls (at or above ${pct(immediateUtilization)})`;
         decisions.push({ type: 'raise', pod: sample.pod, signal: hot.signal, reason: why });
       }
     } else {

@@ -332,7 +332,7 @@ describe('monitor: utilization and hot-spots', () => {
   ])('when a pod is %s on its first hot poll, then the monitor decides %j', (_, u, immediateUtilization, types) => {
     const step = decideMonitorStep(initialMonitorState(), utilEval(u), options(0, { immediateUtilization }));
     expect(step.decisions.map((d) => d.type)).toEqual(types);
-    if (types.length) expect(step.decisions[0].reason).toBe(`r; raised on its first poll (at or above ${Math.round(immediateUtilization * 100)}%)`);
+    if (types.length) expect(step.decisions[0].reason).toBe(`r; raised after 1 of 2 polls (at or above ${Math.round(immediateUtilization * 100)}%)`);
   });
 
   test('when an immediate raise was made, then the next hot polls raise nothing more and a clear still needs the cooldown', () => {
