@@ -7,8 +7,8 @@
 // A quota bounds how much CPU a node uses, not where it runs: without more, a neighbour's busy loops run on every
 // CPU of the machine in bursts (one per CPU until the node's quota is spent), and every other node's threads wait
 // behind them. Measured on this 2-core machine (hotspot-floor-out: rethinkdb_1 in no replica set at all, clients
-// through a proxy), p99 of reads that never touch rethinkdb_1 went from about 3 ms to 16-79 ms under the
-// neighbour. Real nodes do not share CPUs. So `isolate` gives the listed nodes CPUs of their own (cpuset, the last
+// through a proxy), p99 of reads that never touch rethinkdb_1 was 15.9 ms under the neighbour with shared CPUs, and
+// 2.6 and 3.6 ms with its node isolated. Real nodes do not share CPUs. So `isolate` gives the listed nodes CPUs of their own (cpuset, the last
 // CPUs of the machine), and every other node and the lab's own processes (load generator, proxy, manager: moved by
 // enterShared) share the rest, as if they were other machines.
 
