@@ -204,7 +204,7 @@ function fraction(raw) {
 }
 
 function offOrFraction(raw) {
-  if (raw.trim() === '0') return { value: 0 };
+  if (raw.trim() !== '' && Number(raw.trim()) === 0) return { value: 0 };
   return fraction(raw).error ? { error: 'must be 0 (off) or a number above 0 and at most 1 (for example 0.95)' } : fraction(raw);
 }
 

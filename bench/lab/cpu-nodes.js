@@ -105,9 +105,14 @@ export function createCpuNodes({ name, coresPerNode, isolate = [] }) {
     noise.set(index, [...(noise.get(index) ?? []), ...children]);
   }
 
+  // Kills node-i's busy loops; resolves once they have exited (a cgroup with a process left in it cannot be removed).
   function stopNoise(index) {
-    for (const child of noise.get(index) ?? []) child.kill('SIGKILL');
+    const children = noise.get(index) ?? [];
     noise.delete(index);
+    const exited = children.map((child) => (child.exitCode !== null || child.signalCode !== null
+      ? Promise.resolve() : new Promise((res) => { child.once('exit', res); })));
+    for (const child of children) child.kill('SIGKILL');
+    return Promise.all(exited);
   }
 
   // Cumulative CPU time in ns: of the whole node (server and neighbours) and of the server's pod alone.
@@ -117,8 +122,8 @@ export function createCpuNodes({ name, coresPerNode, isolate = [] }) {
   }
 
   // After the servers are gone: remove the cgroups (a cgroup with processes left in it stays).
-  function destroy() {
-    for (const index of [...noise.keys()]) stopNoise(index);
+  async function destroy() {
+    await Promise.all([...noise.keys()].map((index) => stopNoise(index)));
     for (const c of CONTROLLERS) {
       const base = dir(c);
       if (!existsSync(base)) continue;

@@ -268,7 +268,7 @@ export function createRethinkDbCluster({
       await exited;
     }));
     lab?.destroy();
-    cpu?.destroy();
+    await cpu?.destroy();
     if (!workDir) rmSync(baseDir, { recursive: true, force: true });
   }
 

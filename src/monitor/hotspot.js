@@ -32,16 +32,20 @@ export function evaluateHotspots(samples, { hotUtilization, hotSkew }) {
   const uniform = averages.own !== null && averages.own >= hotUtilization;
   const hot = [];
   for (const sample of samples) {
+    // Every signal on which the pod is hot ({ own, interference }: its U, or absent); the first names the hot-spot.
+    const hotOn = {};
     for (const signal of SIGNALS) {
       const u = sample[signal];
       const avg = averages[signal];
       if (u === null || avg === null || uniform) continue;
-      if (u >= hotUtilization && u >= hotSkew * avg) {
-        const what = signal === 'own' ? `its own CPU use is ${pct(u)} of its ${sample.ownBasis}` : `node ${sample.node} is ${pct(u)} busy (interference from its neighbours)`;
-        hot.push({ pod: sample.pod, signal, utilization: u, average: avg, reason: `${sample.pod}: ${what}; average ${pct(avg)}, thresholds ${pct(hotUtilization)} and ${hotSkew}x the average` });
-        break;
-      }
+      if (u >= hotUtilization && u >= hotSkew * avg) hotOn[signal] = u;
     }
+    const [signal] = SIGNALS.filter((x) => x in hotOn);
+    if (!signal) continue;
+    const u = hotOn[signal];
+    const avg = averages[signal];
+    const what = signal === 'own' ? `its own CPU use is ${pct(u)} of its ${sample.ownBasis}` : `node ${sample.node} is ${pct(u)} busy (interference from its neighbours)`;
+    hot.push({ pod: sample.pod, signal, utilization: u, average: avg, hotOn, reason: `${sample.pod}: ${what}; average ${pct(avg)}, thresholds ${pct(hotUtilization)} and ${hotSkew}x the average` });
   }
   return { samples, averages, uniform, hot };
 }

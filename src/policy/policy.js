@@ -289,9 +289,10 @@ export function decideMigrationRetry({ report, failure, cluster, tableIds = [], 
 // The monitor's state machine. `evaluation` is this poll's verdict (src/monitor/hotspot.js). A skewed hot-spot
 // must hold for `consecutivePolls` polls before a warning is raised, and stay clear for `clearCooldownMs`
 // before it is ended. Uniform overload scales out by one, at most one in flight, at most one per cooldown.
-// immediateUtilization (0: off): a skewed hot-spot at or above it raises on its first poll instead of after
-// consecutivePolls: a node that busy for a whole poll interval is no passing spike, and each poll waited is a poll
-// interval of slow operations.
+// immediateUtilization (0: off): a pod hot on the interference signal at or above it raises on its first poll
+// instead of after consecutivePolls: a node that busy for a whole poll interval is no passing spike, and each poll
+// waited is a poll interval of slow operations. Not on the pod's own load: a backfill or an index build can hold a
+// pod at its limit for a poll, and only interference was measured (README, Evaluation on real RethinkDB).
 export function decideMonitorStep(previous, evaluation, options) {
   const {
     now, consecutivePolls, immediateUtilization = 0, clearCooldownMs, warnedPods = [], scaleOut,
@@ -308,11 +309,12 @@ export function decideMonitorStep(previous, evaluation, options) {
       state.hotStreak = before.hotStreak + 1;
       state.clearSince = null;
       state.signal = hot.signal;
-      const immediate = immediateUtilization > 0 && hot.utilization >= immediateUtilization;
+      const interference = hot.hotOn?.interference;
+      const immediate = immediateUtilization > 0 && Number.isFinite(interference) && interference >= immediateUtilization;
       if (!before.raised && !warned.has(sample.pod) && (state.hotStreak >= consecutivePolls || immediate)) {
         state.raised = true;
         const why = state.hotStreak >= consecutivePolls ? hot.reason
-          : `${hot.reason}; raised after ${state.hotStreak} of ${consecutivePolls} polls (at or above ${pct(immediateUtilization)})`;
+          : `${hot.reason}; raised after ${state.hotStreak} of ${consecutivePolls} polls (node ${pct(interference)} busy, at or above ${pct(immediateUtilization)})`;
         decisions.push({ type: 'raise', pod: sample.pod, signal: hot.signal, reason: why });
       }
     } else {

@@ -111,9 +111,10 @@ describe('the Helm chart with test/helm/custom-values.yaml renders what the valu
   test('when manager.config and monitor thresholds are set, then the manager loads them (3600000 stays an integer, not 3.6e+06)', () => {
     expect(loadCustomConfig()).toMatchObject({
       logLevel: 'debug', managedTables: ['ycsb.*'], deadlines: { prestopSeconds: 15 }, maintenance: { taints: ['node.kubernetes.io/unschedulable'] },
-      monitor: { hotUtilization: 0.9, pollIntervalMs: 3600000, consecutivePolls: 3, scaleOut: false, hotSkew: 1.3, maxReplicas: 16 },
+      monitor: { hotUtilization: 0.9, pollIntervalMs: 3600000, consecutivePolls: 3, immediateUtilization: 0, scaleOut: false, hotSkew: 1.3, maxReplicas: 16 },
     });
     expect(customObject('ConfigMap', 'rethinkdb-manager').data.MONITOR_POLL_INTERVAL_MS).toBe('3600000');
+    expect(customObject('ConfigMap', 'rethinkdb-manager').data.MONITOR_IMMEDIATE_UTILIZATION).toBe('0');
   });
 
   test('when auth.mode is static, then the manager reads the token from the Secret and the RethinkDB hooks send that same token', () => {

@@ -53,7 +53,7 @@ describe('paper scenarios on the sandbox', () => {
     const raised = step(r, 'monitor: raise rethinkdb-1');
     expect(raised.t - start.t).toBeGreaterThan(0);
     expect(raised.t - start.t).toBeLessThan(15); // the first poll after the onset (15 s polls)
-    expect(raised.reason).toMatch(/node node-1 is 100% busy \(interference from its neighbours\).*; raised after 1 of 2 polls \(at or above 95%\)$/);
+    expect(raised.reason).toMatch(/node node-1 is 100% busy \(interference from its neighbours\).*; raised after 1 of 2 polls \(node 100% busy, at or above 95%\)$/);
     expect(raised.primaries).not.toContain('rethinkdb_1');
     const ended = step(r, 'interference ends');
     expect(ended.primaries).not.toContain('rethinkdb_1');

@@ -169,7 +169,7 @@ describe('GET /metrics and the monitor', () => {
     const h = createSandboxHarness();
     h.kube.setInterference('node-1', 1.8);
     const first = await h.monitor.pollOnce();
-    expect(first.decisions).toEqual([expect.objectContaining({ type: 'raise', pod: 'rethinkdb-1', signal: 'interference', reason: expect.stringMatching(/raised after 1 of 2 polls \(at or above 95%\)$/) })]);
+    expect(first.decisions).toEqual([expect.objectContaining({ type: 'raise', pod: 'rethinkdb-1', signal: 'interference', reason: expect.stringMatching(/raised after 1 of 2 polls \(node 100% busy, at or above 95%\)$/) })]);
     h.clock.advance(15000);
     expect((await h.monitor.pollOnce()).decisions).toEqual([]);
     const s = await scrape(h.app);

@@ -25,7 +25,7 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ [key]: value })).toThrow(message);
   });
 
-  test.each([['0', 0], ['0.9', 0.9], ['1', 1]])('when MONITOR_IMMEDIATE_UTILIZATION=%s, then it is %p (0: off)', (value, expected) => {
+  test.each([['0', 0], ['0.0', 0], [' 0 ', 0], ['0.9', 0.9], ['1', 1]])('when MONITOR_IMMEDIATE_UTILIZATION=%s, then it is %p (0: off)', (value, expected) => {
     expect(loadConfig({ MONITOR_IMMEDIATE_UTILIZATION: value }).monitor.immediateUtilization).toBe(expected);
   });
 

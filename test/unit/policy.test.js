@@ -322,7 +322,9 @@ describe('monitor: utilization and hot-spots', () => {
     expect(at(false, 135000)).toEqual(['clear']);
   });
 
-  const utilEval = (u) => ({ samples: [{ pod: 'p0' }, { pod: 'p1' }], hot: [{ pod: 'p0', signal: 'interference', utilization: u, reason: 'r' }], uniform: false, averages: { interference: 0.5 } });
+  const utilEval = (u, signal = 'interference') => ({
+    samples: [{ pod: 'p0' }, { pod: 'p1' }], hot: [{ pod: 'p0', signal, utilization: u, hotOn: { [signal]: u }, reason: 'r' }], uniform: false, averages: { [signal]: 0.5 },
+  });
 
   test.each([
     ['at the immediate threshold', 0.95, 0.95, ['raise']],
@@ -332,7 +334,17 @@ describe('monitor: utilization and hot-spots', () => {
   ])('when a pod is %s on its first hot poll, then the monitor decides %j', (_, u, immediateUtilization, types) => {
     const step = decideMonitorStep(initialMonitorState(), utilEval(u), options(0, { immediateUtilization }));
     expect(step.decisions.map((d) => d.type)).toEqual(types);
-    if (types.length) expect(step.decisions[0].reason).toBe(`r; raised after 1 of 2 polls (at or above ${Math.round(immediateUtilization * 100)}%)`);
+    if (types.length) expect(step.decisions[0].reason).toBe(`r; raised after 1 of 2 polls (node ${Math.round(u * 100)}% busy, at or above ${Math.round(immediateUtilization * 100)}%)`);
+  });
+
+  test('when a pod is at its own CPU limit on its first hot poll, then nothing is raised yet (the immediate rule is for interference only)', () => {
+    expect(decideMonitorStep(initialMonitorState(), utilEval(1, 'own'), options(0, { immediateUtilization: 0.95 })).decisions).toEqual([]);
+  });
+
+  test('when a pod is hot on its own load first and on interference at or above the threshold too, then it raises at once', () => {
+    const evaluation = utilEval(0.85, 'own');
+    evaluation.hot[0].hotOn.interference = 0.99;
+    expect(decideMonitorStep(initialMonitorState(), evaluation, options(0, { immediateUtilization: 0.95 })).decisions.map((d) => d.type)).toEqual(['raise']);
   });
 
   test('when an immediate raise was made, then the next hot polls raise nothing more and a clear still needs the cooldown', () => {
