@@ -10,7 +10,9 @@
 // through a proxy), p99 of reads that never touch rethinkdb_1 was 15.9 ms under the neighbour with shared CPUs, and
 // 2.6 and 3.6 ms with its node isolated. Real nodes do not share CPUs. So `isolate` gives the listed nodes CPUs of their own (cpuset, the last
 // CPUs of the machine), and every other node and the lab's own processes (load generator, proxy, manager: moved by
-// enterShared) share the rest, as if they were other machines.
+// enterShared) share the rest. On a 2-CPU machine that rest is one CPU, more crowded than before: the isolation keeps
+// the neighbour off the other nodes, it does not give them more room. The process goes back to the root cpuset on
+// destroy (not to one it may have started in).
 
 import { spawn } from 'node:child_process';
 import {
