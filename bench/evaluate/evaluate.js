@@ -3,6 +3,7 @@
 // writes SVG figures and a JSON record. Options: --scenarios a,b --runs N --rate OPS --keys N --out DIR --network.
 
 import { mkdirSync, writeFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { runOnce } from './lab-run.js';
@@ -37,6 +38,10 @@ function options() {
     return SCENARIOS[name];
   });
   if (!['isolated', 'shared'].includes(values['node-cpus'])) throw new Error(`--node-cpus is isolated or shared, not "${values['node-cpus']}"`);
+  // Said before the first run, not when the first scenario with CPU nodes is reached.
+  if (values['node-cpus'] === 'isolated' && availableParallelism() < 2) {
+    throw new Error(`--node-cpus isolated gives the hot node a CPU of its own and needs 2 CPUs; this machine has ${availableParallelism()} (use --node-cpus shared)`);
+  }
   const managerEnv = Object.fromEntries(values['manager-env'].split(',').filter(Boolean).map((kv) => kv.split('=')));
   return {
     scenarios, runs: Number(values.runs), rate: Number(values.rate), keyCount: Number(values.keys), seed: Number(values.seed),

@@ -47,12 +47,13 @@ export function createRethinkDbCluster({
     throw new Error('the lab cluster needs root: each server gets its own hostname (unshare --uts), like a pod, and with '
       + "network: 'netns' its own network namespace");
   }
-  const baseDir = workDir ?? mkdtempSync(join(tmpdir(), 'rethinkdb-lab-'));
-  const lab = network === 'netns' ? createNetworkLab({ labIndex }) : null;
   // coresPerNode: each server in its own CPU "node" (cgroup with that quota), where a noisy neighbour can run;
-  // isolateNodes: nodes with a CPU of their own, this process and the others on the rest (./cpu-nodes.js).
+  // isolateNodes: nodes with a CPU of their own, this process and the others on the rest (./cpu-nodes.js). Made
+  // first: it may refuse (too few CPUs), and then no network or directory is left behind.
   const cpu = coresPerNode ? createCpuNodes({ name: `rethinkdb-lab-${labIndex}-${process.pid}`, coresPerNode, isolate: isolateNodes }) : null;
   cpu?.enterShared();
+  const baseDir = workDir ?? mkdtempSync(join(tmpdir(), 'rethinkdb-lab-'));
+  const lab = network === 'netns' ? createNetworkLab({ labIndex }) : null;
   const servers = [];
   const proxies = [];
 
