@@ -1,7 +1,6 @@
 // The paper's Section IV scenarios as timelines of infrastructure events, each run with and without the manager.
 // A timeline gets { cluster, manager, at, mark, arm, hotServer, layout, notes } and awaits its events at fixed times.
 
-import r from 'rethinkdb';
 import { pinRaftLeader, raftLeaderOn } from '../lab/raft-leader.js';
 
 const RETURN_AFTER_SECONDS = 15;
@@ -327,11 +326,6 @@ function floorLayout(role) {
     });
     const leader = names.find((n) => n !== hot && shards.every((sh) => sh.replicas.includes(n) && !sh.nonvoting_replicas.includes(n)))
       ?? names.find((n) => n !== hot);
-    // pinRaftLeader writes `shards` only when it has to move the leadership: written here first in any case.
-    await cluster.withConnection(async (c) => {
-      await r.db('ycsb').table('usertable').config().update({ shards }).run(c);
-      await r.db('ycsb').table('usertable').wait({ waitFor: 'all_replicas_ready', timeout: 120 }).run(c);
-    });
     return { ...(await pinRaftLeader(cluster, { db: 'ycsb', table: 'usertable', server: leader, shards })), shards: shards.map((sh) => `${sh.primary_replica}:${sh.replicas.join('/')}${sh.nonvoting_replicas.length ? ` nv ${sh.nonvoting_replicas}` : ''}`) };
   };
 }
