@@ -53,6 +53,11 @@ export function plannedReplicaMoves(cluster, moves) {
   });
 }
 
+// Outcomes that mean the work did all it was asked: done, nothing to do, a dry run's plan, or (an operation's first
+// answer) started. Anything else is partial, failed or timed out: a Warning Event, exit 4 of the command-line client.
+const FULL_OUTCOMES = new Set(['completed', 'nothing_to_do', 'planned', 'started']);
+export const isFullOutcome = (outcome) => FULL_OUTCOMES.has(outcome);
+
 export function outcomeOf({ changes, notDone, skipped, settled }) {
   if (notDone.length > 0) return changes.length > 0 ? 'partial' : 'failed';
   if (!settled) return 'timed_out';

@@ -3,6 +3,7 @@
 // the pod concerned, to a bounded in-memory history (GET /v1/events), and to the metrics (GET /metrics).
 // The actor comes as a structured value (src/audit/actor.js); the record shows it as text and as its label.
 
+import { isFullOutcome } from '../actions/report.js';
 import { actorLabel, describeActor } from './actor.js';
 
 export function createAudit({ kube = null, clock, logger, metrics = null, maxRecords = 500 }) {
@@ -25,7 +26,7 @@ export function createAudit({ kube = null, clock, logger, metrics = null, maxRec
     log.info({ audit: true, ...entry }, 'action audited');
     metrics?.recordAction(entry);
     if (entry.event === 'pending') {
-      const warning = !['completed', 'nothing_to_do', 'planned', 'started'].includes(outcome);
+      const warning = !isFullOutcome(outcome);
       const message = `${action} by ${entry.actor}: ${outcome}; ${changes.length} change(s), ${skipped.length + notDone.length} not done. ${reason ?? ''}`.trim();
       kube.createPodEvent({ pod: { name: pod }, reason: eventReason(action), message, type: warning ? 'Warning' : 'Normal' })
         .then(() => { entry.event = 'created'; })

@@ -1,5 +1,6 @@
 // Pure: the HTTP request each command makes, and the exit code its answer earns.
 
+import { isFullOutcome } from '../actions/report.js';
 import { EXIT_CODES } from './arguments.js';
 
 // The CLI's action names and the manager's routes (src/routes/action-routes.js).
@@ -8,8 +9,6 @@ export const ACTION_PATHS = Object.freeze({
   release: '/v1/actions/release-server',
 });
 
-// Report outcomes (src/actions/report.js) that mean the action did all it was asked, or (planned) that it was a dry run.
-const FULL_OUTCOMES = ['completed', 'nothing_to_do', 'planned'];
 
 export function requestFor(parsed) {
   switch (parsed.command) {
@@ -33,7 +32,7 @@ export function requestFor(parsed) {
 // answer: { status, body } with body the parsed JSON, or null when the answer was not JSON.
 export function exitCodeFor(parsed, answer) {
   if (answer.status >= 400 || answer.body === null || typeof answer.body !== 'object') return EXIT_CODES.MANAGER_ERROR;
-  if (parsed.action && !FULL_OUTCOMES.includes(answer.body.outcome)) return EXIT_CODES.NOT_FULLY_DONE;
+  if (parsed.action && !isFullOutcome(answer.body.outcome)) return EXIT_CODES.NOT_FULLY_DONE;
   return EXIT_CODES.OK;
 }
 
