@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadConfig } from '../../src/config.js';
 import {
-  differences, helmChartDir, objectsById, readYamlFile, renderHelmChart, renderKustomization, repoRoot, runHelm, validateManifest,
+  CLUSTER_SCOPED_KINDS, differences, helmChartDir, objectsById, readYamlFile, renderHelmChart, renderKustomization, repoRoot, runHelm, validateManifest,
 } from '../helpers/deploy-files.js';
 
 const customValues = join(repoRoot, 'test/helm/custom-values.yaml');
@@ -15,7 +15,7 @@ const CUSTOM_NAMESPACE = 'rethinkdb-custom';
 const base = objectsById(renderKustomization().resources.map(({ doc }) => doc));
 const chart = objectsById(renderHelmChart());
 const custom = objectsById(renderHelmChart({ namespace: CUSTOM_NAMESPACE, valuesFiles: [customValues] }));
-const customObject = (kind, name) => custom.get(`${kind}/${['Namespace', 'ClusterRole', 'ClusterRoleBinding', 'ValidatingWebhookConfiguration'].includes(kind) ? '' : CUSTOM_NAMESPACE}/${name}`);
+const customObject = (kind, name) => custom.get(`${kind}/${CLUSTER_SCOPED_KINDS.has(kind) ? '' : CUSTOM_NAMESPACE}/${name}`);
 
 // What each render differs from the base in: { id: [paths] }, objects missing on either side as ['(missing)'].
 function diffFromBase(rendered) {
@@ -87,7 +87,7 @@ describe('the Helm chart with test/helm/custom-values.yaml renders what the valu
 
   test('when the release namespace is rethinkdb-custom, then every namespaced object, binding and webhook reference is in it', () => {
     expect(customObject('Namespace', CUSTOM_NAMESPACE)).toBeDefined();
-    const namespaced = [...custom.values()].filter((o) => !['Namespace', 'ClusterRole', 'ClusterRoleBinding', 'ValidatingWebhookConfiguration'].includes(o.kind));
+    const namespaced = [...custom.values()].filter((o) => !CLUSTER_SCOPED_KINDS.has(o.kind));
     expect(new Set(namespaced.map((o) => o.metadata.namespace))).toEqual(new Set([CUSTOM_NAMESPACE]));
     expect(customObject('ClusterRoleBinding', 'rethinkdb-manager').subjects).toEqual([{ kind: 'ServiceAccount', name: 'rethinkdb-manager', namespace: CUSTOM_NAMESPACE }]);
     expect(customObject('RoleBinding', 'rethinkdb-manager').subjects[0].namespace).toBe(CUSTOM_NAMESPACE);

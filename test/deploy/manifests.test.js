@@ -331,7 +331,7 @@ describe('deploy/k8s: the manager', () => {
 function peerMatches(peers, peer, policyNamespace) {
   if (!peers || peers.length === 0) return true;
   if (peer.external) return false;
-  const labelsMatch = (selector, labels) => Object.entries(selector.matchLabels ?? {}).every(([k, v]) => labels[k] === v) && !selector.matchExpressions;
+  const labelsMatch = (selector, labels) => !selector.matchExpressions && selects(selector.matchLabels ?? {}, labels);
   return peers.some((p) => !p.ipBlock
     && (p.podSelector ? labelsMatch(p.podSelector, peer.podLabels) : true)
     && (p.namespaceSelector ? labelsMatch(p.namespaceSelector, peer.namespaceLabels) : peer.namespace === policyNamespace));

@@ -45,7 +45,7 @@ export function listK8sFiles() {
 // What `kubectl kustomize` does for the fields our kustomization uses (resources, namespace); anything else
 // fails loudly so that a new feature is not silently ignored.
 const SUPPORTED_KUSTOMIZATION_FIELDS = new Set(['apiVersion', 'kind', 'namespace', 'resources']);
-const CLUSTER_SCOPED_KINDS = new Set(['Namespace', 'ClusterRole', 'ClusterRoleBinding', 'PersistentVolume', 'StorageClass', 'ValidatingWebhookConfiguration']);
+export const CLUSTER_SCOPED_KINDS = new Set(['Namespace', 'ClusterRole', 'ClusterRoleBinding', 'PersistentVolume', 'StorageClass', 'ValidatingWebhookConfiguration']);
 
 export function renderKustomization(dir = k8sDir) {
   const [kustomization] = readYamlFile(join(dir, 'kustomization.yaml'));
@@ -213,11 +213,14 @@ export function renderHelmChart({ namespace = 'rethinkdb', valuesFiles = [], set
   return parseYamlDocuments(stdout, 'helm template');
 }
 
-// Objects by kind/namespace/name, the identity Kubernetes gives them: two renders are compared key by key.
+// kind/namespace/name: the identity Kubernetes gives an object (namespace empty for a cluster-scoped one).
+export const objectId = (doc) => `${doc.kind}/${doc.metadata.namespace ?? ''}/${doc.metadata.name}`;
+
+// Objects by their identity (objectId): two renders are compared key by key.
 export function objectsById(docs) {
   const byId = new Map();
   for (const doc of docs) {
-    const id = `${doc.kind}/${doc.metadata.namespace ?? ''}/${doc.metadata.name}`;
+    const id = objectId(doc);
     if (byId.has(id)) throw new Error(`${id} is rendered twice`);
     byId.set(id, doc);
   }

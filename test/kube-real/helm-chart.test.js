@@ -5,7 +5,9 @@
 import { join } from 'node:path';
 import { KubernetesObjectApi, dumpYaml } from '@kubernetes/client-node';
 import { parse as parseYaml } from 'yaml';
-import { differences, renderHelmChart, renderKustomization, repoRoot } from '../helpers/deploy-files.js';
+import {
+  differences, objectId, renderHelmChart, renderKustomization, repoRoot,
+} from '../helpers/deploy-files.js';
 import { startKubeApiServer } from '../helpers/kube-apiserver.js';
 import { applyObjects } from '../helpers/kube-objects.js';
 
@@ -13,7 +15,6 @@ const CUSTOM_NAMESPACE = 'rethinkdb-custom';
 const chart = renderHelmChart();
 const base = renderKustomization().resources.map(({ doc }) => doc);
 const custom = renderHelmChart({ namespace: CUSTOM_NAMESPACE, valuesFiles: [join(repoRoot, 'test/helm/custom-values.yaml')] });
-const idOf = (o) => `${o.kind}/${o.metadata.namespace ?? ''}/${o.metadata.name}`;
 let api;
 let objects;
 
@@ -54,11 +55,11 @@ afterAll(async () => { await api?.stop(); });
 describe('the Helm chart on a real API server', () => {
   test('when the default render is server-side applied, then every object is stored as written', async () => {
     const applied = await applyObjects(api.kubeConfig, chart);
-    expect(applied.map(idOf)).toEqual(chart.map(idOf));
+    expect(applied.map(objectId)).toEqual(chart.map(objectId));
     for (const doc of chart) {
       const stored = await readBack(doc);
-      expect([idOf(doc), stored?.metadata.uid]).toEqual([idOf(doc), expect.stringMatching(/^[0-9a-f-]{36}$/)]);
-      expect([idOf(doc), changedFields(doc, stored)]).toEqual([idOf(doc), []]);
+      expect([objectId(doc), stored?.metadata.uid]).toEqual([objectId(doc), expect.stringMatching(/^[0-9a-f-]{36}$/)]);
+      expect([objectId(doc), changedFields(doc, stored)]).toEqual([objectId(doc), []]);
     }
   });
 
@@ -67,16 +68,16 @@ describe('the Helm chart on a real API server', () => {
   // before-first-apply); deploy-and-hook-auth.test.js compares its third apply with its second for that reason.
   test('when the kustomize base is applied over the chart\'s objects, then the API server changes nothing (same resourceVersions)', async () => {
     const settled = await applyObjects(api.kubeConfig, chart);
-    const before = Object.fromEntries(settled.map((o) => [idOf(o), o.metadata.resourceVersion]));
+    const before = Object.fromEntries(settled.map((o) => [objectId(o), o.metadata.resourceVersion]));
     const again = await applyObjects(api.kubeConfig, base);
-    expect(Object.fromEntries(again.map((o) => [idOf(o), o.metadata.resourceVersion]))).toEqual(before);
+    expect(Object.fromEntries(again.map((o) => [objectId(o), o.metadata.resourceVersion]))).toEqual(before);
   });
 
   test('when the custom render is applied in namespace rethinkdb-custom, then every object is stored as written, with its replicas, token Secret and webhook policy', async () => {
     await applyObjects(api.kubeConfig, custom);
     for (const doc of custom) {
       const stored = await readBack(doc);
-      expect([idOf(doc), stored === null ? [] : changedFields(doc, stored)]).toEqual([idOf(doc), []]);
+      expect([objectId(doc), stored === null ? [] : changedFields(doc, stored)]).toEqual([objectId(doc), []]);
       expect(stored).not.toBeNull();
     }
     const deployment = await readBack({ apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'rethinkdb-manager', namespace: CUSTOM_NAMESPACE } });
@@ -84,7 +85,8 @@ describe('the Helm chart on a real API server', () => {
     expect([deployment.spec.replicas, statefulSet.spec.replicas]).toEqual([3, 5]);
     expect(statefulSet.spec.template.spec.volumes.find((v) => v.name === 'manager-token').secret)
       .toMatchObject({ secretName: 'manager-shared-token', items: [{ key: 'bearer', path: 'token' }] });
-    // Cluster-scoped objects have fixed names: this second release took the webhook over (README: one per cluster).
+    // Cluster-scoped objects have fixed names: a server-side apply of this second render took the webhook over (what
+    // `helm install` of a second release would do is not run here. README: one per cluster).
     const webhook = await readBack({ apiVersion: 'admissionregistration.k8s.io/v1', kind: 'ValidatingWebhookConfiguration', metadata: { name: 'rethinkdb-manager-eviction' } });
     expect(webhook.webhooks[0]).toMatchObject({ failurePolicy: 'Fail', clientConfig: { service: { namespace: CUSTOM_NAMESPACE } } });
   });
