@@ -32,9 +32,15 @@ const OPERATION_STATUSES = ['running', 'succeeded', 'failed', 'partial', 'timed_
 const OPERATION_KINDS = ['add-server', 'create-replica', 'migrate-replicas-off', 'replace-server', 'finish-move', 'poststart'];
 // src/actions/operations.js's steps of a replica move (src/actions/actions.js runReplicaMoves, moveOneReplica).
 const MOVE_STEP_STATUSES = ['pending', 'staging', 'backfilling', 'finalizing', 'done', 'done_unsettled', 'failed', 'timed_out', 'not_started'];
+// The enums and small shapes several bodies share, defined once.
+const outcome = { type: 'string', enum: ACTION_OUTCOMES };
+const operationStatus = { type: 'string', enum: OPERATION_STATUSES };
+const operationKind = { type: 'string', enum: OPERATION_KINDS };
+const hotSignal = { enum: ['own', 'interference', null] };
+const averages = nullable(closed({ own: nullable(number), interference: nullable(number) }));
 
 // An operation as an answer refers to it: src/routes/hook-routes.js withHref, src/routes/action-routes.js.
-const OperationRef = closed({ id: string, status: { type: 'string', enum: OPERATION_STATUSES }, href: { type: 'string', description: 'GET it to follow the operation' } });
+const OperationRef = closed({ id: string, status: operationStatus, href: { type: 'string', description: 'GET it to follow the operation' } });
 
 // src/lib/trace.js summarize: where one request's time went, in milliseconds.
 const Timings = closed({
@@ -62,7 +68,7 @@ const ActionReport = open({
   target: { type: 'object', description: 'what the action was asked to act on (server, node and pods, table and shard...)' },
   dryRun: boolean,
   reason: nullable(string),
-  outcome: { type: 'string', enum: ACTION_OUTCOMES },
+  outcome,
   changes: arrayOf(ref('Change')),
   skipped: arrayOf(ref('NamedItem')),
   notDone: arrayOf(ref('NamedItem')),
@@ -79,7 +85,7 @@ const ActionResult = { allOf: [ref('ActionReport'), { type: 'object', required: 
 // src/events/operator-commands.js releaseServer.
 const ReleaseResult = closed({
   action: { const: 'release-server' }, target: closed({ server: string }), dryRun: boolean, wasDraining: boolean,
-  rebalance: nullable(ref('ActionReport')), outcome: { type: 'string', enum: ACTION_OUTCOMES }, timings: ref('Timings'),
+  rebalance: nullable(ref('ActionReport')), outcome, timings: ref('Timings'),
 });
 
 // The 202 of a data-moving action (src/actions/actions.js startReplicaMoves, src/routes/action-routes.js).
@@ -90,7 +96,7 @@ const Decision = open({ reason: string, actions: arrayOf(string) }, ['reason', '
 
 // src/events/events.js prestop, answered with its timings (src/routes/hook-routes.js).
 const PrestopResult = closed({
-  event: { const: 'PRESTOP' }, pod: string, server: nullable(string), decision: ref('Decision'), outcome: { type: 'string', enum: ACTION_OUTCOMES },
+  event: { const: 'PRESTOP' }, pod: string, server: nullable(string), decision: ref('Decision'), outcome,
   primariesOff: { type: 'boolean', description: 'whether every primary left the pod (false: some are still on it)' },
   report: ref('ActionReport'), reason: string,
   heartbeat: open({ lowered: boolean, reason: string, from: nullable(number), to: number, until: dateTime }, ['lowered']),
@@ -107,8 +113,8 @@ const PerfWarningResult = closed({
   source: { type: 'string', description: 'who raised it, who alone may withdraw it' },
   decision: ref('Decision'),
   pods: arrayOf(closed({
-    pod: string, server: nullable(string), outcome: { type: 'string', enum: ACTION_OUTCOMES }, reason: string, demotion: ref('ActionReport'),
-    raftLeadership: nullable(open({ action: { const: 'move-raft-leadership' }, outcome: { type: 'string', enum: ACTION_OUTCOMES } }, ['action', 'outcome'])),
+    pod: string, server: nullable(string), outcome, reason: string, demotion: ref('ActionReport'),
+    raftLeadership: nullable(open({ action: { const: 'move-raft-leadership' }, outcome }, ['action', 'outcome'])),
     migration: nullable(ref('OperationRef')), expiresAt: nullable(dateTime),
   }, ['pod', 'server', 'outcome'])),
   timings: ref('Timings'),
@@ -118,7 +124,7 @@ const PerfWarningResult = closed({
 const PerfWarningEnded = closed({
   event: { const: 'PERFWARNING_END' }, pod: string, ended: { const: true }, reason: string,
   restore: closed({
-    action: { type: 'string', enum: ['wait', 'add-server', 'rebalance-primaries'] }, reason: string, outcome: { type: 'string', enum: ACTION_OUTCOMES },
+    action: { type: 'string', enum: ['wait', 'add-server', 'rebalance-primaries'] }, reason: string, outcome,
     changes: arrayOf(ref('Change')), operation: ref('OperationRef'),
   }, ['action', 'reason']),
 });
@@ -137,8 +143,8 @@ const OperationStep = {
 
 // src/actions/operations.js start: the whole record.
 const Operation = closed({
-  id: string, kind: { type: 'string', enum: OPERATION_KINDS }, params: { type: 'object', description: 'what the operation was started with' },
-  status: { type: 'string', enum: OPERATION_STATUSES }, createdAt: dateTime, finishedAt: nullable(dateTime),
+  id: string, kind: operationKind, params: { type: 'object', description: 'what the operation was started with' },
+  status: operationStatus, createdAt: dateTime, finishedAt: nullable(dateTime),
   steps: arrayOf(ref('OperationStep')),
   report: { ...nullable(open({ outcome: string }, ['outcome'])), description: 'once finished: the action report (or the POSTSTART result)' },
   error: nullable(closed({ error: string, message: string })),
@@ -147,7 +153,7 @@ const Operation = closed({
 // src/routes/read-routes.js summary.
 const OperationList = closed({
   operations: arrayOf(closed({
-    id: string, kind: { type: 'string', enum: OPERATION_KINDS }, status: { type: 'string', enum: OPERATION_STATUSES }, createdAt: dateTime, finishedAt: nullable(dateTime), href: string,
+    id: string, kind: operationKind, status: operationStatus, createdAt: dateTime, finishedAt: nullable(dateTime), href: string,
   })),
 });
 
@@ -172,10 +178,10 @@ const MonitorView = closed({
     hotUtilization: number, hotSkew: number, consecutivePolls: integer, immediateUtilization: number, clearCooldownSeconds: number,
   }),
   polls: integer, failures: integer, skippedOverlaps: integer, lastPollAt: nullable(dateTime), lastError: nullable(closed({ time: dateTime, message: string })),
-  averages: nullable(closed({ own: nullable(number), interference: nullable(number) })), uniform: boolean,
+  averages, uniform: boolean,
   pods: arrayOf(closed({
     pod: string, node: nullable(string), own: nullable(number), ownBasis: { enum: ['limit', 'request', null] }, interference: nullable(number),
-    hot: { enum: ['own', 'interference', null] }, hotStreak: integer, raised: boolean, clearSince: nullable(number), signal: { enum: ['own', 'interference', null] },
+    hot: hotSignal, hotStreak: integer, raised: boolean, clearSince: nullable(number), signal: hotSignal,
   }, ['pod', 'node', 'own', 'ownBasis', 'interference', 'hot'])),
   lastDecisions: arrayOf(open({ time: dateTime, type: { type: 'string', enum: ['raise', 'clear', 'scale-out', 'scale-out-suppressed'] }, pod: string, reason: string, error: string }, ['time', 'type', 'reason'])),
   scaleOut: ref('ScaleOutState'),
@@ -187,8 +193,8 @@ const ScaleOutState = closed({ inFlight: nullable(closed({ to: integer, since: d
 // src/routes/read-routes.js monitorSummary.
 const MonitorSummary = closed({
   enabled: boolean, lastPollAt: nullable(dateTime), polls: integer, failures: integer,
-  averages: nullable(closed({ own: nullable(number), interference: nullable(number) })), uniform: boolean,
-  hot: arrayOf(closed({ pod: string, signal: { enum: ['own', 'interference', null] }, raised: boolean })), scaleOut: ref('ScaleOutState'),
+  averages, uniform: boolean,
+  hot: arrayOf(closed({ pod: string, signal: hotSignal, raised: boolean })), scaleOut: ref('ScaleOutState'),
 });
 
 // src/events/leader-election.js view: disabled (one replica, it leads), or the election as this replica sees it.
@@ -220,7 +226,7 @@ const ClusterView = closed({
   })),
   backfills: arrayOf(closed({ table: string, from: nullable(string), to: nullable(string), progress: nullable(number) })),
   draining: arrayOf(closed({ server: nullable(string), id: string, reason: nullable(string), since: nullable(dateTime), present: boolean })),
-  runningOperations: arrayOf(closed({ id: string, kind: { type: 'string', enum: OPERATION_KINDS }, href: string })),
+  runningOperations: arrayOf(closed({ id: string, kind: operationKind, href: string })),
   perfWarnings: arrayOf(open({ serverId: string, pod: nullable(string) }, ['serverId'])),
   migrations: arrayOf(open({ serverId: string, action: string, operationId: string }, ['serverId', 'action'])),
   pendingRestores: arrayOf(open({ serverId: string, pod: nullable(string), reason: nullable(string) }, ['serverId'])),
