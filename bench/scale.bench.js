@@ -1,6 +1,7 @@
 // What the manager costs per event on a real RethinkDB cluster with many tables: a PRESTOP, a rebalance and a
 // monitor poll, each through the manager's real entry points (HTTP routes, the official driver), with its answer
-// time split into reading, planning, writing and waiting for RethinkDB (src/lib/trace.js) and the queries sent.
+// time split into reading, planning, writing and waiting for RethinkDB (src/lib/trace.js) and the queries sent,
+// and the CPU time the RethinkDB servers used meanwhile (and idle, before the PRESTOP).
 // Run (root): npm run bench:scale   Env: BENCH_TABLES (1000), BENCH_SHARDS (4), BENCH_REPLICAS (3),
 // BENCH_SERVERS (4), TABLE_WRITE_CONCURRENCY (8, the manager's), BENCH_CREATE_BUDGET_SECONDS (900: tables are created until then; how many is printed),
 // RETHINKDB_BINARY (../shared/rethinkdb/rethinkdb). Creating 1,000 tables takes about 5 minutes here; restarting
@@ -14,6 +15,7 @@ import { performance } from 'node:perf_hooks';
 import r from 'rethinkdb';
 import { traced } from '../src/lib/trace.js';
 import { createLabKube } from './lab/lab-kube.js';
+import { cpuSecondsOf } from './lab/proc-stat.js';
 import { createLabManager } from './lab/lab-manager.js';
 import { createRethinkDbCluster, resolveBinary } from './lab/rethinkdb-cluster.js';
 
@@ -26,6 +28,7 @@ const CREATE_CONCURRENCY = 8;
 const PRESTOP_DEADLINE_SECONDS = Number(process.env.BENCH_PRESTOP_DEADLINE_SECONDS ?? 300);
 const DEFAULT_PRESTOP_DEADLINE_MS = 20000;
 const WRITE_CONCURRENCY = Number(process.env.TABLE_WRITE_CONCURRENCY ?? 8);
+const IDLE_SAMPLE_MS = 5000;
 const LOG_FILE = process.env.BENCH_LOG_FILE ?? join(tmpdir(), `scale-bench-manager-${process.pid}.log`);
 const DB = 'scale';
 
@@ -73,21 +76,35 @@ async function primaryCounts(cluster) {
   });
 }
 
+// CPU seconds the RethinkDB servers used (user + system, from /proc), summed over the servers.
+function serversCpuSeconds(cluster) {
+  return cluster.servers.map((s) => cluster.pidOf(s.index)).filter(Boolean).reduce((sum, pid) => sum + cpuSecondsOf(pid), 0);
+}
+
+// Runs `event` and returns its result with the servers' CPU seconds and the wall time it took.
+async function withServerCpu(cluster, event) {
+  const cpuBefore = serversCpuSeconds(cluster);
+  const startedAt = performance.now();
+  const result = await event();
+  return { result, serverCpuS: serversCpuSeconds(cluster) - cpuBefore, wallS: (performance.now() - startedAt) / 1000 };
+}
+
 const ROWS = [];
-function row(event, timings, extra = '') {
+function row(event, timings, extra = '', serverCpuS = null) {
   const own = timings.readMs + timings.planMs + timings.otherMs;
-  ROWS.push({ event, ...timings, own, extra });
+  ROWS.push({ event, ...timings, own, extra, serverCpuS });
   say(`${event}: answered in ${timings.totalMs} ms ${extra}`);
 }
 
 function printTable() {
-  const head = ['event', 'answer ms', 'read ms (queries)', 'plan ms', 'write ms (queries, mean each)', 'wait ms (reads)', 'other ms', 'manager own ms', 'notes'];
+  const head = ['event', 'answer ms', 'read ms (queries)', 'plan ms', 'write ms (queries, mean each)', 'wait ms (reads)', 'other ms', 'manager own ms', 'RethinkDB CPU s', 'notes'];
   say(`\n| ${head.join(' | ')} |`);
   say(`| ${head.map(() => '---').join(' | ')} |`);
   for (const x of ROWS) {
-    say(`| ${x.event} | ${x.totalMs} | ${x.readMs} (${x.queries.reads}) | ${x.planMs} | ${x.writeMs} (${x.queries.writes}, ${x.meanWriteMs ?? '-'}) | ${x.waitMs} (${x.queries.readsWhileWaiting}) | ${x.otherMs} | ${x.own.toFixed(1)} | ${x.extra} |`);
+    say(`| ${x.event} | ${x.totalMs} | ${x.readMs} (${x.queries.reads}) | ${x.planMs} | ${x.writeMs} (${x.queries.writes}, ${x.meanWriteMs ?? '-'}) | ${x.waitMs} (${x.queries.readsWhileWaiting}) | ${x.otherMs} | ${x.own.toFixed(1)} | ${x.serverCpuS === null ? '-' : x.serverCpuS.toFixed(1)} | ${x.extra} |`);
   }
   say('\nmanager own = reading + planning + other (everything but the table_config writes and the wait for RethinkDB to act on them)');
+  say(`RethinkDB CPU s = CPU seconds the ${SERVERS} servers used during the event, summed (this machine has ${cpus().length} CPUs)`);
 }
 
 // RethinkDB maps two areas per coroutine stack; with thousands of shard replicas per server it crashed here at the
@@ -137,15 +154,18 @@ async function main() {
     const read = await traced(() => manager.store.readCluster());
     row('one read of the system tables', read.timings, `${read.result.tables.length} tables`);
 
-    const prestop = await post(base, '/v1/hooks/prestop?pod=rethinkdb-1');
+    const idle = await withServerCpu(cluster, () => new Promise((resolve) => { setTimeout(resolve, IDLE_SAMPLE_MS); }));
+    say(`RethinkDB servers idle: ${(idle.serverCpuS / idle.wallS).toFixed(2)} CPU seconds per second (summed over ${SERVERS} servers, ${tables} tables)`);
+
+    const { result: prestop, serverCpuS: prestopCpu } = await withServerCpu(cluster, () => post(base, '/v1/hooks/prestop?pod=rethinkdb-1'));
     const withinDefault = prestop.timings.totalMs <= DEFAULT_PRESTOP_DEADLINE_MS ? 'within' : 'OVER';
-    row('PRESTOP rethinkdb-1', prestop.timings, `primariesOff ${prestop.primariesOff}, ${prestop.report.changes.length} primaries moved, ${withinDefault} the default 20 s deadline`);
+    row('PRESTOP rethinkdb-1', prestop.timings, `primariesOff ${prestop.primariesOff}, ${prestop.report.changes.length} primaries moved, ${withinDefault} the default 20 s deadline`, prestopCpu);
     say(`primaries after PRESTOP: ${JSON.stringify(await primaryCounts(cluster))}`);
 
     const release = await post(base, '/v1/actions/release-server', { server: 'rethinkdb_1', rebalance: false });
     row('release-server (no rebalance)', release.timings);
-    const rebalance = await post(base, '/v1/actions/rebalance-primaries', {});
-    row('rebalance-primaries (after the drain)', rebalance.timings, `${rebalance.changes.length} primaries moved, outcome ${rebalance.outcome}`);
+    const { result: rebalance, serverCpuS: rebalanceCpu } = await withServerCpu(cluster, () => post(base, '/v1/actions/rebalance-primaries', {}));
+    row('rebalance-primaries (after the drain)', rebalance.timings, `${rebalance.changes.length} primaries moved, outcome ${rebalance.outcome}`, rebalanceCpu);
     const even = await post(base, '/v1/actions/rebalance-primaries', {});
     row('rebalance-primaries (already even)', even.timings, `${even.changes.length} moved`);
 
