@@ -4,7 +4,7 @@
 // and the CPU time the RethinkDB servers used meanwhile (and idle, before the PRESTOP).
 // Run (root): npm run bench:scale   Env: BENCH_TABLES (1000), BENCH_SHARDS (4), BENCH_REPLICAS (3),
 // BENCH_SERVERS (4), TABLE_WRITE_CONCURRENCY (8, the manager's), BENCH_CREATE_BUDGET_SECONDS (900: tables are created until then; how many is printed),
-// RETHINKDB_BINARY (../shared/rethinkdb/rethinkdb). Creating 1,000 tables takes about 5 minutes here; restarting
+// BENCH_SERVER_ARGS (more `rethinkdb serve` arguments, e.g. "--cores 1"), RETHINKDB_BINARY (../shared/rethinkdb/rethinkdb). Creating 1,000 tables takes about 5 minutes here; restarting
 // servers on such data directories took longer still (Raft elections of every table), so each run starts afresh.
 
 import { once } from 'node:events';
@@ -28,6 +28,7 @@ const CREATE_CONCURRENCY = 8;
 const PRESTOP_DEADLINE_SECONDS = Number(process.env.BENCH_PRESTOP_DEADLINE_SECONDS ?? 300);
 const DEFAULT_PRESTOP_DEADLINE_MS = 20000;
 const WRITE_CONCURRENCY = Number(process.env.TABLE_WRITE_CONCURRENCY ?? 8);
+const SERVER_ARGS = (process.env.BENCH_SERVER_ARGS ?? '').split(/\s+/).filter(Boolean);
 const IDLE_SAMPLE_MS = 5000;
 const LOG_FILE = process.env.BENCH_LOG_FILE ?? join(tmpdir(), `scale-bench-manager-${process.pid}.log`);
 const DB = 'scale';
@@ -119,10 +120,10 @@ function raiseMapCount() {
 
 async function main() {
   raiseMapCount();
-  say(`scale benchmark: ${SERVERS} RethinkDB 2.4.4 servers, up to ${TABLES} tables x ${SHARDS} shards x ${REPLICAS} replicas, TABLE_WRITE_CONCURRENCY ${WRITE_CONCURRENCY}; node ${process.version}, ${cpus().length} CPUs, ${(totalmem() / 2 ** 30).toFixed(0)} GiB`);
+  say(`scale benchmark: ${SERVERS} RethinkDB 2.4.4 servers, up to ${TABLES} tables x ${SHARDS} shards x ${REPLICAS} replicas, TABLE_WRITE_CONCURRENCY ${WRITE_CONCURRENCY}${SERVER_ARGS.length ? `, servers started with ${SERVER_ARGS.join(' ')}` : ''}; node ${process.version}, ${cpus().length} CPUs, ${(totalmem() / 2 ** 30).toFixed(0)} GiB`);
   // CPU nodes without a real limit (every core each): the lab's metrics API needs them, and the monitor reads it.
   const cluster = createRethinkDbCluster({
-    binary: resolveBinary(), size: SERVERS, cacheSizeMb: 64, coresPerNode: cpus().length,
+    binary: resolveBinary(), size: SERVERS, cacheSizeMb: 64, coresPerNode: cpus().length, serverArgs: SERVER_ARGS,
   });
   let manager = null;
   let server = null;
