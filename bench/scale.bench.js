@@ -4,7 +4,7 @@
 // and the CPU time the RethinkDB servers used meanwhile (and idle, before the PRESTOP).
 // Run (root): npm run bench:scale   Env: BENCH_TABLES (1000), BENCH_SHARDS (4), BENCH_REPLICAS (3),
 // BENCH_SERVERS (4), TABLE_WRITE_CONCURRENCY (8, the manager's), BENCH_CREATE_BUDGET_SECONDS (900: tables are created until then; how many is printed),
-// BENCH_SERVER_ARGS (more `rethinkdb serve` arguments, e.g. "--cores 1"), RETHINKDB_BINARY (../shared/rethinkdb/rethinkdb). Creating 1,000 tables takes about 5 minutes here; restarting
+// BENCH_BUSY_TABLES (5: the last tables by name get client reads during the PRESTOP), BENCH_SERVER_ARGS (more `rethinkdb serve` arguments, e.g. "--cores 1"), RETHINKDB_BINARY (../shared/rethinkdb/rethinkdb). Creating 1,000 tables takes about 5 minutes here; restarting
 // servers on such data directories took longer still (Raft elections of every table), so each run starts afresh.
 
 import { once } from 'node:events';
@@ -28,6 +28,8 @@ const CREATE_CONCURRENCY = 8;
 const PRESTOP_DEADLINE_SECONDS = Number(process.env.BENCH_PRESTOP_DEADLINE_SECONDS ?? 300);
 const DEFAULT_PRESTOP_DEADLINE_MS = 20000;
 const WRITE_CONCURRENCY = Number(process.env.TABLE_WRITE_CONCURRENCY ?? 8);
+const BUSY_TABLES = Number(process.env.BENCH_BUSY_TABLES ?? 5);
+const BUSY_DOCS = 200;
 const SERVER_ARGS = (process.env.BENCH_SERVER_ARGS ?? '').split(/\s+/).filter(Boolean);
 const IDLE_SAMPLE_MS = 5000;
 const LOG_FILE = process.env.BENCH_LOG_FILE ?? join(tmpdir(), `scale-bench-manager-${process.pid}.log`);
@@ -75,6 +77,29 @@ async function primaryCounts(cluster) {
     for (const t of configs) for (const s of t.shards) counts[s.primary_replica] = (counts[s.primary_replica] ?? 0) + 1;
     return counts;
   });
+}
+
+// Client traffic on the last BUSY_TABLES tables (by name, so last in a plan made in table order): BUSY_DOCS
+// documents each, read whole one table after another until stop() is called. Returns { names, stop }.
+async function startBusyReads(cluster, tables) {
+  const names = Array.from({ length: Math.min(BUSY_TABLES, tables) }, (_, i) => `t${String(tables - 1 - i).padStart(4, '0')}`);
+  // RethinkDB's ids (random uuids): spread over the shards, as numbers would not be (they sort before every string).
+  const docs = Array.from({ length: BUSY_DOCS }, () => ({ payload: 'x'.repeat(100) }));
+  await cluster.withConnection(async (c) => {
+    for (const name of names) await r.db(DB).table(name).insert(docs).run(c);
+  });
+  let running = true;
+  const counts = { reads: 0, failed: 0 };
+  // A read that fails (a handover of its shard under way) is counted and the loop goes on.
+  const loop = cluster.withConnection(async (c) => {
+    for (let i = 0; running; i += 1) {
+      counts.reads += 1;
+      await r.db(DB).table(names[i % names.length]).coerceTo('array').run(c).catch(() => { counts.failed += 1; });
+    }
+  });
+  // A second for rethinkdb.stats' per-second rates to show the reads.
+  await new Promise((resolve) => { setTimeout(resolve, 1500); });
+  return { names, counts, stop: async () => { running = false; await loop; } };
 }
 
 // CPU seconds the RethinkDB servers used (user + system, from /proc), summed over the servers.
@@ -154,11 +179,20 @@ async function main() {
 
     const read = await traced(() => manager.store.readCluster());
     row('one read of the system tables', read.timings, `${read.result.tables.length} tables`);
+    const stats = await traced(() => manager.store.readTableServerStats());
+    row('one read of the traffic per table and server (rethinkdb.stats)', stats.timings, `${stats.result.length} rows`);
 
     const idle = await withServerCpu(cluster, () => new Promise((resolve) => { setTimeout(resolve, IDLE_SAMPLE_MS); }));
     say(`RethinkDB servers idle: ${(idle.serverCpuS / idle.wallS).toFixed(2)} CPU seconds per second (summed over ${SERVERS} servers, ${tables} tables)`);
 
+    const busy = BUSY_TABLES > 0 ? await startBusyReads(cluster, tables) : null;
     const { result: prestop, serverCpuS: prestopCpu } = await withServerCpu(cluster, () => post(base, '/v1/hooks/prestop?pod=rethinkdb-1'));
+    if (busy) {
+      await busy.stop();
+      const order = prestop.report.changes.map((c) => c.table);
+      const positions = busy.names.map((name) => order.indexOf(`${DB}.${name}`));
+      say(`busy tables (read during the PRESTOP): ${busy.names.join(', ')}; moved ${positions.filter((p) => p >= 0).length} of ${busy.names.length}, at positions ${positions.map((p) => (p >= 0 ? p + 1 : 'not moved')).join(', ')} of ${order.length} moves; ${busy.counts.failed} of ${busy.counts.reads} reads failed`);
+    }
     const withinDefault = prestop.timings.totalMs <= DEFAULT_PRESTOP_DEADLINE_MS ? 'within' : 'OVER';
     row('PRESTOP rethinkdb-1', prestop.timings, `primariesOff ${prestop.primariesOff}, ${prestop.report.changes.length} primaries moved, ${withinDefault} the default 20 s deadline`, prestopCpu);
     say(`primaries after PRESTOP: ${JSON.stringify(await primaryCounts(cluster))}`);

@@ -8,11 +8,13 @@ import {
   findTable, podNameForServer, resolveServer, shardLoads, tableLabel,
 } from '../cluster/cluster-model.js';
 import { managerActor } from '../audit/actor.js';
-import { createDeadline } from '../lib/clock.js';
+import { createDeadline, withinMs } from '../lib/clock.js';
 import { timePlanning } from '../lib/trace.js';
 import { settledSkips } from '../planner/eligibility.js';
 import { decideMigrationRetry } from '../policy/policy.js';
-import { planMovePrimariesFromServers, planRebalancePrimaries } from '../planner/primary-planner.js';
+import {
+  needsWriteOrder, orderBusiestFirst, planMovePrimariesFromServers, planRebalancePrimaries,
+} from '../planner/primary-planner.js';
 import {
   planAddServer, planCreateReplica, planFinalizeReplica, planMigrateReplicasOff, planReplaceServer, planStageReplica,
 } from '../planner/replica-planner.js';
@@ -25,6 +27,8 @@ export const MIGRATION_VERSION = 1;
 
 // How long a drain waits for its servers to stop acting before it reads the cluster and plans again.
 const drainReplanIntervalMs = 1000;
+// The share of an action's remaining time that reading the client traffic, to order its writes, may take.
+const TRAFFIC_READ_SHARE = 0.1;
 
 export function createActions({
   store, reconfigurer, marks, operations, clock, logger, config, audit,
@@ -47,18 +51,30 @@ export function createActions({
   // leaving: the servers a drain takes primaries from, kept off by the plan whether or not they are marked (a dry
   // run writes no mark). snapshot: the cluster as the caller read it to decide (one read per decision); read here
   // otherwise. The commit reads it again under the table locks before it writes.
-  async function runPrimaryPlan({ action, target, planFn: plans, dryRun, deadlineSeconds, reason, leaving = [], actor, pod, snapshot = null }) {
-    const planFn = (c, draining) => timePlanning(() => plans(c, draining));
+  // busiestFirst: when the plan has more tables than are written at once, read the client traffic once and write
+  // the busiest tables first (orderBusiestFirst), so that a deadline cuts the quiet ones.
+  async function runPrimaryPlan({
+    action, target, planFn: plans, dryRun, deadlineSeconds, reason, leaving = [], actor, pod, snapshot = null, busiestFirst = false,
+  }) {
+    // stats: the traffic rows (null: the plan's order), as the commit's third argument gives them.
+    const planFn = (c, draining, stats = null) => timePlanning(() => (stats ? orderBusiestFirst(plans(c, draining), shardLoads(c, stats)) : plans(c, draining)));
     const startedAt = clock.now();
     const deadline = createDeadline(clock, (deadlineSeconds ?? config.deadlines.actionSeconds) * 1000);
     const cluster = snapshot ?? await store.readCluster();
     const plan = planFn(cluster, [...new Set([...(await marks.drainingIds()), ...leaving])]);
+    // Read alongside the commit's own read of the cluster, once (a dry run reads it here).
+    let trafficRead = null;
+    const traffic = busiestFirst && needsWriteOrder(plan, config.tableWriteConcurrency)
+      ? () => { trafficRead ??= readTrafficWithin(deadline); return trafficRead; }
+      : null;
     const base = { action, target, dryRun, reason: reason ?? null };
     if (dryRun) {
-      const changes = plannedPrimaryChanges(cluster, plan);
+      const stats = await traffic?.();
+      const ordered = stats ? timePlanning(() => orderBusiestFirst(plan, shardLoads(cluster, stats))) : plan;
+      const changes = plannedPrimaryChanges(cluster, ordered);
       return { ...base, outcome: 'planned', changes, skipped: namedItems(cluster, plan.skipped), notDone: [], settled: null, durationMs: clock.now() - startedAt };
     }
-    const committed = await commitAndWait({ planFn, plan, cluster, deadline, leaving });
+    const committed = await commitAndWait({ planFn, plan, cluster, deadline, leaving, traffic });
     const report = {
       ...base,
       changes: committed.changes,
@@ -74,19 +90,32 @@ export function createActions({
     return report;
   }
 
+  // rethinkdb.stats' traffic rows, or null (then the plan's order) when the read fails or takes more than a tenth of
+  // what is left of the deadline: the order is worth less than the writes the time would pay for.
+  async function readTrafficWithin(deadline) {
+    const limitMs = deadline.remainingMs() * TRAFFIC_READ_SHARE;
+    try {
+      return await withinMs(store.readTableServerStats(), limitMs, () => new Error(`not read within ${Math.round(limitMs)} ms`));
+    } catch (err) {
+      log.warn({ err: err.message }, 'traffic not read; writing the tables in the plan\'s order');
+      return null;
+    }
+  }
+
   // Commits the plan and waits for its new primaries to act; for a drain (leaving), also until the drained
   // servers act for no shard they could leave. RethinkDB may still be electing a lost primary's successor when
   // the plan is made (about 0.5 s after a crash) and then elect a drained server, or the other replicas may still
   // be waiting_for_primary just after it elected one: so a drain that still waits after a round plans again on a
   // fresh read and hands such shards over too, until its deadline.
-  async function commitAndWait({ planFn, plan, cluster, deadline, leaving }) {
+  // traffic: () => a promise of the client traffic that orders the writes (null: the plan's order).
+  async function commitAndWait({ planFn, plan, cluster, deadline, leaving, traffic = null }) {
     const changes = [];
     const notDone = [];
     let current = { cluster, plan };
     for (;;) {
       const tableIds = current.plan.changes.map((c) => c.tableId);
       const committed = tableIds.length > 0
-        ? await reconfigurer.commit(planFn, { tableIds, deadline, leaving })
+        ? await reconfigurer.commit(planFn, { tableIds, deadline, leaving, alongside: traffic })
         : { cluster: current.cluster, plan: current.plan, written: [], notDone: [] };
       changes.push(...primaryChanges(committed.cluster, committed.written));
       notDone.push(...committed.notDone);
@@ -98,7 +127,7 @@ export function createActions({
       const wait = await reconfigurer.waitUntilNotActing(leaving, round, { except: [...settledSkips(committed.cluster, committed.plan.skipped), ...notDone] });
       if (wait.settled || deadline.expired()) return { ...done, wait };
       const fresh = await store.readCluster();
-      current = { cluster: fresh, plan: planFn(fresh, [...new Set([...(await marks.drainingIds()), ...leaving])]) };
+      current = { cluster: fresh, plan: planFn(fresh, [...new Set([...(await marks.drainingIds()), ...leaving])], await traffic?.()) };
     }
   }
 
@@ -117,7 +146,7 @@ export function createActions({
     const planFn = (c, draining) => planMovePrimariesFromServers(c, ids, { draining });
     const pod = resolved.length === 1 ? podNameOf(resolved[0]) : null;
     return runPrimaryPlan({
-      action, target, planFn, dryRun, deadlineSeconds, reason, leaving: ids, actor, pod, snapshot: cluster,
+      action, target, planFn, dryRun, deadlineSeconds, reason, leaving: ids, actor, pod, snapshot: cluster, busiestFirst: true,
     });
   }
 

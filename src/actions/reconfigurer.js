@@ -4,7 +4,9 @@
 
 import { AppError } from '../errors.js';
 import { tableLabel } from '../cluster/cluster-model.js';
-import { timePlanning, timeWaiting, timeWriting } from '../lib/trace.js';
+import {
+  timePlanning, timeReading, timeWaiting, timeWriting,
+} from '../lib/trace.js';
 import {
   createView, hasLiveMajority, isSettling, mayElectOneOf,
 } from '../planner/eligibility.js';
@@ -18,18 +20,20 @@ export function createReconfigurer({
 
   // planFn(cluster, draining) -> { changes, skipped }. `leaving` are servers the action itself takes primaries
   // from, kept off whether or not they are marked yet. Returns what was written and what was not.
-  async function commit(planFn, { tableIds, deadline, leaving = [] }) {
-    return withTableLocks(tableIds, deadline, () => commitLocked(planFn, { tableIds, deadline, leaving }));
+  // alongside: a read started with the cluster's (() => promise), whose value planFn gets as its third argument
+  // (e.g. the client traffic a drain orders its writes by), so that the two reads overlap.
+  async function commit(planFn, { tableIds, deadline, leaving = [], alongside = null }) {
+    return withTableLocks(tableIds, deadline, () => commitLocked(planFn, { tableIds, deadline, leaving, alongside }));
   }
 
   // The same, for a caller that already holds the locks of `tableIds` (withTableLocks).
   // Every table is checked on the one read first; the safe ones are then written up to writeConcurrency at a time
   // (each table's config is its own Raft group, and its lock is held: never two writes to one table at once).
-  async function commitLocked(planFn, { tableIds, deadline, leaving = [] }) {
-    const cluster = await store.readCluster();
+  async function commitLocked(planFn, { tableIds, deadline, leaving = [], alongside = null }) {
+    const [cluster, read] = await timeReading(() => Promise.all([store.readCluster(), alongside?.()]));
     // Read under the locks: a drain that committed while we waited is seen here (no primary onto it).
     const draining = [...new Set([...(await marks.drainingIds()), ...leaving])];
-    const plan = timePlanning(() => planFn(cluster, draining));
+    const plan = timePlanning(() => planFn(cluster, draining, read));
     const notDone = [];
     const safe = [];
     for (const change of plan.changes) {

@@ -37,7 +37,8 @@ export function recordQuery(kind, ms) {
   }
   if (kind !== 'write') {
     ctx.trace.reads.count += 1;
-    ctx.trace.reads.ms += ms;
+    // Inside timeReading the reads' wall time is counted instead.
+    if (ctx.phase !== 'read') ctx.trace.reads.ms += ms;
     return;
   }
   ctx.trace.writes.count += 1;
@@ -56,17 +57,20 @@ export async function timeQuery(kind, fn) {
   }
 }
 
-// A batch of writes that may run concurrently: its wall time counts as writing.
-export async function timeWriting(fn) {
+// A batch of queries that may run concurrently: its wall time counts as writing or reading, not each query's own.
+async function timeBatch(phase, bucket, fn) {
   const ctx = storage.getStore();
   if (!ctx || ctx.phase) return fn();
   const start = performance.now();
   try {
-    return await storage.run({ ...ctx, phase: 'write' }, fn);
+    return await storage.run({ ...ctx, phase }, fn);
   } finally {
-    ctx.trace.writes.ms += performance.now() - start;
+    ctx.trace[bucket].ms += performance.now() - start;
   }
 }
+
+export const timeWriting = (fn) => timeBatch('write', 'writes', fn);
+export const timeReading = (fn) => timeBatch('read', 'reads', fn);
 
 // Pure planning (synchronous): its time counts as planning, once when calls nest.
 export function timePlanning(fn) {

@@ -44,6 +44,27 @@ export function planMovePrimariesFromServers(cluster, serverIds, { draining = []
   return { changes, skipped };
 }
 
+// A drain's tables are written a few at a time (TABLE_WRITE_CONCURRENCY), so a deadline can cut it short: on a
+// large cluster RethinkDB hands over about 8-15 primaries a second (README, Benchmarks). With more tables than are
+// written at once the order decides which primaries are still on the server when it stops; with fewer it does not.
+export function needsWriteOrder(plan, writeConcurrency) {
+  return plan.changes.length > writeConcurrency;
+}
+
+// The plan's tables, busiest first: a primary left behind fails over when the server stops, which fails the
+// operations that reach its shard meanwhile. A table's traffic is its busiest moved shard's; `loads` as for
+// planRebalancePrimaries (a shard missing from it counts as the busiest). Without any traffic, and between equals,
+// the plan's order stays. Only the order changes: the same writes, the same targets.
+export function orderBusiestFirst(plan, loads) {
+  if (!loads || ![...loads.values()].some((v) => v > 0)) return plan;
+  const trafficOf = (change) => Math.max(...change.moves.map((m) => loadOf(loads, change.tableId, m.shard)));
+  const changes = plan.changes
+    .map((change, index) => ({ change, index, traffic: trafficOf(change) }))
+    .sort((a, b) => compareTraffic(b.traffic, a.traffic) || a.index - b.index)
+    .map((x) => x.change);
+  return { ...plan, changes };
+}
+
 // Even out primaries over healthy, non-draining servers, moving as few as possible. `prefer` lists shards
 // that should go back to a server ([{ tableId, shard, serverId }], e.g. what it held before a warning):
 // they are returned first where that narrows the imbalance, so the restored placement is the old one.

@@ -1,5 +1,7 @@
 import { findServer, findTable } from '../../src/cluster/cluster-model.js';
-import { planMovePrimariesFromServers, planRebalancePrimaries } from '../../src/planner/primary-planner.js';
+import {
+  needsWriteOrder, orderBusiestFirst, planMovePrimariesFromServers, planRebalancePrimaries,
+} from '../../src/planner/primary-planner.js';
 import { applyChanges, fixtureCluster } from '../helpers/clusters.js';
 
 const named = (cluster, plan) => plan.changes.flatMap((c) => c.moves.map((m) => {
@@ -212,5 +214,51 @@ describe('planRebalancePrimaries', () => {
     const moves = plan.changes.flatMap((c) => c.moves);
     expect(moves).toEqual(expect.arrayContaining([expect.objectContaining({ shard: 1, from: dead })]));
     expect(moves.every((m) => m.to !== dead)).toBe(true);
+  });
+});
+
+describe('orderBusiestFirst and needsWriteOrder (a drain that a deadline may cut)', () => {
+  const healthy = fixtureCluster('01-healthy.json');
+  const drain = planMovePrimariesFromServers(healthy, [findServer(healthy, 'rethinkdb_1').id]);
+  const tableOf = (name) => findTable(healthy, `ycsb.${name}`).id;
+  const orderOf = (plan) => plan.changes.map((c) => findTable(healthy, c.tableId).name);
+  // Every shard at `rest` docs/s, and the given ones ({ 'usertable:3': 500 }) at theirs.
+  const loads = (rest, some = {}) => {
+    const map = new Map(healthy.tables.flatMap((t) => t.shards.map((sh) => [`${t.id}:${sh.index}`, rest])));
+    for (const [key, value] of Object.entries(some)) {
+      const [table, shard] = key.split(':');
+      map.set(`${tableOf(table)}:${shard}`, value);
+    }
+    return map;
+  };
+
+  test('the drain of rethinkdb_1 writes two tables, accounts first (the order the tests below change)', () => {
+    expect(orderOf(drain)).toEqual(['accounts', 'usertable']);
+  });
+
+  test.each([
+    ['usertable\'s moved shard is the busiest', loads(1, { 'usertable:3': 500 }), ['usertable', 'accounts']],
+    ['accounts\' moved shard is the busiest', loads(1, { 'accounts:0': 500 }), ['accounts', 'usertable']],
+    ['only a shard that does not move is busy', loads(1, { 'usertable:0': 900 }), ['accounts', 'usertable']],
+    ['usertable\'s moved shard has no stats row (counted as the busiest)', (() => { const m = loads(1, { 'accounts:0': 500 }); m.delete(`${tableOf('usertable')}:3`); return m; })(), ['usertable', 'accounts']],
+    ['both are as busy (the plan\'s order stays)', loads(7), ['accounts', 'usertable']],
+  ])('when %s, then the tables are written in that order', (_, shardLoads, expected) => {
+    const ordered = orderBusiestFirst(drain, shardLoads);
+    expect(orderOf(ordered)).toEqual(expected);
+    // The same writes and targets, only reordered.
+    expect([...ordered.changes].sort((a, b) => a.tableId.localeCompare(b.tableId))).toEqual([...drain.changes].sort((a, b) => a.tableId.localeCompare(b.tableId)));
+    expect(ordered.skipped).toBe(drain.skipped);
+  });
+
+  test('when no traffic is known (none read, or every shard idle), then the plan is returned as it is', () => {
+    expect(orderBusiestFirst(drain, null)).toBe(drain);
+    expect(orderBusiestFirst(drain, new Map())).toBe(drain);
+    expect(orderBusiestFirst(drain, loads(0))).toBe(drain);
+  });
+
+  test('when the plan has more tables than are written at once, then the order matters; otherwise not', () => {
+    expect(needsWriteOrder(drain, 1)).toBe(true);
+    expect(needsWriteOrder(drain, 2)).toBe(false);
+    expect(needsWriteOrder({ changes: [], skipped: [] }, 1)).toBe(false);
   });
 });

@@ -1,6 +1,6 @@
 // The request trace: what counts as reading, writing, planning and waiting, and that nothing is counted outside one.
 import {
-  recordQuery, timePlanning, timeWaiting, timeWriting, traced,
+  recordQuery, timePlanning, timeReading, timeWaiting, timeWriting, traced,
 } from '../../src/lib/trace.js';
 
 const busy = (ms) => { const until = performance.now() + ms; while (performance.now() < until) { /* spin */ } };
@@ -32,6 +32,21 @@ describe('a request trace', () => {
     expect(timings.writeMs).toBeGreaterThanOrEqual(39);
     expect(timings.writeMs).toBeLessThan(100);
     expect(timings.writeMs).toBeLessThanOrEqual(timings.totalMs + 10);
+  });
+
+  test('when reads run concurrently, then reading counts their wall time and each read is counted', async () => {
+    const { timings } = await traced(async () => {
+      await timeReading(async () => {
+        await new Promise((res) => { setTimeout(res, 30); });
+        recordQuery('read', 28);
+        recordQuery('read', 29);
+      });
+      recordQuery('read', 10);
+    });
+    expect(timings.queries).toEqual({ reads: 3, writes: 0, readsWhileWaiting: 0 });
+    // 30 ms of wall time plus the lone read, not 28 + 29 + 10.
+    expect(timings.readMs).toBeGreaterThanOrEqual(39);
+    expect(timings.readMs).toBeLessThan(60);
   });
 
   test('when planning nests (a planner called inside another timed plan), then its time is counted once', async () => {
