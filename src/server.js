@@ -163,7 +163,7 @@ async function buildKube(config, clock, logger) {
     logger.warn('no Kubernetes API configured (KUBERNETES_MODE=off): node actions answer 503');
     return null;
   }
-  const [{ KubeConfig }, { createKubeAdapter }] = await Promise.all([import('@kubernetes/client-node'), import('./kubernetes/kube-adapter.js')]);
+  const { KubeConfig, createKubeAdapter } = await import('./kubernetes/kube-adapter.js');
   const kubeConfig = new KubeConfig();
   if (k.mode === 'in-cluster') kubeConfig.loadFromCluster();
   else kubeConfig.loadFromDefault();
