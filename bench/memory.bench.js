@@ -16,7 +16,9 @@
 //            lab's servers as pods; the manager uses it as in its pod: Lease, node watch, pod annotations, Events)
 
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  closeSync, mkdtempSync, openSync, readFileSync, readSync, readdirSync, rmSync, statSync, writeFileSync,
+} from 'node:fs';
 import { Agent, request } from 'node:http';
 import { availableParallelism, cpus, tmpdir, totalmem } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -183,20 +185,33 @@ function summarizeSnapshot(file) {
   return byName;
 }
 
+function endsWithBrace(file, size) {
+  if (size === 0) return false;
+  const tail = Buffer.alloc(Math.min(size, 16));
+  const fd = openSync(file, 'r');
+  try {
+    readSync(fd, tail, 0, tail.length, size - tail.length);
+  } finally {
+    closeSync(fd);
+  }
+  return tail.toString().trimEnd().endsWith('}');
+}
+
 async function heapSnapshot(child, dir) {
   const before = new Set(readdirSync(dir));
   child.kill('SIGUSR2');
   for (let i = 0; i < 600; i += 1) {
     await sleep(200);
     const fresh = readdirSync(dir).filter((f) => !before.has(f) && f.endsWith('.heapsnapshot'));
-    // Written as it is taken: done once its size stops changing.
+    // Written as it is taken, after a pause (an empty file) while V8 walks the heap: done once its size stops
+    // changing and its JSON has its closing brace (a size that stood still was not enough at low CPU priority).
     if (fresh.length) {
       const file = join(dir, fresh[0]);
       let size = -1;
       for (;;) {
         await sleep(500);
         const now = statSync(file).size;
-        if (now === size) return file;
+        if (now === size && endsWithBrace(file, now)) return file;
         size = now;
       }
     }
