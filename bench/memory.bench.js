@@ -1,11 +1,13 @@
-// Resident memory of the manager as a process (node src/server.js, started the way the image starts it), idle and
-// under load: RSS at 5 s and 30 s after start, then 50,000 GET /v1/cluster and 5,000 hooks (dry-run and real preStops,
-// postStarts) over keep-alive connections, then RSS right after the load and after 30 s idle, and the V8 heap in use
-// (from GET /metrics). Prints a table; it asserts nothing.
+// Resident memory of the manager as a process, started the way the image starts it (its CMD: the bundle that
+// `npm run build` makes, built first; --source runs node src/server.js instead), idle and under load: RSS at 5 s and
+// 30 s after start, then 50,000 GET /v1/cluster and 5,000 hooks (dry-run and real preStops, postStarts) over
+// keep-alive connections, then RSS right after the load and after 30 s idle, and the V8 heap in use (from GET
+// /metrics). Prints a table; it asserts nothing.
 //
 //   node bench/memory.bench.js                      # the sandbox (no RethinkDB configured)
 //   node bench/memory.bench.js --backend rethinkdb  # a 3-server lab cluster of the real RethinkDB 2.4.4 (needs root)
-//   options: --reads N --hooks N --real-hooks N (preStop+postStart pairs, part of --hooks) --concurrency N
+//   options: --source (run src/server.js, not the image's bundle, for comparison)
+//            --reads N --hooks N --real-hooks N (preStop+postStart pairs, part of --hooks) --concurrency N
 //            --idle-seconds N --rounds N (the load again, to tell a leak from one-time warm-up)
 //            --env KEY=VALUE (on top of the image's ENV, e.g. NODE_OPTIONS=...; repeatable)
 //            --heap-snapshots (a heap snapshot at idle before the load and after each round, and the object kinds that
@@ -14,13 +16,16 @@
 //            lab's servers as pods; the manager uses it as in its pod: Lease, node watch, pod annotations, Events)
 
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  closeSync, mkdtempSync, openSync, readFileSync, readSync, readdirSync, rmSync, statSync, writeFileSync,
+} from 'node:fs';
 import { Agent, request } from 'node:http';
 import { availableParallelism, cpus, tmpdir, totalmem } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { dockerInstructions, finalStageOf } from '../test/helpers/deploy-files.js';
+import { buildBundle } from '../scripts/build.js';
+import { imageCommand, imageEnv } from '../test/helpers/deploy-files.js';
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const sleep = (ms) => new Promise((res) => { setTimeout(res, ms); });
@@ -38,6 +43,7 @@ const { values: opts } = parseArgs({
     env: { type: 'string', multiple: true, default: [] },
     'heap-snapshots': { type: 'boolean', default: false },
     kube: { type: 'boolean', default: false },
+    source: { type: 'boolean', default: false },
   },
 });
 const real = opts.backend === 'rethinkdb';
@@ -52,15 +58,16 @@ const rounds = Number(opts.rounds);
 const LAB_SIZE = 3;
 const PODS = Array.from({ length: real ? LAB_SIZE : 4 }, (_, i) => `rethinkdb-${i}`);
 
-// The environment of the image's final stage (its ENV lines: NODE_ENV, NODE_OPTIONS...), so that the manager runs
-// here as it runs in its pod.
-function imageEnv() {
-  const finalStage = finalStageOf(dockerInstructions(readFileSync(join(repoRoot, 'Dockerfile'), 'utf8')));
-  const env = {};
-  for (const line of finalStage.filter((l) => /^ENV\s/i.test(l))) {
-    for (const [, key, quoted, bare] of line.replace(/^ENV\s+/i, '').matchAll(/([A-Za-z_][A-Za-z0-9_]*)=(?:"([^"]*)"|(\S*))/g)) env[key] = quoted ?? bare;
-  }
-  return env;
+// The manager's node arguments: the image's CMD (run from the repository as the image runs it from WORKDIR /app),
+// its bundle built first so that it is never stale; or the source. The environment is the image's final stage's
+// (its ENV lines: NODE_ENV, NODE_OPTIONS...), so that the manager runs here as it runs in its pod.
+async function managerCommand(dockerfile) {
+  if (opts.source) return { args: ['src/server.js'], what: 'the source (--source)' };
+  const [program, ...args] = imageCommand(dockerfile) ?? [];
+  if (program !== 'node') throw new Error(`the Dockerfile's CMD does not run node: ${program}`);
+  const { entry } = await buildBundle();
+  if (resolve(repoRoot, args.at(-1)) !== entry) throw new Error(`the image's CMD runs ${args.at(-1)}, not the bundle npm run build makes (${entry})`);
+  return { args, what: "the image's CMD, the bundle npm run build makes (built just now)" };
 }
 
 function readStatus(pid) {
@@ -72,10 +79,10 @@ function readStatus(pid) {
   return { rss: kb('VmRSS'), anon: kb('RssAnon'), file: kb('RssFile'), hwm: kb('VmHWM'), cpuSeconds: (utime + stime) / 100 };
 }
 
-// node src/server.js with a minimal environment (nothing of this shell's, such as a KUBECONFIG); resolves with the
-// child and its port once it logs that it listens.
-async function startManager({ env, diagnosticDir }) {
-  const args = [...(diagnosticDir ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${diagnosticDir}`] : []), 'src/server.js'];
+// The manager (node + commandArgs) with a minimal environment (nothing of this shell's, such as a KUBECONFIG);
+// resolves with the child and its port once it logs that it listens.
+async function startManager({ commandArgs, env, diagnosticDir }) {
+  const args = [...(diagnosticDir ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${diagnosticDir}`] : []), ...commandArgs];
   const child = spawn(process.execPath, args, {
     cwd: repoRoot,
     env: { PATH: process.env.PATH, HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: 'info', ...env },
@@ -178,20 +185,33 @@ function summarizeSnapshot(file) {
   return byName;
 }
 
+function endsWithBrace(file, size) {
+  if (size === 0) return false;
+  const tail = Buffer.alloc(Math.min(size, 16));
+  const fd = openSync(file, 'r');
+  try {
+    readSync(fd, tail, 0, tail.length, size - tail.length);
+  } finally {
+    closeSync(fd);
+  }
+  return tail.toString().trimEnd().endsWith('}');
+}
+
 async function heapSnapshot(child, dir) {
   const before = new Set(readdirSync(dir));
   child.kill('SIGUSR2');
   for (let i = 0; i < 600; i += 1) {
     await sleep(200);
     const fresh = readdirSync(dir).filter((f) => !before.has(f) && f.endsWith('.heapsnapshot'));
-    // Written as it is taken: done once its size stops changing.
+    // Written as it is taken, after a pause (an empty file) while V8 walks the heap: done once its size stops
+    // changing and its JSON has its closing brace (a size that stood still was not enough at low CPU priority).
     if (fresh.length) {
       const file = join(dir, fresh[0]);
       let size = -1;
       for (;;) {
         await sleep(500);
         const now = statSync(file).size;
-        if (now === size) return file;
+        if (now === size && endsWithBrace(file, now)) return file;
         size = now;
       }
     }
@@ -245,9 +265,11 @@ async function startLabCluster() {
 const fmtMiB = (bytes) => (Number.isFinite(bytes) ? (bytes / MiB).toFixed(1) : '-');
 
 async function main() {
-  const runEnv = { ...imageEnv(), ...Object.fromEntries(opts.env.map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)])) };
+  const dockerfile = readFileSync(join(repoRoot, 'Dockerfile'), 'utf8');
+  const command = await managerCommand(dockerfile);
+  const runEnv = { ...imageEnv(dockerfile), ...Object.fromEntries(opts.env.map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)])) };
   console.log(`node ${process.version}, ${availableParallelism()} CPUs (${cpus()[0]?.model ?? '?'}), ${(totalmem() / 2 ** 30).toFixed(1)} GiB RAM, ${process.platform} ${process.arch}`);
-  console.log(`manager: node src/server.js, backend ${opts.backend}${opts.kube ? ", Kubernetes API: a real kube-apiserver (pods rethinkdb-i)" : ""}, image env ${JSON.stringify(runEnv)}`);
+  console.log(`manager: node ${command.args.join(' ')}, ${command.what}; backend ${opts.backend}${opts.kube ? ", Kubernetes API: a real kube-apiserver (pods rethinkdb-i)" : ""}, image env ${JSON.stringify(runEnv)}`);
   console.log(`load per round: ${reads} GET /v1/cluster, then ${hooks} hooks (${hooks - 2 * realHookPairs} dry-run preStops, ${realHookPairs} real preStop+postStart pairs), concurrency ${concurrency}, keep-alive; ${rounds} round(s)`);
 
   if (opts.kube && !real) throw new Error('--kube goes with --backend rethinkdb (the sandbox has its own Kubernetes)');
@@ -261,7 +283,7 @@ async function main() {
     lab = real ? await startLabCluster() : null;
     kube = kubeDir ? await startKube(kubeDir) : null;
     if (kube) Object.assign(lab.env, kube.env);
-    manager = await startManager({ env: { ...runEnv, ...lab?.env }, diagnosticDir });
+    manager = await startManager({ commandArgs: command.args, env: { ...runEnv, ...lab?.env }, diagnosticDir });
     const { child, port, startedAt } = manager;
     const call = httpClient(port);
     const sample = async (label, extra = '') => {

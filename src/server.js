@@ -12,8 +12,10 @@ import { createMetrics } from './metrics/metrics.js';
 import { connectSandboxHooks, createSandboxWorld } from './sandbox/sandbox-world.js';
 import { startWebhookServer } from './webhook-server.js';
 
-// The clients are imported only by the backend that uses them: @kubernetes/client-node alone adds about 70 MB
-// of resident memory (its generated API and model classes), the rethinkdb driver about 10 MB (bench/memory.bench.js).
+// The clients are imported only by the backend that uses them: @kubernetes/client-node's index adds about 50 MiB of
+// resident memory (its generated API and model classes; about 17 MiB in the image's bundle, which keeps only what the
+// adapter's named imports reach, so KubeConfig comes through the adapter), the rethinkdb driver about 10 MB
+// (bench/memory.bench.js, scripts/build.js).
 
 async function main() {
   let config;
@@ -163,7 +165,7 @@ async function buildKube(config, clock, logger) {
     logger.warn('no Kubernetes API configured (KUBERNETES_MODE=off): node actions answer 503');
     return null;
   }
-  const [{ KubeConfig }, { createKubeAdapter }] = await Promise.all([import('@kubernetes/client-node'), import('./kubernetes/kube-adapter.js')]);
+  const { KubeConfig, createKubeAdapter } = await import('./kubernetes/kube-adapter.js');
   const kubeConfig = new KubeConfig();
   if (k.mode === 'in-cluster') kubeConfig.loadFromCluster();
   else kubeConfig.loadFromDefault();

@@ -10,6 +10,10 @@ import { backoffMs } from '../lib/retry.js';
 import { parseOptionalQuantity, parseQuantity } from './quantity.js';
 import { createSharedAgentAuth } from './shared-agents.js';
 
+// The entry point loads its KubeConfig from here rather than from the package itself: a static, named import is
+// what lets the bundle (scripts/build.js) keep only the client-node code these names reach, not its whole index.
+export { KubeConfig } from '@kubernetes/client-node';
+
 // Every API call the adapter makes: the single source for the RBAC manifest and its test.
 export const KUBE_CALLS = Object.freeze([
   // patch: the manager keeps its state (draining, perf warnings, migrations) in annotations on the pods concerned.

@@ -5,8 +5,9 @@ import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import dockerfilelint from 'dockerfilelint';
+import { BUNDLE_ENTRY, DIST_DIR } from '../../scripts/build.js';
 import {
-  commandExists, containersOf, dockerInstructions as instructions, finalStageOf, renderKustomization, repoRoot,
+  commandExists, containersOf, dockerInstructions as instructions, finalStageOf, imageCommand, renderKustomization, repoRoot,
 } from '../helpers/deploy-files.js';
 
 const dockerfiles = ['Dockerfile', 'docker/rethinkdb/Dockerfile'];
@@ -48,18 +49,32 @@ describe('Dockerfiles', () => {
     expect(JSON.parse(cmd.replace(/^(CMD|ENTRYPOINT)\s+/i, ''))).toEqual(expect.any(Array));
   });
 
-  test('when the manager image is built, then it is multi-stage and installs production dependencies from the lockfile', () => {
+  test('when the manager image is built, then its build stage installs from the lockfile and runs npm run build, and its final stage holds only the bundle and runs it', () => {
     const lines = instructions(read('Dockerfile'));
+    const finalStage = finalStageOf(lines);
+    const buildStage = lines.slice(0, lines.length - finalStage.length);
     expect(lines.filter((l) => /^FROM\s/i.test(l))).toHaveLength(2);
-    expect(lines).toContainEqual(expect.stringMatching(/^RUN npm ci --omit=dev\b/));
-    expect(lines).toContainEqual(expect.stringMatching(/^COPY --from=deps /));
-    expect(lines.at(-1)).toBe('CMD ["node", "src/server.js"]');
+    const install = buildStage.findIndex((l) => /^RUN npm ci\b/.test(l));
+    expect(install).toBeGreaterThan(-1);
+    expect(buildStage.findIndex((l) => l === 'RUN npm run build')).toBeGreaterThan(install);
+    expect(JSON.parse(read('package.json')).scripts.build).toBe('node scripts/build.js');
+    // No node_modules, no src/: the bundle holds the dependencies and its assets.
+    expect(finalStage.filter((l) => /^WORKDIR\s/i.test(l)).at(-1)).toBe('WORKDIR /app');
+    expect(finalStage.filter((l) => /^(COPY|ADD)\s/i.test(l))).toEqual([`COPY --from=build /app/${DIST_DIR} ./${DIST_DIR}`]);
   });
 
-  test('when the build context is sent, then .dockerignore excludes everything but the package files and src/', () => {
+  test('when the manager image runs, then its CMD is node on the entry npm run build writes (test/kube-real/image-bundle.test.js builds and runs it)', () => {
+    expect(imageCommand(read('Dockerfile'))).toEqual(['node', `${DIST_DIR}/${BUNDLE_ENTRY}`]);
+    expect(instructions(read('Dockerfile')).at(-1)).toMatch(/^CMD /);
+  });
+
+  test('when the build context is sent, then .dockerignore excludes everything but the package files, the build script and src/', () => {
     const patterns = read('.dockerignore').split('\n').map((l) => l.trim()).filter((l) => l && !l.startsWith('#'));
     expect(patterns[0]).toBe('*');
-    expect(patterns.slice(1).sort()).toEqual(['!package-lock.json', '!package.json', '!src/']);
+    expect(patterns.slice(1).sort()).toEqual(['!package-lock.json', '!package.json', '!scripts/build.js', '!src/']);
+    // ... which is what the build stage copies from the context.
+    const copied = instructions(read('Dockerfile')).filter((l) => /^COPY\s/i.test(l) && !/--from=/.test(l)).flatMap((l) => l.split(/\s+/).slice(1, -1));
+    expect(copied.map((source) => `!${source}${source === 'src' ? '/' : ''}`).sort()).toEqual(patterns.slice(1).sort());
   });
 });
 

@@ -25,6 +25,21 @@ export function finalStageOf(instructions) {
   return instructions.slice(instructions.findLastIndex((l) => /^FROM\s/i.test(l)));
 }
 
+// The environment a Dockerfile's final stage sets: its ENV lines (KEY=value or KEY="value" pairs).
+export function imageEnv(text) {
+  const env = {};
+  for (const line of finalStageOf(dockerInstructions(text)).filter((l) => /^ENV\s/i.test(l))) {
+    for (const [, key, quoted, bare] of line.replace(/^ENV\s+/i, '').matchAll(/([A-Za-z_][A-Za-z0-9_]*)=(?:"([^"]*)"|(\S*))/g)) env[key] = quoted ?? bare;
+  }
+  return env;
+}
+
+// What the image runs: its final stage's last CMD, in exec form (a JSON array), e.g. ["node", "dist/server.mjs"].
+export function imageCommand(text) {
+  const cmd = finalStageOf(dockerInstructions(text)).filter((l) => /^CMD\s/i.test(l)).at(-1);
+  return cmd ? JSON.parse(cmd.replace(/^CMD\s+/i, '')) : null;
+}
+
 // Kubernetes reads YAML 1.1 (sigs.k8s.io/yaml): `on`, `yes` and `no` are booleans there, so parse the same way.
 export function parseYamlDocuments(text, source) {
   const docs = parseAllDocuments(text, { version: '1.1', prettyErrors: true });

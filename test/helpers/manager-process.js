@@ -49,16 +49,19 @@ export async function startTcpRelay(targetPort) {
 }
 
 // node src/server.js with `env` (on top of a minimal environment), its JSON log lines kept. Resolves once /livez answers.
-export async function startManagerProcess({ name, env, startTimeoutMs = 30000 }) {
+// args and cwd: another entry point, such as the image's bundle (node dist/server.mjs in its folder).
+export async function startManagerProcess({
+  name, env, args = [join(root, 'src', 'server.js')], cwd = root, startTimeoutMs = 30000,
+}) {
   const [port] = await freeLoopbackPorts(1);
   const fullEnv = {
     PATH: process.env.PATH, HOST: '127.0.0.1', PORT: String(port), LOG_LEVEL: 'info', POD_NAME: name, ...env,
   };
   const lines = [];
   let partial = '';
-  const child = startProcess(name, process.execPath, [join(root, 'src', 'server.js')], {
+  const child = startProcess(name, process.execPath, args, {
     env: fullEnv,
-    cwd: root,
+    cwd,
     graceMs: 30000,
     onStdout: (chunk) => {
       const parts = (partial + chunk).split('\n');
@@ -73,9 +76,12 @@ export async function startManagerProcess({ name, env, startTimeoutMs = 30000 })
   for (;;) {
     const ok = await fetch(`${url}/livez`).then((r) => r.ok).catch(() => false);
     if (ok) break;
-    if (Date.now() - started > startTimeoutMs) {
+    // A manager that exited (a start-up error) is not waited for.
+    const exited = child.exited();
+    if (exited || Date.now() - started > startTimeoutMs) {
       await child.kill('SIGKILL');
-      throw new Error(`manager ${name} did not answer /livez within ${startTimeoutMs} ms; stderr: ${child.stderrTail()}; log: ${JSON.stringify(lines.slice(-5))}`);
+      const what = exited ? `exited before /livez answered (${JSON.stringify(exited)})` : `did not answer /livez within ${startTimeoutMs} ms`;
+      throw new Error(`manager ${name} ${what}; stderr: ${child.stderrTail()}; log: ${JSON.stringify(lines.slice(-5))}`);
     }
     await new Promise((resolve) => { setTimeout(resolve, 100); });
   }
