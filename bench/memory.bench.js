@@ -26,6 +26,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { buildBundle } from '../scripts/build.js';
 import { imageCommand, imageEnv } from '../test/helpers/deploy-files.js';
+import { cpuSecondsOf } from './lab/proc-stat.js';
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const sleep = (ms) => new Promise((res) => { setTimeout(res, ms); });
@@ -73,10 +74,8 @@ async function managerCommand(dockerfile) {
 function readStatus(pid) {
   const text = readFileSync(`/proc/${pid}/status`, 'utf8');
   const kb = (key) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(text)?.[1] ?? NaN) * 1024;
-  // utime + stime, in clock ticks (USER_HZ, 100 on Linux): the manager's CPU time so far.
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const [utime, stime] = stat.slice(stat.lastIndexOf(')') + 2).split(' ').slice(11, 13).map(Number);
-  return { rss: kb('VmRSS'), anon: kb('RssAnon'), file: kb('RssFile'), hwm: kb('VmHWM'), cpuSeconds: (utime + stime) / 100 };
+  // The manager's CPU time so far (utime + stime).
+  return { rss: kb('VmRSS'), anon: kb('RssAnon'), file: kb('RssFile'), hwm: kb('VmHWM'), cpuSeconds: cpuSecondsOf(pid) };
 }
 
 // The manager (node + commandArgs) with a minimal environment (nothing of this shell's, such as a KUBECONFIG);
