@@ -65,7 +65,7 @@ export function createManager({
   const served = () => elector.isLeading() && work.started();
   const relay = createLeaderRelay({
     leadership: () => elector, served, deadlines: config.deadlines, clock, logger,
-    refreshFollowerView: () => refreshFollowerView(),
+    refreshFollowerView: () => refreshFollowerView(), shuttingDown: () => work.shuttingDown(),
   });
   const routes = [relay.router, createHookRoutes({ events, work, prestopDeadlineSeconds: config.deadlines.prestopSeconds, logger })];
   routes.push(createMetricsRoutes({ metrics, store, marks, logger }));

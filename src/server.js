@@ -9,6 +9,7 @@ import { listenFailureMessage } from './lib/listen-errors.js';
 import { createLogger } from './logger.js';
 import { createManager } from './manager.js';
 import { createMetrics } from './metrics/metrics.js';
+import { lingerAfterReleaseMs } from './policy/leadership.js';
 import { connectSandboxHooks, createSandboxWorld } from './sandbox/sandbox-world.js';
 import { startWebhookServer } from './webhook-server.js';
 
@@ -94,10 +95,18 @@ async function main() {
     if (stopping) return;
     stopping = true;
     logger.info({ signal }, 'shutting down: no new work; waiting for running actions');
-    server.close();
     for (const timer of timers) clearInterval(timer);
-    // The webhook and the node watch close after the running work: a review in flight gets its answer.
+    // The ports stay open through the running work and the Lease's release, and a while after it, answering new work
+    // with 503 SHUTTING_DOWN or NOT_LEADER, which a follower's relay sends on to the next leader
+    // (lingerAfterReleaseMs). Closed at SIGTERM, a request relayed at that moment was lost with its connection.
     const result = await manager.shutdown(config.deadlines.shutdownGraceSeconds * 1000);
+    const lingerMs = lingerAfterReleaseMs({ active: config.leaderElection.active, retryPeriodMs: config.leaderElection.timings.retryPeriodMs });
+    if (lingerMs > 0) {
+      logger.info({ lingerMs }, 'still refusing work for a retry period, so that the other replicas read the Lease and relay to the next leader');
+      await clock.sleep(lingerMs);
+    }
+    server.close();
+    server.closeAllConnections();
     await Promise.all(closers.map((close) => close().catch(() => {})));
     await backend.close();
     logger.info(result, 'shutdown complete');

@@ -90,6 +90,16 @@ export function relayRoute({ leader, served, address = 'http', bodyRead = false 
   return { to: 'relay', target: leader[address] };
 }
 
+// How long a replica that gave its Lease up on shutdown keeps its port open, refusing work, before it closes it. A
+// follower relays to the leader it last read from the Lease and reads it again within a retry period (one more second
+// for the API server and scheduling), so for that long it may still send this replica a request. Refused (NOT_LEADER,
+// SHUTTING_DOWN), the request is sent to the next leader; caught by a closing port it would be lost: Node's
+// server.close() drops a connection accepted but not yet read, and the follower cannot tell that from a leader that
+// took the request and died, so it answers 503 rather than send it twice. 0 with no election (one replica).
+export function lingerAfterReleaseMs({ active, retryPeriodMs }) {
+  return active ? retryPeriodMs + 1000 : 0;
+}
+
 // The timing rules client-go enforces: a leader must be able to miss renewals before its deadline, and the deadline
 // must end before a follower may take over. Returns the problems (none: []).
 export function timingProblems({ leaseDurationMs, renewDeadlineMs, retryPeriodMs }) {

@@ -43,7 +43,7 @@ export const LEADER_ROUTE = {
 // leadership(): the current elector (src/events/leader-election.js). served(): whether this replica leads and has
 // loaded its state, so that it can serve the request itself.
 export function createLeaderRelay({
-  leadership, served, deadlines, clock, logger, refreshFollowerView = async () => {}, connectTimeoutMs = 1000,
+  leadership, served, deadlines, clock, logger, refreshFollowerView = async () => {}, connectTimeoutMs = 1000, shuttingDown = () => false,
 }) {
   const log = logger.child({ module: 'leader-relay' });
 
@@ -70,6 +70,8 @@ export function createLeaderRelay({
       const leader = elector.leader();
       const route = relayRoute({ leader, served: served(), bodyRead: body !== null });
       if (route.to === 'here') { next(); return; }
+      // A replica shutting down no longer follows the Lease: it cannot relay, and says so at once.
+      if (shuttingDown()) { next(new AppError('SHUTTING_DOWN', `this manager replica (${elector.identity}) is shutting down and does not lead; send ${req.method} ${req.path} to another replica`)); return; }
       if (route.to === 'relay') {
         try {
           body ??= await readBody(req);

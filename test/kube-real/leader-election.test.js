@@ -10,6 +10,7 @@ import { request as httpsRequest } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoordinationV1Api, CoreV1Api } from '@kubernetes/client-node';
+import r from 'rethinkdb';
 import { startKubeApiServer } from '../helpers/kube-apiserver.js';
 import { NAMESPACE, seedRethinkDbCluster } from '../helpers/kube-objects.js';
 import { startManagerProcess, startTcpRelay, writeKubeconfig } from '../helpers/manager-process.js';
@@ -43,7 +44,7 @@ beforeAll(async () => {
 }, 180000);
 
 afterEach(async () => {
-  for (const r of replicas.splice(0)) await r.kill('SIGKILL');
+  for (const replica of replicas.splice(0)) await replica.kill('SIGKILL');
   for (const relay of relays.splice(0)) await relay.close();
   // The next test starts from a cluster in its first shape and without a Lease.
   await api.kubeConfig.makeApiClient(CoordinationV1Api).deleteNamespacedLease({ name: 'rethinkdb-manager', namespace: NAMESPACE }).catch(() => {});
@@ -91,13 +92,27 @@ async function startReplica(name, env = {}) {
   return { ...replica, relay, webhookPort };
 }
 
-const leaderView = async (r) => (await r.json('/v1/leader')).body;
+const leaderView = async (replica) => (await replica.json('/v1/leader')).body;
+
+// Makes `server` the primary of a usertable shard it holds a replica of, through the driver, unless it is one already.
+async function givePrimary(server) {
+  const table = r.db('ycsb').table('usertable');
+  const changed = await cluster.withConnection(async (c) => {
+    const config = await table.config().run(c);
+    if (config.shards.some((s) => s.primary_replica === server)) return false;
+    const i = config.shards.findIndex((s) => s.replicas.includes(server));
+    if (i < 0) throw new Error(`${server} holds no replica of ycsb.usertable`);
+    await table.config().update({ shards: config.shards.map((s, j) => (j === i ? { ...s, primary_replica: server } : s)) }).run(c);
+    return true;
+  });
+  if (changed) await eventually(() => settled(cluster), { timeoutMs: 30000, what: `${server} to act as a primary` });
+}
 async function electedPair(env = FAST) {
   const a = await startReplica('manager-a', env);
   const b = await startReplica('manager-b', env);
   await eventually(async () => {
     const [va, vb] = await Promise.all([leaderView(a), leaderView(b)]);
-    const ready = await Promise.all([a, b].map((r) => r.json('/readyz')));
+    const ready = await Promise.all([a, b].map((replica) => replica.json('/readyz')));
     return va.leader && va.leader === vb.leader && ready.every((x) => x.status === 200);
   }, { timeoutMs: 30000, what: 'one leader both replicas agree on, both ready' });
   const leading = (await leaderView(a)).leading;
@@ -106,8 +121,8 @@ async function electedPair(env = FAST) {
 
 const annotationsOf = async (pod) => (await core.readNamespacedPod({ name: pod, namespace: NAMESPACE })).metadata.annotations ?? {};
 const epochMs = (time) => (typeof time === 'number' ? time : Date.parse(time));
-const logTime = (r, msg) => { const line = r.logs().find((l) => l.msg === msg); return line ? epochMs(line.time) : null; };
-const auditTimes = (r) => r.logs().filter((l) => l.audit === true).map((l) => epochMs(l.time));
+const logTime = (replica, msg) => { const line = replica.logs().find((l) => l.msg === msg); return line ? epochMs(line.time) : null; };
+const auditTimes = (replica) => replica.logs().filter((l) => l.audit === true).map((l) => epochMs(l.time));
 
 describe('two manager replicas on one Lease', () => {
   test('when two replicas start, then exactly one leads, both are ready, the follower serves reads itself and relays an action to the leader', async () => {
@@ -210,9 +225,9 @@ describe('two manager replicas on one Lease', () => {
     const answers = [];
     const send = async () => {
       while (sending) {
-        for (const r of [leader, follower]) {
-          const res = await r.json('/v1/actions/rebalance-primaries', { method: 'POST', body: {} }).catch((err) => ({ status: 0, err }));
-          answers.push({ to: r.name, at: Date.now(), status: res.status, servedBy: res.servedBy });
+        for (const replica of [leader, follower]) {
+          const res = await replica.json('/v1/actions/rebalance-primaries', { method: 'POST', body: {} }).catch((err) => ({ status: 0, err }));
+          answers.push({ to: replica.name, at: Date.now(), status: res.status, servedBy: res.servedBy });
         }
         await new Promise((resolve) => { setTimeout(resolve, 200); });
       }
@@ -247,24 +262,46 @@ describe('two manager replicas on one Lease', () => {
     process.stdout.write(`API cut: old leader stopped ${stoppedAt - cutAt} ms after the cut, the new one started ${startedAt - stoppedAt} ms after that\n`);
   });
 
-  test('when the leader gets SIGTERM (a rolling update), then it gives the Lease up, the other replica leads within a retry period, and a preStop sent to it meanwhile is answered with the pod\'s primaries off', async () => {
+  // Sent around the SIGTERM, a preStop reaches the leader as it begins to shut down: it must be answered by the old
+  // leader (it took it) or by the new one (the old one refused it), never lost with a closing connection. Each case
+  // stops another pod (the one before left rethinkdb_2 without primaries), first given a primary if the tests before
+  // moved them all away.
+  test.each([
+    ['one preStop just after the SIGTERM', 'after', 2],
+    ['eight preStops, one a millisecond from 3 ms before the SIGTERM', 'around', 1],
+  ])('when the leader gets SIGTERM (a rolling update), then it gives the Lease up, the other replica leads within a retry period, and %s, sent to the other replica, are answered with the pod\'s primaries off', async (_, order, n) => {
+    await givePrimary(`rethinkdb_${n}`);
     const { leader, follower } = await electedPair();
     const before = await readTables(cluster);
-    expect(Object.keys(before.config).flatMap((name) => primariesOf(before, name))).toContain('rethinkdb_2');
+    expect(Object.keys(before.config).flatMap((name) => primariesOf(before, name))).toContain(`rethinkdb_${n}`);
+    const sendPrestop = () => follower.json(`/v1/hooks/prestop?pod=rethinkdb-${n}`, { method: 'POST' });
+    const after = (ms) => new Promise((resolve) => { setTimeout(resolve, ms); });
     const termAt = Date.now();
-    const stopping = leader.kill('SIGTERM');
-    const answer = await follower.json('/v1/hooks/prestop?pod=rethinkdb-2', { method: 'POST' });
+    let stopping;
+    let answers;
+    if (order === 'after') {
+      stopping = leader.kill('SIGTERM');
+      answers = [await sendPrestop()];
+    } else {
+      const sending = [0, 1, 2, 3, 4, 5, 6, 7].map((ms) => after(ms).then(sendPrestop));
+      await after(3);
+      stopping = leader.kill('SIGTERM');
+      answers = await Promise.all(sending);
+    }
     const answeredMs = Date.now() - termAt;
-    expect(answer.status).toBe(200);
-    expect(answer.body).toMatchObject({ server: 'rethinkdb_2', primariesOff: true });
+    // The whole answers on failure: which replica served each, and the error if any.
+    expect(answers.map((answer) => ({ status: answer.status, servedBy: answer.servedBy, body: answer.body })))
+      .toMatchObject(answers.map(() => ({ status: 200, body: { server: `rethinkdb_${n}`, primariesOff: true } })));
     expect(await stopping).toEqual({ code: 0, signal: null });
     expect(leader.logs().find((l) => l.msg === 'lease given up')).toMatchObject({ released: true });
+    // It kept its port open a retry period (1 s) and a second after giving the Lease up.
+    expect(leader.logs().find((l) => l.msg.startsWith('still refusing work'))).toMatchObject({ lingerMs: 2000 });
     const released = epochMs(leader.logs().find((l) => l.msg === 'lease given up').time);
     const startedAt = logTime(follower, 'became the leader');
     // Retry period 1 s, and 500 ms for scheduling.
     expect(startedAt - released).toBeLessThanOrEqual(1000 + 500);
     const t = await readTables(cluster);
-    for (const name of Object.keys(t.config)) expect(primariesOf(t, name)).not.toContain('rethinkdb_2');
-    process.stdout.write(`SIGTERM of the leader (retry 1 s): Lease given up ${released - termAt} ms after SIGTERM, the other led ${startedAt - released} ms after that; a preStop sent meanwhile answered in ${answeredMs} ms\n`);
+    for (const name of Object.keys(t.config)) expect(primariesOf(t, name)).not.toContain(`rethinkdb_${n}`);
+    process.stdout.write(`SIGTERM of the leader (retry 1 s), preStops ${order} it: Lease given up ${released - termAt} ms after SIGTERM, the other led ${startedAt - released} ms after that; the preStops answered within ${answeredMs} ms, by ${[...new Set(answers.map((answer) => answer.servedBy))].join(', ')}\n`);
   });
 });

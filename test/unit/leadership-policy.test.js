@@ -1,5 +1,5 @@
 import {
-  LEADER_ANNOTATIONS, decideLeaseStep, leaderOf, leadershipValid, leaseRelease, leaseWrite, relayRoute, timingProblems,
+  LEADER_ANNOTATIONS, decideLeaseStep, leaderOf, leadershipValid, leaseRelease, leaseWrite, lingerAfterReleaseMs, relayRoute, timingProblems,
 } from '../../src/policy/leadership.js';
 
 const timings = { leaseDurationMs: 15000, renewDeadlineMs: 10000, retryPeriodMs: 2000 };
@@ -97,6 +97,12 @@ describe('the fence: a leader stops acting before anyone may take over', () => {
       while (leadershipValid({ renewedAt, now: lastAct + 1, renewDeadlineMs: timings.renewDeadlineMs })) lastAct += 1;
       expect(takeover - lastAct).toBeGreaterThanOrEqual(timings.leaseDurationMs - timings.renewDeadlineMs);
     }
+  });
+
+  test('lingerAfterReleaseMs: a retry period and a second with an election, so that every follower has read the released Lease; nothing without one', () => {
+    expect(lingerAfterReleaseMs({ active: true, retryPeriodMs: 2000 })).toBe(3000);
+    expect(lingerAfterReleaseMs({ active: true, retryPeriodMs: 1000 })).toBe(2000);
+    expect(lingerAfterReleaseMs({ active: false, retryPeriodMs: 2000 })).toBe(0);
   });
 
   test('timingProblems refuses a renew deadline that reaches the lease duration, and a retry period that leaves no second try', () => {
