@@ -11,7 +11,7 @@ import { AppError } from '../errors.js';
 import { findServerForPod } from '../cluster/cluster-model.js';
 import { createDeadline } from '../lib/clock.js';
 import {
-  MONITOR, OPERATOR, decideHeartbeatRestore, decidePerfWarning, decidePerfWarningEnd, decidePoststart, decidePrestop,
+  MONITOR, OPERATOR, decideHeartbeatRestore, decidePerfWarning, decidePerfWarningEnd, decidePerfWarningEscalation, decidePoststart, decidePrestop,
   endableWarningSource, releasableDrain, warningSourceOf,
 } from '../policy/policy.js';
 import { resultOf } from './executor.js';
@@ -199,11 +199,33 @@ export function createEvents({
 
   // The monitor's raise and clear: a hot-spot held long enough is a warning of unknown duration from the
   // monitor; its clearing ends only a warning the monitor raised.
+  // A warning the monitor raised that has lasted PERFWARNING_LONG_SECONDS with the pod still hot: the long path
+  // (decidePerfWarningEscalation). Only the monitor's own warning, and once: an operator's or the pod's warning says
+  // how long it lasts itself, and a long one has its migration already.
+  async function escalateFromMonitor({ pod, reason }) {
+    const { cluster, targets: [{ server }] } = await serversForPods([pod]);
+    const warning = server ? await marks.getPerfWarning(server.id) : null;
+    const refuse = (why) => ({ event: 'PERFWARNING_ESCALATION', pod, escalated: false, reason: why });
+    if (!warning || warning.source !== warningSourceOf(MONITOR)) return refuse(`no perf warning from the monitor for pod ${pod}`);
+    if (warning.long) return refuse(`the warning for pod ${pod} is long already`);
+    const heldSeconds = Math.round((clock.now() - Date.parse(warning.since)) / 1000);
+    const decision = decidePerfWarningEscalation({
+      servers: [server], warning, heldSeconds, longSeconds: config.perfwarning.longSeconds, reason: `monitor: ${reason}`, now: clock.now(),
+    });
+    const done = await executor.run(decision.intents, { actor: MONITOR_ACTOR, pod, snapshot: cluster });
+    const started = resultOf(done, 'migrate-replicas-off')?.operation;
+    log.info({ pod, heldSeconds, migration: started?.id ?? null }, 'monitor escalated a long hot-spot: replicas migrate off');
+    return {
+      event: 'PERFWARNING_ESCALATION', pod, escalated: true, reason: decision.reason,
+      demotion: resultOf(done, 'demote'), migration: started ? { id: started.id, status: started.status } : null,
+    };
+  }
+
   const raiseFromMonitor = ({ pod, signal, reason }) => perfwarning({ pod, requester: MONITOR, signal, reason: `monitor: ${reason}`, actor: MONITOR_ACTOR });
   const clearFromMonitor = ({ pod, reason }) => endPerfWarning({ pod, reason: `monitor: hot-spot ended, ${reason}`, actor: MONITOR_ACTOR, requester: MONITOR });
 
   return {
-    prestop, poststart, perfwarning, endPerfWarning, expireDue, restoreHeartbeatDue, raiseFromMonitor, clearFromMonitor,
+    prestop, poststart, perfwarning, endPerfWarning, expireDue, restoreHeartbeatDue, raiseFromMonitor, clearFromMonitor, escalateFromMonitor,
     pendingRestores: async () => (await marks.restores()).map(({ serverId, pod, reason, persisted }) => ({ serverId, pod, reason, persisted })),
     poststartRunning: () => operations.list().some((op) => op.kind === 'poststart' && op.status === 'running'),
   };

@@ -1,5 +1,6 @@
 // The metrics monitor: polls PodMetrics and NodeMetrics, computes each pod's utilization two ways, and lets
-// the policy decide. A skewed hot-spot that holds for N polls raises PERFWARNING; one that stays clear for a
+// the policy decide. A skewed hot-spot that holds for N polls raises PERFWARNING; one still hot
+// PERFWARNING_LONG_SECONDS after that is escalated to the long path (its replicas move off); one that stays clear for a
 // cooldown ends it; uniform overload scales the StatefulSet out by one. Polls never overlap, and a failed
 // poll is logged and counted while the loop goes on.
 
@@ -49,10 +50,13 @@ export function createMonitor({ kube, events, marks, config, clock, logger, metr
       const usage = await readMetrics();
       const evaluation = evaluateHotspots(utilizationSamples(usage), settings);
       await settleScaleOut();
-      const warnedPods = (await marks.perfWarnings()).map((w) => w.pod);
+      const warnings = await marks.perfWarnings();
+      const warnedPods = warnings.map((w) => w.pod);
+      const monitorWarnings = warnings.filter((w) => w.source === 'monitor').map((w) => ({ pod: w.pod, since: w.since, long: Boolean(w.long) }));
       const currentReplicas = (await kube.getStatefulSetScale()).replicas;
       const step = decideMonitorStep(state, evaluation, {
         now: clock.now(), consecutivePolls: settings.consecutivePolls, immediateUtilization: settings.immediateUtilization, clearCooldownMs: settings.clearCooldownSeconds * 1000, warnedPods,
+        longMs: config.perfwarning.longSeconds * 1000, monitorWarnings,
         scaleOut: { enabled: settings.scaleOut, inFlight: Boolean(scale.inFlight), lastAt: scale.lastAt, cooldownMs: settings.scaleOutCooldownSeconds * 1000, replicas: currentReplicas, maxReplicas: settings.maxReplicas },
       });
       state = step.state;
@@ -82,6 +86,10 @@ export function createMonitor({ kube, events, marks, config, clock, logger, metr
     try {
       if (decision.type === 'raise') {
         const result = await events.raiseFromMonitor({ pod: decision.pod, signal: decision.signal, reason: decision.reason });
+        return { ...decision, result };
+      }
+      if (decision.type === 'escalate') {
+        const result = await events.escalateFromMonitor({ pod: decision.pod, reason: decision.reason });
         return { ...decision, result };
       }
       if (decision.type === 'clear') {

@@ -244,6 +244,27 @@ export function decidePerfWarning({
   return { long, reason, warning, intents };
 }
 
+// A hot-spot the monitor raised that is still hot PERFWARNING_LONG_SECONDS after its warning: the monitor cannot
+// know a hot-spot's duration in advance, so one that has lasted this long is taken for a long one, and handled as an
+// announced long warning is: the replicas move off too (IV-B5), one at a time. The warning keeps what was demoted
+// (to give it back) and becomes long, so that its end moves a fair share of replicas back, then primaries. The
+// demotion runs again first: it changes nothing unless primaries came back to the server meanwhile.
+// warning: the server's current mark (the monitor's, not yet long); heldSeconds: how long since it was raised.
+export function decidePerfWarningEscalation({ servers, warning, heldSeconds, longSeconds, reason: given = null, now = 0 }) {
+  const reason = `hot-spot still there ${heldSeconds} s after the warning (at least ${longSeconds} s): a long one, so migrate the replicas off too`;
+  const why = `${given ? `${given}: ` : ''}${reason}`;
+  const escalated = { ...warning, long: true, decision: reason, escalatedAt: new Date(now).toISOString() };
+  return {
+    reason,
+    warning: escalated,
+    intents: servers.length === 0 ? [] : [
+      { type: 'mark-perf-warning', servers, warning: escalated },
+      { type: 'demote', servers, node: null, mark: 'perfwarning', reason: why },
+      ...servers.map((server) => ({ type: 'migrate-replicas-off', server, reason: why })),
+    ],
+  };
+}
+
 // The end of a perf warning (expiry, DELETE, or the monitor seeing the hot-spot clear): the primaries (and
 // after a long warning, the replicas) go back once the server is healthy; until then, a restore waits.
 export function decidePerfWarningEnd(cluster, { serverId, warning, reason: given = 'perf warning ended' }) {
@@ -293,11 +314,16 @@ export function decideMigrationRetry({ report, failure, cluster, tableIds = [], 
 // instead of after consecutivePolls: a node that busy for a whole poll interval is no passing spike, and each poll
 // waited is a poll interval of slow operations. Not on the pod's own load: a backfill or an index build can hold a
 // pod at its limit for a poll, and only interference was measured (README, Evaluation on real RethinkDB).
+// longMs (0: off) and monitorWarnings ([{ pod, since, long }], the monitor's own warnings as persisted): a pod hot
+// in this poll whose warning from the monitor was raised at least longMs ago and is not long yet is escalated
+// (decidePerfWarningEscalation). Read from the persisted warning, so a replica that leads after a restart escalates
+// too, and once: the escalation makes the warning long.
 export function decideMonitorStep(previous, evaluation, options) {
   const {
-    now, consecutivePolls, immediateUtilization = 0, clearCooldownMs, warnedPods = [], scaleOut,
+    now, consecutivePolls, immediateUtilization = 0, clearCooldownMs, warnedPods = [], scaleOut, longMs = 0, monitorWarnings = [],
   } = options;
   const warned = new Set(warnedPods);
+  const shortWarnings = new Map(monitorWarnings.filter((w) => !w.long).map((w) => [w.pod, w]));
   const pods = {};
   const decisions = [];
   const hotByPod = new Map(evaluation.hot.map((h) => [h.pod, h]));
@@ -316,6 +342,14 @@ export function decideMonitorStep(previous, evaluation, options) {
         const why = state.hotStreak >= consecutivePolls ? hot.reason
           : `${hot.reason}; raised after ${state.hotStreak} of ${consecutivePolls} polls (node ${pct(interference)} busy, at or above ${pct(immediateUtilization)})`;
         decisions.push({ type: 'raise', pod: sample.pod, signal: hot.signal, reason: why });
+      }
+      const warning = shortWarnings.get(sample.pod);
+      const heldMs = warning ? now - Date.parse(warning.since) : 0;
+      if (warning && longMs > 0 && heldMs >= longMs) {
+        decisions.push({
+          type: 'escalate', pod: sample.pod, signal: hot.signal, heldSeconds: Math.round(heldMs / 1000),
+          reason: `${hot.reason}; still hot ${Math.round(heldMs / 1000)} s after the monitor's warning (PERFWARNING_LONG_SECONDS ${longMs / 1000})`,
+        });
       }
     } else {
       state.hotStreak = 0;

@@ -183,7 +183,7 @@ const MonitorView = closed({
     pod: string, node: nullable(string), own: nullable(number), ownBasis: { enum: ['limit', 'request', null] }, interference: nullable(number),
     hot: hotSignal, hotStreak: integer, raised: boolean, clearSince: nullable(number), signal: hotSignal,
   }, ['pod', 'node', 'own', 'ownBasis', 'interference', 'hot'])),
-  lastDecisions: arrayOf(open({ time: dateTime, type: { type: 'string', enum: ['raise', 'clear', 'scale-out', 'scale-out-suppressed'] }, pod: string, reason: string, error: string }, ['time', 'type', 'reason'])),
+  lastDecisions: arrayOf(open({ time: dateTime, type: { type: 'string', enum: ['raise', 'escalate', 'clear', 'scale-out', 'scale-out-suppressed'] }, pod: string, reason: string, error: string }, ['time', 'type', 'reason'])),
   scaleOut: ref('ScaleOutState'),
 });
 

@@ -104,6 +104,7 @@ async function createScenarioDriver({ env = {}, logger } = {}) {
 function monitorDecision(d) {
   if (d.type === 'raise') return d.result?.decision?.actions?.join(' + ') ?? 'perfwarning';
   if (d.type === 'clear') return d.result?.restore?.action ?? 'end warning';
+  if (d.type === 'escalate') return d.result?.escalated ? 'migrate-replicas-off' : 'not escalated';
   return d.type;
 }
 

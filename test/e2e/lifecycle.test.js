@@ -291,6 +291,49 @@ describe('the monitor', () => {
     expect(view.pods.map((p) => p.pod)).toEqual(['rethinkdb-0', 'rethinkdb-1', 'rethinkdb-2', 'rethinkdb-3']);
   });
 
+  test('when a hot-spot the monitor raised is still hot PERFWARNING_LONG_SECONDS later, then it is escalated once: the replicas migrate off, and the end of the warning moves a share of them back', async () => {
+    const h = createSandboxHarness({ env: { PERFWARNING_LONG_SECONDS: '60', MONITOR_SCALE_OUT: 'false' } });
+    h.kube.setPodCpu('rethinkdb-1', 0.95);
+    const poll = async () => { const result = await h.monitor.pollOnce(); await settle(h); return (result.decisions ?? []).map((d) => d.type); };
+    expect(await poll()).toEqual([]);
+    h.clock.advance(15000);
+    expect(await poll()).toEqual(['raise']); // hot for two polls
+    expect(await replicasOf(h, 'rethinkdb_1')).not.toEqual([]);
+    // 45 s after the warning: not yet.
+    for (let i = 0; i < 3; i += 1) { h.clock.advance(15000); expect(await poll()).toEqual([]); }
+    h.clock.advance(15000);
+    expect(await poll()).toEqual(['escalate']);
+    const escalation = h.monitor.view().lastDecisions.at(-1);
+    expect(escalation.result).toMatchObject({ event: 'PERFWARNING_ESCALATION', escalated: true, migration: { id: expect.any(String) } });
+    expect(h.operations.list().find((o) => o.id === escalation.result.migration.id)).toMatchObject({ kind: 'migrate-replicas-off', status: 'succeeded' });
+    expect(await replicasOf(h, 'rethinkdb_1')).toEqual([]);
+    const [warning] = await h.marks.perfWarnings();
+    expect(warning).toMatchObject({ pod: 'rethinkdb-1', source: 'monitor', long: true, escalatedAt: expect.any(String), demoted: expect.any(Array) });
+    expect(warning.demoted.length).toBeGreaterThan(0);
+    // Still hot: no second escalation.
+    h.clock.advance(15000);
+    expect(await poll()).toEqual([]);
+    // The hot-spot ends: after the cooldown the warning ends, and as a long one its end moves replicas back.
+    h.kube.setPodCpu('rethinkdb-1', 0.3);
+    const decided = [];
+    for (let i = 0; i < 6; i += 1) { h.clock.advance(15000); decided.push(...await poll()); }
+    expect(decided).toEqual(['clear']);
+    expect(h.monitor.view().lastDecisions.at(-1).result.restore).toMatchObject({ action: 'add-server' });
+    expect((await replicasOf(h, 'rethinkdb_1')).length).toBeGreaterThan(0);
+    expect(h.audit.list({ limit: 500 }).filter((r) => r.actor === 'monitor').map((r) => r.action)).toContain('migrate-replicas-off');
+  });
+
+  test('when an operator\'s warning (not the monitor\'s) lasts past PERFWARNING_LONG_SECONDS with the pod hot, then the monitor does not escalate it: its duration was given', async () => {
+    const h = createSandboxHarness({ env: { PERFWARNING_LONG_SECONDS: '60', MONITOR_SCALE_OUT: 'false' } });
+    // Of unknown duration: short, and it does not expire.
+    await json(request(h.app).post('/v1/hooks/perfwarning'), { pod: 'rethinkdb-1' });
+    h.kube.setPodCpu('rethinkdb-1', 0.95);
+    const decided = [];
+    for (let i = 0; i < 6; i += 1) { decided.push(...((await h.monitor.pollOnce()).decisions ?? []).map((d) => d.type)); h.clock.advance(15000); }
+    expect(decided).toEqual([]);
+    expect(await replicasOf(h, 'rethinkdb_1')).not.toEqual([]);
+  });
+
   test('when the whole cluster is overloaded and triggers race, then exactly one pod is added and brought in', async () => {
     const h = createSandboxHarness();
     for (const pod of h.kube.podNames()) h.kube.setPodCpu(pod, 0.95);

@@ -2,7 +2,7 @@
 
 import {
   MONITOR, OPERATOR, decideHeartbeatLowering, decideHeartbeatRestore, decideMigrateReplicasOff, decideMigrationRetry, decideMonitorStep,
-  decideOperatorDrain, decidePerfWarning, decidePerfWarningEnd, decidePoststart, decidePrestop, decideRelease, endableWarningSource,
+  decideOperatorDrain, decidePerfWarning, decidePerfWarningEnd, decidePerfWarningEscalation, decidePoststart, decidePrestop, decideRelease, endableWarningSource,
   initialMonitorState, prestopActionSeconds, releasableDrain, warningSourceOf,
 } from '../../src/policy/policy.js';
 import { evaluateHotspots, utilizationSamples } from '../../src/monitor/hotspot.js';
@@ -212,6 +212,30 @@ describe('decidePerfWarning', () => {
   });
 });
 
+describe('decidePerfWarningEscalation', () => {
+  const server = { id: 's1', name: 'rethinkdb_1', pod: 'rethinkdb-1' };
+  const warning = {
+    source: 'monitor', signal: 'interference', long: false, durationSeconds: null, since: '2026-11-25T08:00:00.000Z', expiresAt: null,
+    demoted: [{ tableId: 't', shard: 1, table: 'ycsb.usertable' }],
+  };
+
+  test('when escalated, then the warning becomes long and keeps what was demoted, and the intents demote again and migrate the replicas off', () => {
+    const d = decidePerfWarningEscalation({ servers: [server], warning, heldSeconds: 612, longSeconds: 600, reason: 'monitor: r', now: Date.parse('2026-11-25T08:10:12Z') });
+    const reason = 'hot-spot still there 612 s after the warning (at least 600 s): a long one, so migrate the replicas off too';
+    expect(d.reason).toBe(reason);
+    expect(d.warning).toEqual({ ...warning, long: true, decision: reason, escalatedAt: '2026-11-25T08:10:12.000Z' });
+    expect(d.intents).toEqual([
+      { type: 'mark-perf-warning', servers: [server], warning: d.warning },
+      { type: 'demote', servers: [server], node: null, mark: 'perfwarning', reason: `monitor: r: ${reason}` },
+      { type: 'migrate-replicas-off', server, reason: `monitor: r: ${reason}` },
+    ]);
+  });
+
+  test('when no server is named, then nothing is done', () => {
+    expect(decidePerfWarningEscalation({ servers: [], warning, heldSeconds: 600, longSeconds: 600 }).intents).toEqual([]);
+  });
+});
+
 describe('decideMigrationRetry', () => {
   const unfinished = { notDone: [], skipped: [{ tableId: 't', shard: 0, reason: 'no eligible replica' }] };
   const electing = { ...shard(0, 'a', ['a', 'b', 'c']), acting: [] };
@@ -320,6 +344,22 @@ describe('monitor: utilization and hot-spots', () => {
     expect(at(false, 75000)).toEqual([]);
     expect(at(false, 120000)).toEqual([]);
     expect(at(false, 135000)).toEqual(['clear']);
+  });
+
+  test.each([
+    ['hot 10 minutes after the monitor\'s warning', true, 600000, { long: false }, ['escalate']],
+    ['hot a millisecond short of it', true, 599999, { long: false }, []],
+    ['clear 10 minutes after it', false, 600000, { long: false }, []],
+    ['hot, but the warning is long already (escalated once)', true, 900000, { long: true }, []],
+    ['hot, with the escalation off (longMs 0)', true, 600000, { long: false, longMs: 0 }, []],
+    ['hot, with no warning from the monitor (an operator\'s)', true, 600000, null, []],
+  ])('when a pod is %s, then the monitor decides %j', (_, hot, now, warning, types) => {
+    const since = new Date(0).toISOString();
+    const monitorWarnings = warning ? [{ pod: 'p0', since, long: warning.long }] : [];
+    const previous = { pods: { p0: { hotStreak: 5, raised: true, clearSince: null, signal: 'own' } }, uniformStreak: 0 };
+    const step = decideMonitorStep(previous, hotEval(hot), options(now, { warnedPods: ['p0'], monitorWarnings, longMs: warning?.longMs ?? 600000 }));
+    expect(step.decisions.map((d) => d.type)).toEqual(types);
+    if (types.length) expect(step.decisions[0]).toEqual({ type: 'escalate', pod: 'p0', signal: 'own', heldSeconds: 600, reason: 'r; still hot 600 s after the monitor\'s warning (PERFWARNING_LONG_SECONDS 600)' });
   });
 
   const utilEval = (u, signal = 'interference') => ({
