@@ -123,6 +123,12 @@ export function createCpuNodes({ name, coresPerNode, isolate = [] }) {
     return { nodeNs: read(), podNs: read('pod') };
   }
 
+  // Cumulative CFS throttling of the node (its quota spent before the period ended): periods and nanoseconds.
+  function throttling(index) {
+    const stat = Object.fromEntries(readFileSync(dir('cpu', `node-${index}`, 'cpu.stat'), 'utf8').trim().split('\n').map((line) => line.split(' ')));
+    return { periods: Number(stat.nr_periods), throttledPeriods: Number(stat.nr_throttled), throttledNs: Number(stat.throttled_time) };
+  }
+
   // After the servers are gone: remove the cgroups (a cgroup with processes left in it stays).
   async function destroy() {
     await Promise.all([...noise.keys()].map((index) => stopNoise(index)));
@@ -144,7 +150,7 @@ export function createCpuNodes({ name, coresPerNode, isolate = [] }) {
   }
 
   const cpus = isolation ? { shared: isolation.shared, isolated: Object.fromEntries([...isolation.nodes].map(([i, c]) => [`node-${i}`, c])) } : null;
-  return { coresPerNode, cpus, enterPodScript, enterShared, startNoise, stopNoise, usage, destroy };
+  return { coresPerNode, cpus, enterPodScript, enterShared, startNoise, stopNoise, usage, throttling, destroy };
 }
 
 function readdir(path) {
