@@ -148,10 +148,13 @@ export function createEvents({
     if (!warning || (onlySource && warning.source !== onlySource)) {
       return { event: 'PERFWARNING_END', pod, ended: false, reason: `no active perf warning${onlySource ? ` from ${onlySource}` : ''} for pod ${pod}` };
     }
-    const decision = decidePerfWarningEnd(cluster, { serverId, warning: { ...warning, serverName: server?.name }, reason });
+    const decision = decidePerfWarningEnd(cluster, { serverId, warning: { ...warning, serverName: server?.name }, reason, migrating: await migrating(serverId) });
     const done = await executor.run([{ type: 'clear-perf-warning', server: { id: serverId } }, ...decision.intents], { actor, pod, snapshot: cluster });
     return { event: 'PERFWARNING_END', pod, ended: true, reason, restore: restoreResult(decision, done) };
   }
+
+  // Whether a migration of the server's replicas is under way or due for a retry (its record is on the pod until it ends).
+  const migrating = async (serverId) => (await marks.migrations()).some((m) => m.serverId === serverId);
 
   function restoreResult(decision, done) {
     const why = decision.intents[0]?.reason ?? decision.reason;
@@ -176,7 +179,7 @@ export function createEvents({
     for (const pending of await marks.restores()) {
       const cluster = await store.readCluster();
       const { serverId, pod, warning, reason, actor } = pending;
-      const decision = decidePerfWarningEnd(cluster, { serverId, warning, reason });
+      const decision = decidePerfWarningEnd(cluster, { serverId, warning, reason, migrating: await migrating(serverId) });
       const done = await executor.run(decision.intents, { actor, pod, snapshot: cluster });
       ended.push({ event: 'PERFWARNING_RESTORE_RETRY', pod, restore: restoreResult(decision, done) });
     }
@@ -210,7 +213,7 @@ export function createEvents({
     if (warning.long) return refuse(`the warning for pod ${pod} is long already`);
     const heldSeconds = Math.round((clock.now() - Date.parse(warning.since)) / 1000);
     const decision = decidePerfWarningEscalation({
-      servers: [server], warning, heldSeconds, longSeconds: config.perfwarning.longSeconds, reason: `monitor: ${reason}`, now: clock.now(),
+      servers: [server], heldSeconds, longSeconds: config.perfwarning.longSeconds, reason: `monitor: ${reason}`, now: clock.now(),
     });
     const done = await executor.run(decision.intents, { actor: MONITOR_ACTOR, pod, snapshot: cluster });
     const started = resultOf(done, 'migrate-replicas-off')?.operation;
@@ -233,7 +236,7 @@ export function createEvents({
 
 // A decision as callers see it: the reason and the actions it leads to (the intents that act on the cluster,
 // not those that only move marks or the manager's connection), without the intents' internals.
-const BOOKKEEPING = new Set(['move-connection', 'mark-draining', 'mark-perf-warning', 'release', 'clear-perf-warning', 'await-health', 'end-departure']);
+const BOOKKEEPING = new Set(['move-connection', 'mark-draining', 'mark-perf-warning', 'mark-perf-warning-long', 'release', 'clear-perf-warning', 'await-health', 'end-departure']);
 
 function describe(decision) {
   const { intents, ...rest } = decision;

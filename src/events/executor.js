@@ -42,6 +42,18 @@ export function createExecutor({ store, actions, marks, operations, config, cloc
       for (const s of servers) await marks.setPerfWarning(s.id, warning, { serverName: s.name, pod: s.pod });
       return { marked: servers.map((s) => s.name) };
     },
+    // An escalated warning becomes long once its migration has started: the mark as it is now (with what the
+    // demotion just added to it), long.
+    async 'mark-perf-warning-long'({ servers, decision, at }) {
+      const marked = [];
+      for (const s of servers) {
+        const current = await marks.getPerfWarning(s.id);
+        if (!current) continue;
+        await marks.setPerfWarning(s.id, { ...current, long: true, decision, escalatedAt: at }, { serverName: s.name, pod: s.pod });
+        marked.push(s.name);
+      }
+      return { marked };
+    },
     // One plan for every server named; what each lost is kept with its mark ('draining' or 'perfwarning') so
     // that it can be given back.
     async demote({ servers, node = null, pods = null, mark, reason }, { actor, dryRun, deadlineSeconds, snapshot }) {

@@ -246,32 +246,39 @@ export function decidePerfWarning({
 
 // A hot-spot the monitor raised that is still hot PERFWARNING_LONG_SECONDS after its warning: the monitor cannot
 // know a hot-spot's duration in advance, so one that has lasted this long is taken for a long one, and handled as an
-// announced long warning is: the replicas move off too (IV-B5), one at a time. The warning keeps what was demoted
-// (to give it back) and becomes long, so that its end moves a fair share of replicas back, then primaries. The
-// demotion runs again first: it changes nothing unless primaries came back to the server meanwhile.
-// warning: the server's current mark (the monitor's, not yet long); heldSeconds: how long since it was raised.
-export function decidePerfWarningEscalation({ servers, warning, heldSeconds, longSeconds, reason: given = null, now = 0 }) {
+// announced long warning is: the replicas move off too (IV-B5), one at a time. The demotion runs again first: it
+// changes nothing unless primaries came back to the server meanwhile. Only once the migration has started is the
+// warning marked long (keeping what was demoted), so that a failure before that leaves it to the next poll, and so
+// that its end moves a fair share of replicas back, then primaries.
+// heldSeconds: how long since the warning was raised.
+export function decidePerfWarningEscalation({ servers, heldSeconds, longSeconds, reason: given = null, now = 0 }) {
   const reason = `hot-spot still there ${heldSeconds} s after the warning (at least ${longSeconds} s): a long one, so migrate the replicas off too`;
   const why = `${given ? `${given}: ` : ''}${reason}`;
-  const escalated = { ...warning, long: true, decision: reason, escalatedAt: new Date(now).toISOString() };
   return {
     reason,
-    warning: escalated,
     intents: servers.length === 0 ? [] : [
-      { type: 'mark-perf-warning', servers, warning: escalated },
       { type: 'demote', servers, node: null, mark: 'perfwarning', reason: why },
       ...servers.map((server) => ({ type: 'migrate-replicas-off', server, reason: why })),
+      { type: 'mark-perf-warning-long', servers, decision: reason, at: new Date(now).toISOString() },
     ],
   };
 }
 
 // The end of a perf warning (expiry, DELETE, or the monitor seeing the hot-spot clear): the primaries (and
 // after a long warning, the replicas) go back once the server is healthy; until then, a restore waits.
-export function decidePerfWarningEnd(cluster, { serverId, warning, reason: given = 'perf warning ended' }) {
+// migrating: a migration of the server's replicas is under way (or due for a retry): the replicas come back once it
+// has ended, rather than while it still moves them off.
+export function decidePerfWarningEnd(cluster, {
+  serverId, warning, reason: given = 'perf warning ended', migrating = false,
+}) {
   const server = cluster.servers.find((s) => s.id === serverId);
   const ref = { id: serverId, name: server?.name ?? warning.serverName ?? serverId };
   const decide = (action, reason, intents) => ({ action, reason, intents });
   const why = (reason) => `${given}: ${reason}`;
+  if (migrating) {
+    const reason = `${ref.name}'s replicas are still migrating off; they come back once that migration has ended`;
+    return decide('wait', reason, [{ type: 'await-health', server: ref, warning, reason: given }]);
+  }
   if (!server?.connected) {
     const reason = `${warning.serverName ?? serverId} is not connected; primaries return once it is healthy`;
     return decide('wait', reason, [{ type: 'await-health', server: ref, warning, reason: given }]);
@@ -314,21 +321,24 @@ export function decideMigrationRetry({ report, failure, cluster, tableIds = [], 
 // instead of after consecutivePolls: a node that busy for a whole poll interval is no passing spike, and each poll
 // waited is a poll interval of slow operations. Not on the pod's own load: a backfill or an index build can hold a
 // pod at its limit for a poll, and only interference was measured (README, Evaluation on real RethinkDB).
-// longMs (0: off) and monitorWarnings ([{ pod, since, long }], the monitor's own warnings as persisted): a pod hot
-// in this poll whose warning from the monitor was raised at least longMs ago and is not long yet is escalated
-// (decidePerfWarningEscalation). Read from the persisted warning, so a replica that leads after a restart escalates
-// too, and once: the escalation makes the warning long.
+// monitorWarnings ([{ pod, since, long }]): the monitor's own warnings as persisted on the pods. A pod with one counts
+// as raised, so that a monitor that did not raise it itself (a restarted manager, a new leader) ends it too.
+// longMs (0: off): a pod hot on interference for consecutivePolls polls whose warning from the monitor was raised at
+// least longMs ago and is not long yet is escalated (decidePerfWarningEscalation), once: the escalation makes the
+// warning long. Not on the pod's own load: moving its replicas off would lower that load, end the warning and bring
+// them back.
 export function decideMonitorStep(previous, evaluation, options) {
   const {
     now, consecutivePolls, immediateUtilization = 0, clearCooldownMs, warnedPods = [], scaleOut, longMs = 0, monitorWarnings = [],
   } = options;
   const warned = new Set(warnedPods);
-  const shortWarnings = new Map(monitorWarnings.filter((w) => !w.long).map((w) => [w.pod, w]));
+  const monitorWarned = new Map(monitorWarnings.map((w) => [w.pod, w]));
   const pods = {};
   const decisions = [];
   const hotByPod = new Map(evaluation.hot.map((h) => [h.pod, h]));
   for (const sample of evaluation.samples) {
-    const before = previous.pods[sample.pod] ?? { hotStreak: 0, raised: false, clearSince: null, signal: null };
+    const remembered = previous.pods[sample.pod] ?? { hotStreak: 0, raised: false, clearSince: null, signal: null };
+    const before = { ...remembered, raised: remembered.raised || monitorWarned.has(sample.pod) };
     const hot = hotByPod.get(sample.pod);
     const state = { ...before };
     if (hot) {
@@ -343,9 +353,10 @@ export function decideMonitorStep(previous, evaluation, options) {
           : `${hot.reason}; raised after ${state.hotStreak} of ${consecutivePolls} polls (node ${pct(interference)} busy, at or above ${pct(immediateUtilization)})`;
         decisions.push({ type: 'raise', pod: sample.pod, signal: hot.signal, reason: why });
       }
-      const warning = shortWarnings.get(sample.pod);
+      const warning = monitorWarned.get(sample.pod);
       const heldMs = warning ? now - Date.parse(warning.since) : 0;
-      if (warning && longMs > 0 && heldMs >= longMs) {
+      const stillStarved = Number.isFinite(hot.hotOn?.interference) && state.hotStreak >= consecutivePolls;
+      if (warning && !warning.long && stillStarved && longMs > 0 && heldMs >= longMs) {
         decisions.push({
           type: 'escalate', pod: sample.pod, signal: hot.signal, heldSeconds: Math.round(heldMs / 1000),
           reason: `${hot.reason}; still hot ${Math.round(heldMs / 1000)} s after the monitor's warning (PERFWARNING_LONG_SECONDS ${longMs / 1000})`,

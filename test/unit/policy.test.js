@@ -214,25 +214,20 @@ describe('decidePerfWarning', () => {
 
 describe('decidePerfWarningEscalation', () => {
   const server = { id: 's1', name: 'rethinkdb_1', pod: 'rethinkdb-1' };
-  const warning = {
-    source: 'monitor', signal: 'interference', long: false, durationSeconds: null, since: '2026-11-25T08:00:00.000Z', expiresAt: null,
-    demoted: [{ tableId: 't', shard: 1, table: 'ycsb.usertable' }],
-  };
 
-  test('when escalated, then the warning becomes long and keeps what was demoted, and the intents demote again and migrate the replicas off', () => {
-    const d = decidePerfWarningEscalation({ servers: [server], warning, heldSeconds: 612, longSeconds: 600, reason: 'monitor: r', now: Date.parse('2026-11-25T08:10:12Z') });
+  test('when escalated, then the intents demote again, migrate the replicas off, and only then mark the warning long', () => {
+    const d = decidePerfWarningEscalation({ servers: [server], heldSeconds: 612, longSeconds: 600, reason: 'monitor: r', now: Date.parse('2026-11-25T08:10:12Z') });
     const reason = 'hot-spot still there 612 s after the warning (at least 600 s): a long one, so migrate the replicas off too';
     expect(d.reason).toBe(reason);
-    expect(d.warning).toEqual({ ...warning, long: true, decision: reason, escalatedAt: '2026-11-25T08:10:12.000Z' });
     expect(d.intents).toEqual([
-      { type: 'mark-perf-warning', servers: [server], warning: d.warning },
       { type: 'demote', servers: [server], node: null, mark: 'perfwarning', reason: `monitor: r: ${reason}` },
       { type: 'migrate-replicas-off', server, reason: `monitor: r: ${reason}` },
+      { type: 'mark-perf-warning-long', servers: [server], decision: reason, at: '2026-11-25T08:10:12.000Z' },
     ]);
   });
 
   test('when no server is named, then nothing is done', () => {
-    expect(decidePerfWarningEscalation({ servers: [], warning, heldSeconds: 600, longSeconds: 600 }).intents).toEqual([]);
+    expect(decidePerfWarningEscalation({ servers: [], heldSeconds: 600, longSeconds: 600 }).intents).toEqual([]);
   });
 });
 
@@ -252,6 +247,18 @@ describe('decideMigrationRetry', () => {
     const d = decideMigrationRetry({ tableIds: ['t'], attempt: 2, now: 0, retry, ...input });
     if (reason === null) expect(d).toBeNull();
     else expect(d).toEqual({ attempt: 2, at: new Date(1000).toISOString(), reason });
+  });
+});
+
+describe('decidePerfWarningEnd while a migration runs', () => {
+  test('when the server\'s replicas are still migrating off, then the restore waits for the migration to end', () => {
+    const cluster = { servers: [{ id: 's1', name: 'rethinkdb_1', connected: true }], tables: [] };
+    const d = decidePerfWarningEnd(cluster, { serverId: 's1', warning: { long: true }, reason: 'monitor: hot-spot ended', migrating: true });
+    expect(d).toEqual({
+      action: 'wait', reason: "rethinkdb_1's replicas are still migrating off; they come back once that migration has ended",
+      intents: [{ type: 'await-health', server: { id: 's1', name: 'rethinkdb_1' }, warning: { long: true }, reason: 'monitor: hot-spot ended' }],
+    });
+    expect(decidePerfWarningEnd(cluster, { serverId: 's1', warning: { long: true }, migrating: false }).action).toBe('add-server');
   });
 });
 
@@ -346,20 +353,35 @@ describe('monitor: utilization and hot-spots', () => {
     expect(at(false, 135000)).toEqual(['clear']);
   });
 
+  const starved = (hot) => ({
+    samples: [{ pod: 'p0' }, { pod: 'p1' }], hot: hot ? [{ pod: 'p0', signal: 'interference', utilization: 0.9, hotOn: { interference: 0.9 }, reason: 'r' }] : [], uniform: false, averages: { interference: 0.5 },
+  });
+  const busyOwn = { samples: [{ pod: 'p0' }, { pod: 'p1' }], hot: [{ pod: 'p0', signal: 'own', utilization: 0.9, hotOn: { own: 0.9 }, reason: 'r' }], uniform: false, averages: { own: 0.5 } };
   test.each([
-    ['hot 10 minutes after the monitor\'s warning', true, 600000, { long: false }, ['escalate']],
-    ['hot a millisecond short of it', true, 599999, { long: false }, []],
-    ['clear 10 minutes after it', false, 600000, { long: false }, []],
-    ['hot, but the warning is long already (escalated once)', true, 900000, { long: true }, []],
-    ['hot, with the escalation off (longMs 0)', true, 600000, { long: false, longMs: 0 }, []],
-    ['hot, with no warning from the monitor (an operator\'s)', true, 600000, null, []],
-  ])('when a pod is %s, then the monitor decides %j', (_, hot, now, warning, types) => {
+    ['starved 10 minutes after the monitor\'s warning', starved(true), 5, 600000, { long: false }, ['escalate']],
+    ['starved a millisecond short of it', starved(true), 5, 599999, { long: false }, []],
+    ['starved, but on its first hot poll after a clear one', starved(true), 0, 600000, { long: false }, []],
+    ['clear 10 minutes after it', starved(false), 5, 600000, { long: false }, []],
+    ['busy on its own load only', busyOwn, 5, 600000, { long: false }, []],
+    ['starved, but the warning is long already (escalated once)', starved(true), 5, 900000, { long: true }, []],
+    ['starved, with the escalation off (longMs 0)', starved(true), 5, 600000, { long: false, longMs: 0 }, []],
+    ['starved, with no warning from the monitor (an operator\'s)', starved(true), 5, 600000, null, []],
+  ])('when a pod is %s, then the monitor decides %j', (_, evaluation, streak, now, warning, types) => {
     const since = new Date(0).toISOString();
     const monitorWarnings = warning ? [{ pod: 'p0', since, long: warning.long }] : [];
-    const previous = { pods: { p0: { hotStreak: 5, raised: true, clearSince: null, signal: 'own' } }, uniformStreak: 0 };
-    const step = decideMonitorStep(previous, hotEval(hot), options(now, { warnedPods: ['p0'], monitorWarnings, longMs: warning?.longMs ?? 600000 }));
+    const previous = { pods: { p0: { hotStreak: streak, raised: Boolean(warning), clearSince: null, signal: 'interference' } }, uniformStreak: 0 };
+    const step = decideMonitorStep(previous, evaluation, options(now, { warnedPods: ['p0'], monitorWarnings, longMs: warning?.longMs ?? 600000 }));
     expect(step.decisions.map((d) => d.type)).toEqual(types);
-    if (types.length) expect(step.decisions[0]).toEqual({ type: 'escalate', pod: 'p0', signal: 'own', heldSeconds: 600, reason: 'r; still hot 600 s after the monitor\'s warning (PERFWARNING_LONG_SECONDS 600)' });
+    if (types.length) expect(step.decisions[0]).toEqual({ type: 'escalate', pod: 'p0', signal: 'interference', heldSeconds: 600, reason: 'r; still hot 600 s after the monitor\'s warning (PERFWARNING_LONG_SECONDS 600)' });
+  });
+
+  test('when a monitor that never raised it finds the monitor\'s warning on a pod (a restart, a new leader), then it counts it as its own: it ends it after the cooldown', () => {
+    let s = initialMonitorState();
+    const monitorWarnings = [{ pod: 'p0', since: new Date(0).toISOString(), long: true }];
+    const at = (now) => { const step = decideMonitorStep(s, starved(false), options(now, { warnedPods: ['p0'], monitorWarnings })); s = step.state; return step.decisions.map((d) => d.type); };
+    expect(at(0)).toEqual([]);
+    expect(at(30000)).toEqual([]);
+    expect(at(60000)).toEqual(['clear']);
   });
 
   const utilEval = (u, signal = 'interference') => ({
