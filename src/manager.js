@@ -206,14 +206,19 @@ export function createManager({
     return { expired, heartbeat, retried, votes, nodes, holds, polled };
   }
 
-  // Stop taking work, let running actions and operations finish within graceMs, then close the store.
-  // Then give the Lease up, so that another replica leads at its next try.
-  async function shutdown(graceMs) {
+  // Stop taking work, let running actions and operations finish within graceMs, and give the Lease up, so that
+  // another replica leads at its next try. Then, for lingerMs (the caller's ports still open, refusing work), keep
+  // the store, so that reads are still answered, and close it.
+  async function shutdown(graceMs, { lingerMs = 0 } = {}) {
     work.beginShutdown();
     const settled = Promise.all([work.drain(), operations.drain()]).then(() => true);
     const finished = await Promise.race([settled, clock.sleep(graceMs).then(() => false)]);
     await marks.flush();
     const lease = await elector.stop();
+    if (lingerMs > 0) {
+      log.info({ lingerMs }, 'still refusing work for a retry period, so that the other replicas read the Lease and relay to the next leader');
+      await clock.sleep(lingerMs);
+    }
     await nodeWatch?.stop().catch(() => {});
     await store.close();
     return { finished, inFlight: work.inFlightCount(), runningOperations: operations.runningCount(), leaseReleased: lease.released };

@@ -99,12 +99,8 @@ async function main() {
     // The ports stay open through the running work and the Lease's release, and a while after it, answering new work
     // with 503 SHUTTING_DOWN or NOT_LEADER, which a follower's relay sends on to the next leader
     // (lingerAfterReleaseMs). Closed at SIGTERM, a request relayed at that moment was lost with its connection.
-    const result = await manager.shutdown(config.deadlines.shutdownGraceSeconds * 1000);
     const lingerMs = lingerAfterReleaseMs({ active: config.leaderElection.active, retryPeriodMs: config.leaderElection.timings.retryPeriodMs });
-    if (lingerMs > 0) {
-      logger.info({ lingerMs }, 'still refusing work for a retry period, so that the other replicas read the Lease and relay to the next leader');
-      await clock.sleep(lingerMs);
-    }
+    const result = await manager.shutdown(config.deadlines.shutdownGraceSeconds * 1000, { lingerMs });
     server.close();
     server.closeAllConnections();
     await Promise.all(closers.map((close) => close().catch(() => {})));

@@ -68,6 +68,9 @@ export function createLeaderElector({
       leader = leaderOf(lease);
       return result(false);
     }
+    // Released (or never held): nobody leads until a write says who does, so that nothing is relayed meanwhile to a
+    // leader that gave the Lease up. Expired: its holder, until then.
+    if (decision.step !== 'renew') leader = leaderOf(lease);
     const written = await kube.writeLease(leaseName, {
       resourceVersion: lease?.resourceVersion ?? null,
       ...leaseWrite({ lease, step: decision.step, identity, now: clock.now(), leaseDurationMs, addresses }),

@@ -104,7 +104,9 @@ export function createLeaderRelay({
     const headers = { [RELAY_HEADERS.relayedBy]: leadership().identity, [RELAY_HEADERS.deadlineMs]: String(Math.max(0, Math.floor(remainingMs))) };
     for (const name of ['authorization', 'content-type', 'accept', 'x-request-id']) if (req.headers[name]) headers[name] = req.headers[name];
     if (body.length > 0) headers['content-length'] = String(body.length);
-    const answer = await requestReplica(new URL(req.originalUrl, target), { method: req.method, headers }, body, { timeoutMs: remainingMs, connectTimeoutMs });
+    // A connection of its own (no kept-alive one): a kept-alive connection the leader closes as idle just as this is
+    // sent would look like a request taken and an answer lost.
+    const answer = await requestReplica(new URL(req.originalUrl, target), { method: req.method, headers, agent: false }, body, { timeoutMs: remainingMs, connectTimeoutMs });
     // Not (or no longer) leading, or giving its Lease up: nothing was done there; wait for the next leader.
     if (answer.status === 503 && (answer.payload.includes('"NOT_LEADER"') || answer.payload.includes('"SHUTTING_DOWN"'))) return { notLeader: true };
     return answer;
