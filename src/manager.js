@@ -215,11 +215,11 @@ export function createManager({
     const finished = await Promise.race([settled, clock.sleep(graceMs).then(() => false)]);
     await marks.flush();
     const lease = await elector.stop();
+    await nodeWatch?.stop().catch(() => {});
     if (lingerMs > 0) {
       log.info({ lingerMs }, 'still refusing work for a retry period, so that the other replicas read the Lease and relay to the next leader');
       await clock.sleep(lingerMs);
     }
-    await nodeWatch?.stop().catch(() => {});
     await store.close();
     return { finished, inFlight: work.inFlightCount(), runningOperations: operations.runningCount(), leaseReleased: lease.released };
   }

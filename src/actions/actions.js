@@ -226,10 +226,11 @@ export function createActions({
     const op = operations.start(action, target, async (operation) => {
       const migration = { version: MIGRATION_VERSION, action, intent, operationId: operation.id, reason: reason ?? null, startedAt: operation.createdAt, inFlight: null };
       const ref = { serverName: stateServer.name, pod };
+      // Read before the record is written again (which drops its retry), so that the backoff grows with each retry.
+      const attempt = (await marks.migrations()).find((m) => m.serverId === stateServer.id)?.retry?.attempt ?? 0;
       await marks.setMigration(stateServer.id, migration, ref);
       // The move being made is recorded too, so that a restarted manager can finish it before re-planning.
       const track = (move) => marks.setMigration(stateServer.id, { ...migration, inFlight: move }, ref);
-      const attempt = (await marks.migrations()).find((m) => m.serverId === stateServer.id)?.retry?.attempt ?? 0;
       const outcome = { report: null, failure: null };
       try {
         outcome.report = await runReplicaMoves(operation, { action, target, moves: plan.moves, planned, skipped, deadlineSeconds, reason, afterMoves, track });

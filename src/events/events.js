@@ -153,8 +153,9 @@ export function createEvents({
     return { event: 'PERFWARNING_END', pod, ended: true, reason, restore: restoreResult(decision, done) };
   }
 
-  // Whether a migration of the server's replicas is under way or due for a retry (its record is on the pod until it ends).
-  const migrating = async (serverId) => (await marks.migrations()).some((m) => m.serverId === serverId);
+  // The action of a migration of the server's replicas under way or due for a retry (its record is on the pod until
+  // it ends), or null.
+  const migrating = async (serverId) => (await marks.migrations()).find((m) => m.serverId === serverId)?.action ?? null;
 
   function restoreResult(decision, done) {
     const why = decision.intents[0]?.reason ?? decision.reason;
@@ -180,7 +181,8 @@ export function createEvents({
       const cluster = await store.readCluster();
       const { serverId, pod, warning, reason, actor } = pending;
       const decision = decidePerfWarningEnd(cluster, { serverId, warning, reason, migrating: await migrating(serverId) });
-      const done = await executor.run(decision.intents, { actor, pod, snapshot: cluster });
+      // Still waiting: the restore is recorded already; writing it again would patch the pod every tick.
+      const done = decision.action === 'wait' ? [] : await executor.run(decision.intents, { actor, pod, snapshot: cluster });
       ended.push({ event: 'PERFWARNING_RESTORE_RETRY', pod, restore: restoreResult(decision, done) });
     }
     return ended;
@@ -216,11 +218,14 @@ export function createEvents({
       servers: [server], heldSeconds, longSeconds: config.perfwarning.longSeconds, reason: `monitor: ${reason}`, now: clock.now(),
     });
     const done = await executor.run(decision.intents, { actor: MONITOR_ACTOR, pod, snapshot: cluster });
-    const started = resultOf(done, 'migrate-replicas-off')?.operation;
-    log.info({ pod, heldSeconds, migration: started?.id ?? null }, 'monitor escalated a long hot-spot: replicas migrate off');
+    const migration = resultOf(done, 'migrate-replicas-off');
+    const started = migration?.operation ?? null;
+    // The warning may have ended (DELETE) while the demotion ran: then no migration started, and nothing is long.
+    if (!started) return { ...refuse(migration?.skipped ?? 'no migration started'), demotion: resultOf(done, 'demote') };
+    log.info({ pod, heldSeconds, migration: started.id }, 'monitor escalated a long hot-spot: replicas migrate off');
     return {
       event: 'PERFWARNING_ESCALATION', pod, escalated: true, reason: decision.reason,
-      demotion: resultOf(done, 'demote'), migration: started ? { id: started.id, status: started.status } : null,
+      demotion: resultOf(done, 'demote'), migration: { id: started.id, status: started.status },
     };
   }
 

@@ -104,7 +104,10 @@ export function createExecutor({ store, actions, marks, operations, config, cloc
       return { ended: servers };
     },
     // The action's answer: the operation started, or with dryRun the plan.
-    async 'migrate-replicas-off'({ server, reason }, { actor, dryRun, deadlineSeconds, snapshot }) {
+    // whileWarned: only while the server still has its perf warning (an escalation whose warning was ended during
+    // its demotion starts no migration).
+    async 'migrate-replicas-off'({ server, reason, whileWarned = false }, { actor, dryRun, deadlineSeconds, snapshot }) {
+      if (whileWarned && !(await marks.getPerfWarning(server.id))) return { operation: null, skipped: 'the perf warning ended before the migration started' };
       return actions.migrateReplicasOff({ server: server.id, reason, actor, dryRun, deadlineSeconds, snapshot });
     },
     // released: those that were draining.

@@ -258,7 +258,7 @@ export function decidePerfWarningEscalation({ servers, heldSeconds, longSeconds,
     reason,
     intents: servers.length === 0 ? [] : [
       { type: 'demote', servers, node: null, mark: 'perfwarning', reason: why },
-      ...servers.map((server) => ({ type: 'migrate-replicas-off', server, reason: why })),
+      ...servers.map((server) => ({ type: 'migrate-replicas-off', server, reason: why, whileWarned: true })),
       { type: 'mark-perf-warning-long', servers, decision: reason, at: new Date(now).toISOString() },
     ],
   };
@@ -266,18 +266,21 @@ export function decidePerfWarningEscalation({ servers, heldSeconds, longSeconds,
 
 // The end of a perf warning (expiry, DELETE, or the monitor seeing the hot-spot clear): the primaries (and
 // after a long warning, the replicas) go back once the server is healthy; until then, a restore waits.
-// migrating: a migration of the server's replicas is under way (or due for a retry): the replicas come back once it
-// has ended, rather than while it still moves them off.
+// migrating: the action of a migration of the server's replicas under way (or due for a retry), or null: the
+// replicas come back once it has ended, rather than while it still moves them off. A migrate-replicas-off moves them
+// off because of the warning (an escalation that had not marked it long yet): its end then brings them back, as a
+// long warning's does.
 export function decidePerfWarningEnd(cluster, {
-  serverId, warning, reason: given = 'perf warning ended', migrating = false,
+  serverId, warning, reason: given = 'perf warning ended', migrating = null,
 }) {
   const server = cluster.servers.find((s) => s.id === serverId);
   const ref = { id: serverId, name: server?.name ?? warning.serverName ?? serverId };
   const decide = (action, reason, intents) => ({ action, reason, intents });
   const why = (reason) => `${given}: ${reason}`;
   if (migrating) {
-    const reason = `${ref.name}'s replicas are still migrating off; they come back once that migration has ended`;
-    return decide('wait', reason, [{ type: 'await-health', server: ref, warning, reason: given }]);
+    const reason = `a migration of ${ref.name}'s replicas is still under way; the restore waits until it has ended`;
+    const restored = migrating === 'migrate-replicas-off' ? { ...warning, long: true } : warning;
+    return decide('wait', reason, [{ type: 'await-health', server: ref, warning: restored, reason: given }]);
   }
   if (!server?.connected) {
     const reason = `${warning.serverName ?? serverId} is not connected; primaries return once it is healthy`;

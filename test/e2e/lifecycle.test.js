@@ -347,6 +347,72 @@ describe('the monitor', () => {
     expect(await h.marks.perfWarnings()).toEqual([]);
   });
 
+  test('when the monitor\'s warning is ended (DELETE) while its escalation demotes, then no migration starts and the warning does not come back long', async () => {
+    let h = null;
+    let deleted = false;
+    // The first table_config write of the escalation (its demotion) lets an operator's DELETE of the warning in first.
+    h = createSandboxHarness({
+      env: { PERFWARNING_LONG_SECONDS: '60', MONITOR_SCALE_OUT: 'false' },
+      wrapSource: (source) => ({
+        ...source,
+        updateTableShards: async (...args) => {
+          if (h?.armed && !deleted) { deleted = (await request(h.app).delete('/v1/hooks/perfwarning?pod=rethinkdb-1')).body; }
+          return source.updateTableShards(...args);
+        },
+      }),
+    });
+    // rethinkdb_1 holds primaries (as if given back meanwhile), so that the escalation's demotion writes first.
+    expect((await primaryMap(h.store))).toContain('rethinkdb_1');
+    const cluster = await h.store.readCluster();
+    const server = cluster.servers.find((s) => s.name === 'rethinkdb_1');
+    await h.marks.setPerfWarning(server.id, {
+      source: 'monitor', signal: 'interference', reason: 'monitor: r', durationSeconds: null, long: false, since: new Date(h.clock.now() - 120000).toISOString(), expiresAt: null,
+    }, { serverName: 'rethinkdb_1', pod: 'rethinkdb-1' });
+    h.armed = true;
+    const result = await h.events.escalateFromMonitor({ pod: 'rethinkdb-1', reason: 'r' });
+    await settle(h);
+    // The DELETE came during the demotion: nothing was migrating yet, so its restore gave the primaries back.
+    expect(deleted).toMatchObject({ ended: true, restore: { action: 'rebalance-primaries' } });
+    expect(result).toMatchObject({ event: 'PERFWARNING_ESCALATION', escalated: false, reason: 'the perf warning ended before the migration started' });
+    expect(h.operations.list().filter((o) => o.kind === 'migrate-replicas-off')).toEqual([]);
+    expect(await h.marks.perfWarnings()).toEqual([]);
+    expect(await replicasOf(h, 'rethinkdb_1')).not.toEqual([]);
+  });
+
+  test('when the monitor\'s warning is ended (DELETE) while its escalation\'s migration runs, then the restore waits for the migration to end and then moves the replicas back', async () => {
+    let h = null;
+    let deleted = null;
+    let writes = 0;
+    // The escalation's second table_config write (the first is its demotion of rethinkdb_1's primary; the second
+    // stages the migration's first replica) lets an operator's DELETE of the warning in.
+    h = createSandboxHarness({
+      env: { PERFWARNING_LONG_SECONDS: '60', MONITOR_SCALE_OUT: 'false' },
+      wrapSource: (source) => ({
+        ...source,
+        updateTableShards: async (...args) => {
+          if (h?.armed) writes += 1;
+          if (writes === 2 && !deleted) deleted = (await request(h.app).delete('/v1/hooks/perfwarning?pod=rethinkdb-1')).body;
+          return source.updateTableShards(...args);
+        },
+      }),
+    });
+    expect(await primaryMap(h.store)).toContain('rethinkdb_1');
+    const cluster = await h.store.readCluster();
+    const server = cluster.servers.find((s) => s.name === 'rethinkdb_1');
+    await h.marks.setPerfWarning(server.id, {
+      source: 'monitor', signal: 'interference', reason: 'monitor: r', durationSeconds: null, long: false, since: new Date(h.clock.now() - 120000).toISOString(), expiresAt: null,
+    }, { serverName: 'rethinkdb_1', pod: 'rethinkdb-1' });
+    h.armed = true;
+    await h.events.escalateFromMonitor({ pod: 'rethinkdb-1', reason: 'r' });
+    await settle(h);
+    expect(deleted).toMatchObject({ ended: true, restore: { action: 'wait' } });
+    expect(await replicasOf(h, 'rethinkdb_1')).toEqual([]);
+    const [retried] = await h.events.expireDue();
+    expect(retried).toMatchObject({ event: 'PERFWARNING_RESTORE_RETRY', restore: { action: 'add-server' } });
+    await settle(h);
+    expect((await replicasOf(h, 'rethinkdb_1')).length).toBeGreaterThan(0);
+  });
+
   test('when an operator\'s warning (not the monitor\'s) lasts past PERFWARNING_LONG_SECONDS with the pod hot, then the monitor does not escalate it: its duration was given', async () => {
     const h = createSandboxHarness({ env: { PERFWARNING_LONG_SECONDS: '60', MONITOR_SCALE_OUT: 'false' } });
     // Of unknown duration: short, and it does not expire.

@@ -221,7 +221,7 @@ describe('decidePerfWarningEscalation', () => {
     expect(d.reason).toBe(reason);
     expect(d.intents).toEqual([
       { type: 'demote', servers: [server], node: null, mark: 'perfwarning', reason: `monitor: r: ${reason}` },
-      { type: 'migrate-replicas-off', server, reason: `monitor: r: ${reason}` },
+      { type: 'migrate-replicas-off', server, reason: `monitor: r: ${reason}`, whileWarned: true },
       { type: 'mark-perf-warning-long', servers: [server], decision: reason, at: '2026-11-25T08:10:12.000Z' },
     ]);
   });
@@ -251,14 +251,21 @@ describe('decideMigrationRetry', () => {
 });
 
 describe('decidePerfWarningEnd while a migration runs', () => {
-  test('when the server\'s replicas are still migrating off, then the restore waits for the migration to end', () => {
-    const cluster = { servers: [{ id: 's1', name: 'rethinkdb_1', connected: true }], tables: [] };
-    const d = decidePerfWarningEnd(cluster, { serverId: 's1', warning: { long: true }, reason: 'monitor: hot-spot ended', migrating: true });
+  const cluster = { servers: [{ id: 's1', name: 'rethinkdb_1', connected: true }], tables: [] };
+  test.each([
+    ['its replicas migrating off (an escalation not yet marked long)', 'migrate-replicas-off', { long: false }, { long: true }],
+    ['another migration (replicas coming to it)', 'add-server', { long: false }, { long: false }],
+  ])('when the server has %s, then the restore waits for it to end, with the warning as %j', (_, migrating, warning, waited) => {
+    const d = decidePerfWarningEnd(cluster, { serverId: 's1', warning, reason: 'monitor: hot-spot ended', migrating });
     expect(d).toEqual({
-      action: 'wait', reason: "rethinkdb_1's replicas are still migrating off; they come back once that migration has ended",
-      intents: [{ type: 'await-health', server: { id: 's1', name: 'rethinkdb_1' }, warning: { long: true }, reason: 'monitor: hot-spot ended' }],
+      action: 'wait', reason: "a migration of rethinkdb_1's replicas is still under way; the restore waits until it has ended",
+      intents: [{ type: 'await-health', server: { id: 's1', name: 'rethinkdb_1' }, warning: waited, reason: 'monitor: hot-spot ended' }],
     });
-    expect(decidePerfWarningEnd(cluster, { serverId: 's1', warning: { long: true }, migrating: false }).action).toBe('add-server');
+  });
+
+  test('when no migration runs, then a long warning\'s end moves replicas back and a short one\'s gives primaries back', () => {
+    expect(decidePerfWarningEnd(cluster, { serverId: 's1', warning: { long: true } }).action).toBe('add-server');
+    expect(decidePerfWarningEnd(cluster, { serverId: 's1', warning: { long: false } }).action).toBe('rebalance-primaries');
   });
 });
 
