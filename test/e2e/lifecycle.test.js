@@ -27,6 +27,14 @@ async function replicasOf(h, serverName) {
   return cluster.tables[0].shards.filter((s) => s.replicas.includes(id)).map((s) => s.index);
 }
 
+// rethinkdb-1's perf warning as a monitor leaves it on the pod, raised 2 minutes ago (short, unknown duration).
+async function leaveMonitorWarning(h, reason) {
+  const server = (await h.store.readCluster()).servers.find((s) => s.name === 'rethinkdb_1');
+  await h.marks.setPerfWarning(server.id, {
+    source: 'monitor', signal: 'interference', reason, durationSeconds: null, long: false, since: new Date(h.clock.now() - 120000).toISOString(), expiresAt: null,
+  }, { serverName: 'rethinkdb_1', pod: 'rethinkdb-1' });
+}
+
 describe('POST /v1/hooks/poststart', () => {
   test('when the StatefulSet scales out, then the new pod calls POSTSTART and is brought in as an expansion', async () => {
     const h = createSandboxHarness();
@@ -330,11 +338,7 @@ describe('the monitor', () => {
     const h = createSandboxHarness({ env: { PERFWARNING_LONG_SECONDS: '60', MONITOR_SCALE_OUT: 'false' } });
     h.kube.setInterference('node-1', 1.8);
     // The warning as a monitor left it on the pod, 2 minutes ago; this monitor has never polled.
-    const cluster = await h.store.readCluster();
-    const server = cluster.servers.find((s) => s.name === 'rethinkdb_1');
-    await h.marks.setPerfWarning(server.id, {
-      source: 'monitor', signal: 'interference', reason: 'monitor: an earlier leader', durationSeconds: null, long: false, since: new Date(h.clock.now() - 120000).toISOString(), expiresAt: null,
-    }, { serverName: 'rethinkdb_1', pod: 'rethinkdb-1' });
+    await leaveMonitorWarning(h, 'monitor: an earlier leader');
     const poll = async () => { const result = await h.monitor.pollOnce(); await settle(h); return (result.decisions ?? []).map((d) => d.type); };
     const decided = [];
     for (let i = 0; i < 3; i += 1) { decided.push(...await poll()); h.clock.advance(15000); }
@@ -363,11 +367,7 @@ describe('the monitor', () => {
     });
     // rethinkdb_1 holds primaries (as if given back meanwhile), so that the escalation's demotion writes first.
     expect((await primaryMap(h.store))).toContain('rethinkdb_1');
-    const cluster = await h.store.readCluster();
-    const server = cluster.servers.find((s) => s.name === 'rethinkdb_1');
-    await h.marks.setPerfWarning(server.id, {
-      source: 'monitor', signal: 'interference', reason: 'monitor: r', durationSeconds: null, long: false, since: new Date(h.clock.now() - 120000).toISOString(), expiresAt: null,
-    }, { serverName: 'rethinkdb_1', pod: 'rethinkdb-1' });
+    await leaveMonitorWarning(h, 'monitor: r');
     h.armed = true;
     const result = await h.events.escalateFromMonitor({ pod: 'rethinkdb-1', reason: 'r' });
     await settle(h);
@@ -397,11 +397,7 @@ describe('the monitor', () => {
       }),
     });
     expect(await primaryMap(h.store)).toContain('rethinkdb_1');
-    const cluster = await h.store.readCluster();
-    const server = cluster.servers.find((s) => s.name === 'rethinkdb_1');
-    await h.marks.setPerfWarning(server.id, {
-      source: 'monitor', signal: 'interference', reason: 'monitor: r', durationSeconds: null, long: false, since: new Date(h.clock.now() - 120000).toISOString(), expiresAt: null,
-    }, { serverName: 'rethinkdb_1', pod: 'rethinkdb-1' });
+    await leaveMonitorWarning(h, 'monitor: r');
     h.armed = true;
     await h.events.escalateFromMonitor({ pod: 'rethinkdb-1', reason: 'r' });
     await settle(h);
