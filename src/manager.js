@@ -125,6 +125,7 @@ export function createManager({
   // This replica no longer leads: no new work, no node watch. Work already running meets the fence at its next write.
   async function follow(reason) {
     work.close(`this manager replica does not lead (${reason}); the leader takes the work`);
+    monitor.reset();
     const watch = nodeWatch;
     nodeWatch = null;
     await watch?.stop().catch(() => {});

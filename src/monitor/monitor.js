@@ -130,5 +130,11 @@ export function createMonitor({ kube, events, marks, config, clock, logger, metr
     if (current.currentReplicas >= scale.inFlight.to && !events.poststartRunning()) scale.inFlight = null;
   }
 
-  return { pollOnce, view: () => structuredClone(view) };
+  // A replica that stops leading forgets its streaks: if it leads again, it starts from the marks on the pods, not
+  // from what it saw in an earlier term (a hot streak or a clear cooldown that no longer describes the pods).
+  function reset() {
+    state = initialMonitorState();
+  }
+
+  return { pollOnce, reset, view: () => structuredClone(view) };
 }

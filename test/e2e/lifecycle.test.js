@@ -409,6 +409,17 @@ describe('the monitor', () => {
     expect((await replicasOf(h, 'rethinkdb_1')).length).toBeGreaterThan(0);
   });
 
+  test('when the monitor is reset (its replica stopped leading), then a hot streak from before counts no more: a raise needs its polls again', async () => {
+    const h = createSandboxHarness({ env: { MONITOR_SCALE_OUT: 'false', MONITOR_IMMEDIATE_UTILIZATION: '0' } });
+    h.kube.setInterference('node-1', 1.8);
+    const poll = async () => { h.clock.advance(15000); return ((await h.monitor.pollOnce()).decisions ?? []).map((d) => d.type); };
+    expect(await poll()).toEqual([]);
+    expect(h.monitor.view().pods.find((p) => p.pod === 'rethinkdb-1').hotStreak).toBe(1);
+    h.monitor.reset();
+    expect(await poll()).toEqual([]);
+    expect(await poll()).toEqual(['raise']);
+  });
+
   test('when an operator\'s warning (not the monitor\'s) lasts past PERFWARNING_LONG_SECONDS with the pod hot, then the monitor does not escalate it: its duration was given', async () => {
     const h = createSandboxHarness({ env: { PERFWARNING_LONG_SECONDS: '60', MONITOR_SCALE_OUT: 'false' } });
     // Of unknown duration: short, and it does not expire.
