@@ -95,6 +95,8 @@ export function createConnectionManager({
   async function connectToAny(options) {
     let failure = new Error('no RethinkDB address to connect to');
     for (const address of candidates(options)) {
+      // Closed meanwhile: no more dialling (a closed store's old addresses may belong to something else by now).
+      if (closed) throw new Error('the connection manager is closed');
       attempts += 1;
       try {
         const c = await connect(address);

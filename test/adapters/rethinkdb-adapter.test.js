@@ -237,6 +237,23 @@ describe('connection manager', () => {
     expect(manager.get().serverName).toBe('rethinkdb_2');
   });
 
+  test('when it is closed while it tries one address after another, then it tries no further address', async () => {
+    const tried = [];
+    let manager = null;
+    const connect = async (address) => {
+      tried.push(address.host);
+      if (tried.length === 1) await manager.close();
+      throw new Error(`connect ECONNREFUSED ${address.host}`);
+    };
+    const logger = createLogger({ level: 'silent', destination: createLogSink().stream });
+    manager = createConnectionManager({
+      connect, seeds: [{ host: 'a', port: 28015 }, { host: 'b', port: 28015 }, { host: 'c', port: 28015 }], clock: createVirtualClock(), logger, reconnectMinMs: 10, reconnectMaxMs: 10,
+    });
+    manager.start();
+    await new Promise((resolve) => { setTimeout(resolve, 20); });
+    expect(tried).toEqual(['a']);
+  });
+
   test('when RETHINKDB_HOST names several hosts and the first refuses, then it connects through the next at once', async () => {
     const cluster = fakeCluster();
     cluster.down.add('rethinkdb_0');
