@@ -227,7 +227,7 @@ export function createActions({
       const migration = { version: MIGRATION_VERSION, action, intent, operationId: operation.id, reason: reason ?? null, startedAt: operation.createdAt, inFlight: null };
       const ref = { serverName: stateServer.name, pod };
       // Read before the record is written again (which drops its retry), so that the backoff grows with each retry.
-      const attempt = (await marks.migrations()).find((m) => m.serverId === stateServer.id)?.retry?.attempt ?? 0;
+      const attempt = (await marks.getMigration(stateServer.id))?.retry?.attempt ?? 0;
       await marks.setMigration(stateServer.id, migration, ref);
       // The move being made is recorded too, so that a restarted manager can finish it before re-planning.
       const track = (move) => marks.setMigration(stateServer.id, { ...migration, inFlight: move }, ref);

@@ -155,7 +155,7 @@ export function createEvents({
 
   // The action of a migration of the server's replicas under way or due for a retry (its record is on the pod until
   // it ends), or null.
-  const migrating = async (serverId) => (await marks.migrations()).find((m) => m.serverId === serverId)?.action ?? null;
+  const migrating = async (serverId) => (await marks.getMigration(serverId))?.action ?? null;
 
   function restoreResult(decision, done) {
     const why = decision.intents[0]?.reason ?? decision.reason;

@@ -128,6 +128,7 @@ export function createStateStore({ kube = null, clock, logger }) {
     list: async () => pick('draining'),
     setPerfWarning: async (serverId, warning, ref) => apply(serverId, (m) => warn(m, warning), ref).perfwarning,
     getPerfWarning: async (serverId) => marksOf(serverId).perfwarning,
+    getMigration: async (serverId) => marksOf(serverId).migration,
     async clearPerfWarning(serverId) {
       const had = Boolean(marksOf(serverId).perfwarning);
       if (had) apply(serverId, endWarning);
