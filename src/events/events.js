@@ -181,8 +181,7 @@ export function createEvents({
       const cluster = await store.readCluster();
       const { serverId, pod, warning, reason, actor } = pending;
       const decision = decidePerfWarningEnd(cluster, { serverId, warning, reason, migrating: await migrating(serverId) });
-      // Still waiting: the restore is recorded already; writing it again would patch the pod every tick.
-      const done = decision.action === 'wait' ? [] : await executor.run(decision.intents, { actor, pod, snapshot: cluster });
+      const done = await executor.run(decision.intents, { actor, pod, snapshot: cluster });
       ended.push({ event: 'PERFWARNING_RESTORE_RETRY', pod, restore: restoreResult(decision, done) });
     }
     return ended;

@@ -96,13 +96,15 @@ export function createStateStore({ kube = null, clock, logger }) {
     return { loaded, unreadable };
   }
 
-  // Applies a pure transition (./mark-transitions.js) to a server's marks and persists the kinds it changed.
+  // Applies a pure transition (./mark-transitions.js) to a server's marks and persists the kinds it changed. A mark
+  // written again with the same content (a restore that still waits, re-recorded every tick) is no change: the pod
+  // is not patched again.
   function apply(serverId, transition, ref) {
     const entry = entryFor(serverId, ref);
     const before = Object.fromEntries(KINDS.map((kind) => [kind, entry[kind]]));
     const after = transition(before);
     for (const kind of KINDS) {
-      if (after[kind] !== before[kind]) set(kind, serverId, after[kind]);
+      if (after[kind] !== before[kind] && JSON.stringify(after[kind]) !== JSON.stringify(before[kind])) set(kind, serverId, after[kind]);
     }
     return after;
   }

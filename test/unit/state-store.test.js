@@ -63,3 +63,18 @@ describe('annotation writes that fail', () => {
     expect(writes).toEqual([]);
   });
 });
+
+describe('annotation writes of an unchanged mark', () => {
+  test('when a mark is written again with the same content (a restore that still waits, each tick), then the pod is not patched again; a changed one is', async () => {
+    const { marks, writes } = setup([]);
+    const restore = { warning: { source: 'monitor', long: false }, reason: 'perf warning ended', actor: 'monitor' };
+    await marks.setRestore('s1', restore, ref);
+    await marks.setRestore('s1', structuredClone(restore), ref);
+    await marks.flush();
+    expect(writes).toHaveLength(1);
+    await marks.setRestore('s1', { ...restore, warning: { ...restore.warning, long: true } }, ref);
+    await marks.flush();
+    expect(writes).toHaveLength(2);
+    expect(JSON.parse(writes[1].annotations['rethinkdb-manager.io/restore'])).toMatchObject({ warning: { long: true } });
+  });
+});
