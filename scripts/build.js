@@ -50,7 +50,7 @@ export async function buildBundle({ outdir = join(repoRoot, DIST_DIR), logLevel 
   const assets = new Set();
   await rm(outdir, { recursive: true, force: true });
   const { metafile } = await build({
-    entryPoints: { server: join(srcDir, 'server.js') },
+    entryPoints: { [BUNDLE_ENTRY.replace(/\.mjs$/, '')]: join(srcDir, 'server.js') },
     outdir,
     outExtension: { '.js': '.mjs' },
     // Chunks beside the entry (no subfolder): the asset URLs above are relative to whichever chunk holds the module.

@@ -13,7 +13,7 @@ import { lingerAfterReleaseMs } from './policy/leadership.js';
 import { connectSandboxHooks, createSandboxWorld } from './sandbox/sandbox-world.js';
 import { startWebhookServer } from './webhook-server.js';
 
-// The clients are imported only by the backend that uses them: @kubernetes/client-node's index adds about 50 MiB of
+// The clients are imported only by the backend that uses them: @kubernetes/client-node's index adds about 53 MiB of
 // resident memory (its generated API and model classes; about 17 MiB in the image's bundle, which keeps only what the
 // adapter's named imports reach, so KubeConfig comes through the adapter), the rethinkdb driver about 10 MB
 // (bench/memory.bench.js, scripts/build.js).

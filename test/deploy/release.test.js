@@ -4,22 +4,14 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
-  dockerInstructions, finalStageOf, findResource, readYamlFile, renderKustomization, repoRoot,
+  finalStagePairs, findResource, readYamlFile, renderKustomization, repoRoot,
 } from '../helpers/deploy-files.js';
 
 const read = (file) => readFileSync(join(repoRoot, file), 'utf8');
 const pkg = JSON.parse(read('package.json'));
 
-// The labels a Dockerfile's final stage sets, from every LABEL instruction (key=value or key="value" pairs).
-function imageLabels(dockerfile) {
-  const labels = {};
-  for (const line of finalStageOf(dockerInstructions(dockerfile)).filter((l) => /^LABEL\s/i.test(l))) {
-    for (const [, key, value] of line.slice(5).matchAll(/([\w.-]+)=("(?:[^"\\]|\\.)*"|\S+)/g)) {
-      labels[key] = value.startsWith('"') ? JSON.parse(value) : value;
-    }
-  }
-  return labels;
-}
+// The labels a Dockerfile's final stage sets, from every LABEL instruction.
+const imageLabels = (dockerfile) => finalStagePairs(dockerfile, 'LABEL');
 
 const tagOf = (image) => image.slice(image.lastIndexOf(':') + 1);
 

@@ -25,14 +25,21 @@ export function finalStageOf(instructions) {
   return instructions.slice(instructions.findLastIndex((l) => /^FROM\s/i.test(l)));
 }
 
-// The environment a Dockerfile's final stage sets: its ENV lines (KEY=value or KEY="value" pairs).
-export function imageEnv(text) {
-  const env = {};
-  for (const line of finalStageOf(dockerInstructions(text)).filter((l) => /^ENV\s/i.test(l))) {
-    for (const [, key, quoted, bare] of line.replace(/^ENV\s+/i, '').matchAll(/([A-Za-z_][A-Za-z0-9_]*)=(?:"([^"]*)"|(\S*))/g)) env[key] = quoted ?? bare;
+// The key=value (or key="value", with JSON escapes) pairs of every `instruction` (ENV, LABEL) of a Dockerfile's final
+// stage.
+export function finalStagePairs(text, instruction) {
+  const pairs = {};
+  const start = new RegExp(`^${instruction}\\s+`, 'i');
+  for (const line of finalStageOf(dockerInstructions(text)).filter((l) => start.test(l))) {
+    for (const [, key, value] of line.replace(start, '').matchAll(/([\w.-]+)=("(?:[^"\\]|\\.)*"|\S*)/g)) {
+      pairs[key] = value.startsWith('"') ? JSON.parse(value) : value;
+    }
   }
-  return env;
+  return pairs;
 }
+
+// The environment a Dockerfile's final stage sets.
+export const imageEnv = (text) => finalStagePairs(text, 'ENV');
 
 // What the image runs: its final stage's last CMD, in exec form (a JSON array), e.g. ["node", "dist/server.mjs"].
 export function imageCommand(text) {

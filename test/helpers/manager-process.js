@@ -1,4 +1,4 @@
-// Manager replicas as real processes (node src/server.js), as the Deployment runs them: what a leader-election test
+// Manager replicas as real processes (node src/server.js by default, or the image's bundle): what a leader-election test
 // kills with SIGKILL or cuts off from the API server. Also a TCP relay in front of the API server that can be cut, and
 // a kubeconfig file for it.
 
