@@ -201,33 +201,30 @@ export function createEvents({
     return { event: 'HEARTBEAT_RESTORE', reason: decision.reason, heartbeatTimeoutSecs: set?.seconds ?? null };
   }
 
-  // The monitor's raise and clear: a hot-spot held long enough is a warning of unknown duration from the
-  // monitor; its clearing ends only a warning the monitor raised.
   // A warning the monitor raised that has lasted PERFWARNING_LONG_SECONDS with the pod still hot: the long path
-  // (decidePerfWarningEscalation). Only the monitor's own warning, and once: an operator's or the pod's warning says
-  // how long it lasts itself, and a long one has its migration already.
+  // (decidePerfWarningEscalation).
   async function escalateFromMonitor({ pod, reason }) {
     const { cluster, targets: [{ server }] } = await serversForPods([pod]);
     const warning = server ? await marks.getPerfWarning(server.id) : null;
-    const refuse = (why) => ({ event: 'PERFWARNING_ESCALATION', pod, escalated: false, reason: why });
-    if (!warning || warning.source !== warningSourceOf(MONITOR)) return refuse(`no perf warning from the monitor for pod ${pod}`);
-    if (warning.long) return refuse(`the warning for pod ${pod} is long already`);
-    const heldSeconds = Math.round((clock.now() - Date.parse(warning.since)) / 1000);
     const decision = decidePerfWarningEscalation({
-      servers: [server], heldSeconds, longSeconds: config.perfwarning.longSeconds, reason: `monitor: ${reason}`, now: clock.now(),
+      servers: server ? [server] : [], warning, pod, longSeconds: config.perfwarning.longSeconds, reason: `monitor: ${reason}`, now: clock.now(),
     });
+    const refuse = (why) => ({ event: 'PERFWARNING_ESCALATION', pod, escalated: false, reason: why });
+    if (!decision.escalate) return refuse(decision.reason);
     const done = await executor.run(decision.intents, { actor: MONITOR_ACTOR, pod, snapshot: cluster });
     const migration = resultOf(done, 'migrate-replicas-off');
     const started = migration?.operation ?? null;
     // The warning may have ended (DELETE) while the demotion ran: then no migration started, and nothing is long.
     if (!started) return { ...refuse(migration?.skipped ?? 'no migration started'), demotion: resultOf(done, 'demote') };
-    log.info({ pod, heldSeconds, migration: started.id }, 'monitor escalated a long hot-spot: replicas migrate off');
+    log.info({ pod, migration: started.id, reason: decision.reason }, 'monitor escalated a long hot-spot: replicas migrate off');
     return {
       event: 'PERFWARNING_ESCALATION', pod, escalated: true, reason: decision.reason,
       demotion: resultOf(done, 'demote'), migration: { id: started.id, status: started.status },
     };
   }
 
+  // The monitor's raise and clear: a hot-spot held long enough is a warning of unknown duration from the
+  // monitor; its clearing ends only a warning the monitor raised.
   const raiseFromMonitor = ({ pod, signal, reason }) => perfwarning({ pod, requester: MONITOR, signal, reason: `monitor: ${reason}`, actor: MONITOR_ACTOR });
   const clearFromMonitor = ({ pod, reason }) => endPerfWarning({ pod, reason: `monitor: hot-spot ended, ${reason}`, actor: MONITOR_ACTOR, requester: MONITOR });
 

@@ -5,7 +5,9 @@
 // poll is logged and counted while the loop goes on.
 
 import { MONITOR_ACTOR } from '../audit/actor.js';
-import { decideMonitorStep, initialMonitorState } from '../policy/policy.js';
+import {
+  MONITOR, decideMonitorStep, initialMonitorState, warningSourceOf,
+} from '../policy/policy.js';
 import { evaluateHotspots, utilizationSamples } from './hotspot.js';
 
 // How many of the latest decisions /v1/monitor keeps (a poll without decisions adds none).
@@ -52,7 +54,7 @@ export function createMonitor({ kube, events, marks, config, clock, logger, metr
       await settleScaleOut();
       const warnings = await marks.perfWarnings();
       const warnedPods = warnings.map((w) => w.pod);
-      const monitorWarnings = warnings.filter((w) => w.source === 'monitor').map((w) => ({ pod: w.pod, since: w.since, long: Boolean(w.long) }));
+      const monitorWarnings = warnings.filter((w) => w.source === warningSourceOf(MONITOR)).map((w) => ({ pod: w.pod, since: w.since, long: Boolean(w.long) }));
       const currentReplicas = (await kube.getStatefulSetScale()).replicas;
       const step = decideMonitorStep(state, evaluation, {
         now: clock.now(), consecutivePolls: settings.consecutivePolls, immediateUtilization: settings.immediateUtilization, clearCooldownMs: settings.clearCooldownSeconds * 1000, warnedPods,

@@ -250,11 +250,20 @@ export function decidePerfWarning({
 // changes nothing unless primaries came back to the server meanwhile. Only once the migration has started is the
 // warning marked long (keeping what was demoted), so that a failure before that leaves it to the next poll, and so
 // that its end moves a fair share of replicas back, then primaries.
-// heldSeconds: how long since the warning was raised.
-export function decidePerfWarningEscalation({ servers, heldSeconds, longSeconds, reason: given = null, now = 0 }) {
+// Only the monitor's own warning, and once: an operator's or the pod's warning says how long it lasts itself, and a
+// long one has its migration already. warning: the server's current mark (null: none); pod: for the refusals.
+// Returns { escalate, reason, intents }.
+export function decidePerfWarningEscalation({
+  servers, warning, pod, longSeconds, reason: given = null, now = 0,
+}) {
+  const refuse = (reason) => ({ escalate: false, reason, intents: [] });
+  if (!warning || warning.source !== warningSourceOf(MONITOR)) return refuse(`no perf warning from the monitor for pod ${pod}`);
+  if (warning.long) return refuse(`the warning for pod ${pod} is long already`);
+  const heldSeconds = Math.round((now - Date.parse(warning.since)) / 1000);
   const reason = `hot-spot still there ${heldSeconds} s after the warning (at least ${longSeconds} s): a long one, so migrate the replicas off too`;
   const why = `${given ? `${given}: ` : ''}${reason}`;
   return {
+    escalate: true,
     reason,
     intents: servers.length === 0 ? [] : [
       { type: 'demote', servers, node: null, mark: 'perfwarning', reason: why },

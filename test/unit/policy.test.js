@@ -215,8 +215,10 @@ describe('decidePerfWarning', () => {
 describe('decidePerfWarningEscalation', () => {
   const server = { id: 's1', name: 'rethinkdb_1', pod: 'rethinkdb-1' };
 
+  const monitorWarning = { source: 'monitor', long: false, since: '2026-11-25T08:00:00.000Z' };
   test('when escalated, then the intents demote again, migrate the replicas off, and only then mark the warning long', () => {
-    const d = decidePerfWarningEscalation({ servers: [server], heldSeconds: 612, longSeconds: 600, reason: 'monitor: r', now: Date.parse('2026-11-25T08:10:12Z') });
+    const d = decidePerfWarningEscalation({ servers: [server], warning: monitorWarning, pod: 'rethinkdb-1', longSeconds: 600, reason: 'monitor: r', now: Date.parse('2026-11-25T08:10:12Z') });
+    expect(d.escalate).toBe(true);
     const reason = 'hot-spot still there 612 s after the warning (at least 600 s): a long one, so migrate the replicas off too';
     expect(d.reason).toBe(reason);
     expect(d.intents).toEqual([
@@ -227,7 +229,16 @@ describe('decidePerfWarningEscalation', () => {
   });
 
   test('when no server is named, then nothing is done', () => {
-    expect(decidePerfWarningEscalation({ servers: [], heldSeconds: 600, longSeconds: 600 }).intents).toEqual([]);
+    expect(decidePerfWarningEscalation({ servers: [], warning: monitorWarning, longSeconds: 600, now: Date.parse('2026-11-25T08:10:00Z') }).intents).toEqual([]);
+  });
+
+  test.each([
+    ['no warning', null, 'no perf warning from the monitor for pod rethinkdb-1'],
+    ['an operator\'s warning', { ...monitorWarning, source: 'operator' }, 'no perf warning from the monitor for pod rethinkdb-1'],
+    ['a warning long already', { ...monitorWarning, long: true }, 'the warning for pod rethinkdb-1 is long already'],
+  ])('when the pod has %s, then it is not escalated', (_, warning, reason) => {
+    expect(decidePerfWarningEscalation({ servers: [server], warning, pod: 'rethinkdb-1', longSeconds: 600, now: Date.parse('2026-11-25T08:10:00Z') }))
+      .toEqual({ escalate: false, reason, intents: [] });
   });
 });
 
