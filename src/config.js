@@ -41,6 +41,7 @@ const KEYS = [
   { env: 'TABLE_WRITE_CONCURRENCY', field: 'tableWriteConcurrency', parse: integer(1, 64), default: 8 },
   { env: 'PRESTOP_HEARTBEAT_TIMEOUT_SECONDS', field: 'prestop.heartbeatTimeoutSeconds', parse: offOrInteger(2, 3600), default: 2 },
   { env: 'PRESTOP_HEARTBEAT_WINDOW_SECONDS', field: 'prestop.heartbeatWindowSeconds', parse: integer(1, 86400), default: 120 },
+  { env: 'PRESTOP_MOVE_RAFT_LEADER', field: 'prestop.moveRaftLeader', parse: boolean, default: true },
   { env: 'POSTSTART_GIVE_BACK', field: 'poststart.giveBack', parse: oneOf(['always', 'balance', 'never']), default: 'balance' },
   { env: 'POSTSTART_JOIN_TIMEOUT_SECONDS', field: 'deadlines.poststartJoinSeconds', parse: integer(1, 3600), default: 300 },
   { env: 'PERFWARNING_LONG_SECONDS', field: 'perfwarning.longSeconds', parse: integer(1, 604800), default: 600 },

@@ -27,7 +27,7 @@ export function createEvents({
   async function prestop({ pod, dryRun = false, deadlineSeconds, actor = hookActor('prestop', pod) }) {
     const { cluster, targets: [{ server }] } = await serversForPods([pod]);
     const heartbeat = { seconds: config.prestop.heartbeatTimeoutSeconds, windowSeconds: config.prestop.heartbeatWindowSeconds };
-    const decision = decidePrestop({ pod, server, heartbeat });
+    const decision = decidePrestop({ pod, server, heartbeat, moveRaftLeader: config.prestop.moveRaftLeader });
     if (!server) {
       log.warn({ pod, reason: decision.reason }, 'preStop: nothing to demote');
       return { event: 'PRESTOP', pod, server: null, decision: describe(decision), outcome: 'nothing_to_do', primariesOff: true, reason: decision.reason };
@@ -35,11 +35,13 @@ export function createEvents({
     const done = await executor.run(decision.intents, { actor, pod, dryRun, deadlineSeconds, snapshot: cluster });
     const report = resultOf(done, 'demote');
     const heartbeatResult = resultOf(done, 'lower-heartbeat');
+    const [raftLeadership] = resultOf(done, 'move-raft-leadership')?.reports ?? [];
     const primariesOff = report.skipped.length === 0 && report.notDone.length === 0 && report.settled !== false;
     log.info({ pod, server: server.name, outcome: report.outcome, primariesOff, reason: decision.reason }, 'preStop handled');
     return {
       event: 'PRESTOP', pod, server: server.name, decision: describe(decision), outcome: report.outcome, primariesOff, report,
       ...(heartbeatResult ? { heartbeat: heartbeatResult } : {}),
+      ...(raftLeadership ? { raftLeadership } : {}),
     };
   }
 

@@ -15,7 +15,9 @@ const RECONFIGURES = new Set(['demote', 'move-raft-leadership', 'rebalance-prima
 // The intents a dry run runs (the actions plan and change nothing); it skips the others, which write.
 const DRY_RUN = new Set(['move-connection', 'demote', 'rebalance-primaries', 'migrate-replicas-off']);
 
-// context: { actor, pod, dryRun, deadlineSeconds, snapshot } for every intent of one decision; snapshot is the
+// context: { actor, pod, dryRun, deadlineSeconds, snapshot } for every intent of one decision. deadlineSeconds is the
+// decision's: each intent gets what is left of it when it starts (a PRESTOP's Raft move after its demotion must still
+// answer within the hook's deadline); without it each action has its own default. snapshot is the
 // cluster the decision was made on. An action plans on it instead of reading the cluster again, as long as no
 // intent before it has reconfigured a table (steps see it as `snapshot`, null then); `decided` is always it.
 export function createExecutor({ store, actions, marks, operations, config, clock, logger }) {
@@ -65,13 +67,14 @@ export function createExecutor({ store, actions, marks, operations, config, cloc
       }
       return report;
     },
-    // After a demotion: the tables each server leads in Raft get another leader, while its warning lasts. A failure
-    // is reported, not thrown: the demotion before it is what the warning is for. { reports: [one per server] }
-    async 'move-raft-leadership'({ servers, reason }, { actor, deadlineSeconds }) {
+    // After a demotion: the tables each server leads in Raft get another leader, while its mark lasts (whileMarked:
+    // its perf warning, or for a PRESTOP its draining mark). A failure is reported, not thrown: the demotion before it
+    // is what the warning or the PRESTOP is for. { reports: [one per server] }
+    async 'move-raft-leadership'({ servers, reason, whileMarked = 'perfwarning' }, { actor, deadlineSeconds, decided }) {
       const reports = [];
       for (const s of servers) {
-        const stillWanted = async () => Boolean(await marks.getPerfWarning(s.id));
-        reports.push(await actions.moveRaftLeadership({ server: s.id, reason, actor, deadlineSeconds, stillWanted }).catch((err) => {
+        const stillWanted = async () => Boolean(await (whileMarked === 'draining' ? marks.getDraining(s.id) : marks.getPerfWarning(s.id)));
+        reports.push(await actions.moveRaftLeadership({ server: s.id, reason, actor, deadlineSeconds, stillWanted, decided }).catch((err) => {
           log.warn({ server: s.name, err: err.message }, 'Raft leadership not moved');
           return failedMoveReport(s.name, reason, err);
         }));
@@ -170,11 +173,14 @@ export function createExecutor({ store, actions, marks, operations, config, cloc
     const done = [];
     const read = { decided: snapshot, current: snapshot };
     const observe = (cluster) => { read.current = cluster; };
+    const deadline = context.deadlineSeconds === undefined ? null : createDeadline(clock, context.deadlineSeconds * 1000);
     for (const intent of intents) {
       const step = steps[intent.type];
       if (!step) throw new AppError('INTERNAL', `no executor step for intent ${intent.type}`);
       if (context.dryRun && !DRY_RUN.has(intent.type)) continue;
-      done.push({ intent, result: await step(intent, { ...context, snapshot: read.current, decided: read.decided, observe }) });
+      // Once the decision's deadline has passed, an intent's action finds its own expired and reports what it did not do.
+      const deadlineSeconds = deadline ? deadline.remainingMs() / 1000 : undefined;
+      done.push({ intent, result: await step(intent, { ...context, deadlineSeconds, snapshot: read.current, decided: read.decided, observe }) });
       if (!context.dryRun && RECONFIGURES.has(intent.type)) read.current = null;
     }
     return done;

@@ -56,7 +56,10 @@ export function prestopActionSeconds(deadlineMs) {
 // PRESTOP: the pod is about to stop; demote every primary on its server (paper III, IV-B2).
 // heartbeat: { seconds, windowSeconds } (PRESTOP_HEARTBEAT_*): also lower the cluster's heartbeat timeout until
 // the server has left (seconds 0: off); see decideHeartbeatLowering.
-export function decidePrestop({ pod, server, heartbeat = { seconds: 0 } }) {
+// moveRaftLeader (PRESTOP_MOVE_RAFT_LEADER): then also move the Raft leadership of the tables the server leads, while
+// it is still there: every write asks that leader for the table's config, so writes wait for an election once it has
+// gone (after a silent loss, for the heartbeat timeout first).
+export function decidePrestop({ pod, server, heartbeat = { seconds: 0 }, moveRaftLeader = false }) {
   if (!server) {
     return { action: 'none', reason: `no connected RethinkDB server matches pod ${pod}, so it holds no primaries to demote`, intents: [] };
   }
@@ -67,6 +70,7 @@ export function decidePrestop({ pod, server, heartbeat = { seconds: 0 } }) {
     intents: [
       ...drainIntents({ servers: [server], origin: { kind: 'prestop' }, reason }),
       ...(heartbeat.seconds > 0 ? [{ type: 'lower-heartbeat', server, seconds: heartbeat.seconds, windowSeconds: heartbeat.windowSeconds }] : []),
+      ...(moveRaftLeader ? [{ type: 'move-raft-leadership', servers: [server], whileMarked: 'draining', reason: `${reason}; then move the Raft leadership of the tables it leads` }] : []),
     ],
   };
 }

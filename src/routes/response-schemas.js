@@ -100,6 +100,7 @@ const PrestopResult = closed({
   primariesOff: { type: 'boolean', description: 'whether every primary left the pod (false: some are still on it)' },
   report: ref('ActionReport'), reason: string,
   heartbeat: open({ lowered: boolean, reason: string, from: nullable(number), to: number, until: dateTime }, ['lowered']),
+  raftLeadership: open({ action: { const: 'move-raft-leadership' }, outcome }, ['action', 'outcome']),
   timings: ref('Timings'),
 }, ['event', 'pod', 'server', 'decision', 'outcome', 'primariesOff', 'timings']);
 

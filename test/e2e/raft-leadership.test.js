@@ -116,3 +116,50 @@ describe('PERFWARNING for the server that leads the table\'s Raft group', () => 
     expect((await usertable(h)).leader).toBe('rethinkdb_0');
   });
 });
+
+describe('PRESTOP of the server that leads the table\'s Raft group (PRESTOP_MOVE_RAFT_LEADER)', () => {
+  const prestop = (h, pod = 'rethinkdb-0') => request(h.app).post(`/v1/hooks/prestop?pod=${pod}`);
+
+  test('when it is on (the default), then after the demotion another server leads, the stopping server votes again and stays draining', async () => {
+    const h = createSandboxHarness();
+    const res = await prestop(h);
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({ primariesOff: true, decision: { actions: ['move-primaries-from-server', 'lower-heartbeat', 'move-raft-leadership'] } });
+    expect(res.body.raftLeadership).toMatchObject({ outcome: 'completed', notDone: [], votesRestored: [{ table: 'ycsb.usertable', shards: [0, 2, 3] }] });
+    expect(res.body.raftLeadership.changes).toEqual([expect.objectContaining({ from: 'rethinkdb_0', to: 'rethinkdb_1', moved: true })]);
+    const { table, leader, id } = await usertable(h);
+    expect(leader).toBe('rethinkdb_1');
+    expect(table.shards.map((s) => s.nonvoting)).toEqual([[], [], [], []]);
+    expect(table.shards.map((s) => s.primary)).not.toContain(id('rethinkdb_0'));
+    expect(await h.marks.getDraining(id('rethinkdb_0'))).toMatchObject({ origin: { kind: 'prestop' } });
+    expect(await h.marks.votingRestores()).toEqual([]);
+  });
+
+  test('when it is off, then the leadership stays and the answer has no raftLeadership', async () => {
+    const h = createSandboxHarness({ env: { PRESTOP_MOVE_RAFT_LEADER: 'false' } });
+    const res = await prestop(h);
+    expect(res.status).toBe(200);
+    expect(res.body.decision.actions).not.toContain('move-raft-leadership');
+    expect(res.body.raftLeadership).toBeUndefined();
+    expect((await usertable(h)).leader).toBe('rethinkdb_0');
+  });
+
+  test('when the demotion used up the PRESTOP\'s deadline, then the move is not started and the answer says so', async () => {
+    let h;
+    const slowDemotion = (source) => ({
+      ...source,
+      async updateTableShards(tableId, shards) {
+        const result = await source.updateTableShards(tableId, shards);
+        await h.clock.sleep(25000);
+        return result;
+      },
+    });
+    h = createSandboxHarness({ wrapSource: slowDemotion });
+    const res = await prestop(h);
+    expect(res.status).toBe(200);
+    expect(res.body.raftLeadership).toMatchObject({ outcome: 'failed', changes: [], notDone: [{ table: 'ycsb.usertable', reason: 'not moved: the deadline passed first' }] });
+    const { table, leader } = await usertable(h);
+    expect(leader).toBe('rethinkdb_0');
+    expect(table.shards.map((s) => s.nonvoting)).toEqual([[], [], [], []]);
+  });
+});

@@ -91,3 +91,24 @@ describe('a hot-spot on the server that leads the table\'s Raft group', () => {
     expect(await m.marks.votingRestores()).toEqual([]);
   });
 });
+
+describe('a PRESTOP of the server that leads the table\'s Raft group', () => {
+  // Last in the file: rethinkdb_1 stays draining (its pod would stop now).
+  test('when PRESTOP_MOVE_RAFT_LEADER is on (the default), then once PRESTOP answers another server leads, and the stopping server holds no primary, votes again and stays draining', async () => {
+    const withPrimary = SHARDS.map((s, i) => (i === 1 ? { ...s, primary_replica: 'rethinkdb_1' } : s));
+    expect(await pinRaftLeader(cluster, { db: 'ycsb', table: 'usertable', server: 'rethinkdb_1', shards: withPrimary })).toMatchObject({ raftLeader: 'rethinkdb_1' });
+    const m = await manager();
+    const res = await request(m.app).post('/v1/hooks/prestop?pod=rethinkdb-1');
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({ primariesOff: true, outcome: 'completed' });
+    expect(res.body.raftLeadership).toMatchObject({ outcome: 'completed', notDone: [], votesRestored: [{ table: 'ycsb.usertable', shards: [0, 1] }] });
+    const now = await leader();
+    expect(now).not.toBe('rethinkdb_1');
+    expect(now).toBe(res.body.raftLeadership.changes[0].to);
+    const after = await config();
+    expect(after.shards.map((s) => s.primary_replica)).not.toContain('rethinkdb_1');
+    expect(after.shards.map((s) => s.nonvoting_replicas)).toEqual([[], []]);
+    const view = (await request(m.app).get('/v1/cluster')).body;
+    expect(await m.marks.getDraining(view.servers.find((s) => s.name === 'rethinkdb_1').id)).toMatchObject({ origin: { kind: 'prestop' } });
+  });
+});

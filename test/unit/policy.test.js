@@ -41,6 +41,13 @@ describe('decidePrestop', () => {
     expect(d.intents.map((i) => i.type)).toEqual(['move-connection', 'mark-draining', 'demote', 'lower-heartbeat']);
     expect(d.intents[3]).toMatchObject({ seconds: 2, windowSeconds: 120, server: { id: 'rethinkdb_1' } });
   });
+
+  test('when the Raft move is on, then the leadership moves last, while the server is still draining', () => {
+    const d = decidePrestop({ pod: 'rethinkdb-1', server: server('rethinkdb_1'), heartbeat: { seconds: 2, windowSeconds: 120 }, moveRaftLeader: true });
+    expect(d.intents.map((i) => i.type)).toEqual(['move-connection', 'mark-draining', 'demote', 'lower-heartbeat', 'move-raft-leadership']);
+    expect(d.intents[4]).toMatchObject({ servers: [{ id: 'rethinkdb_1' }], whileMarked: 'draining', reason: /then move the Raft leadership/ });
+    expect(decidePrestop({ pod: 'rethinkdb-1', server: server('rethinkdb_1') }).intents.map((i) => i.type)).not.toContain('move-raft-leadership');
+  });
 });
 
 describe('the operator\'s commands that mark servers', () => {

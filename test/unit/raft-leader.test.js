@@ -190,4 +190,25 @@ describe('the Raft leadership move flips only what it journaled', () => {
     expect(state.tables.map((t) => t.shards.map((s) => s.nonvoting))).toEqual([[[]], [[]]]);
     expect(await marks.votingRestores()).toEqual([]);
   });
+  test('when the cluster the caller decided on shows the server leading no table, then nothing is read and nothing is to do', async () => {
+    const clock = createVirtualClock();
+    const logger = createLogger({ level: 'silent' });
+    let reads = 0;
+    const store = { async readCluster() { reads += 1; throw new Error('not expected'); } };
+    const marks = createStateStore({ clock, logger });
+    const reconfigurer = createReconfigurer({ store, locks: createKeyedMutex(), marks, clock, logger, waitPollIntervalMs: 100 });
+    const config = {
+      deadlines: { actionSeconds: 30 }, raftLeader: { waitSeconds: 10, settleMs: 1000 }, waitPollIntervalMs: 100, retry: { minMs: 500, maxMs: 30000 }, podServerOverrides: {},
+    };
+    const move = createRaftLeadership({ store, reconfigurer, marks, clock, logger, config, audit: { record() {} } });
+    const decided = {
+      servers: ['a', 'b'].map((id) => ({ id, name: `s_${id}`, connected: true })),
+      tables: [{ id: 'A', db: 'db', name: 'A', raftLeader: 'b', shards: [] }],
+    };
+    const report = await move.moveRaftLeadership({ server: 'a', reason: 'test', actor: null, decided });
+    expect(report).toMatchObject({ outcome: 'nothing_to_do', target: { server: 's_a' }, changes: [], notDone: [] });
+    expect(reads).toBe(0);
+    await expect(move.moveRaftLeadership({ server: 'a', reason: 'test', actor: null, decided: { ...decided, tables: [{ ...decided.tables[0], raftLeader: 'a' }] } }))
+      .rejects.toThrow('not expected');
+  });
 });
