@@ -148,6 +148,8 @@ describe('the bundle with a real RethinkDB server and a real kube-apiserver', ()
       MONITOR_ENABLED: 'false',
     });
     await eventually(async () => (await m.json('/readyz')).status === 200, { timeoutMs: 30000, what: '/readyz 200' });
+    // Ready does not mean leading (a replica that follows is ready too): the first Lease round may still be under way.
+    await eventually(async () => (await m.json('/v1/leader')).body?.leading === true, { timeoutMs: 30000, what: 'leading' });
     // The Lease, written by the bundled client, read back through the test's own.
     const leader = (await m.json('/v1/leader')).body;
     expect(leader).toMatchObject({ enabled: true, leading: true });
