@@ -54,10 +54,10 @@ export function recoveryOf(run, {
 export function phaseFigures(run, { name, from, to }) {
   const start = run.events.find((e) => e.label === from)?.t;
   const end = run.events.find((e) => e.label === to)?.t;
-  if (start === undefined || end === undefined) return { name, seconds: null, p99Ms: null, p99ByKind: null, failed: null };
+  if (start === undefined || end === undefined) return { name, seconds: null, p99Ms: null, maxMs: null, p99ByKind: null, failed: null };
   const s = summarize(run.records, { t0: run.t0, fromMs: start * 1000, toMs: end * 1000 });
   const p99ByKind = Object.fromEntries(Object.entries(s.byKind).map(([kind, k]) => [kind, k.latency?.p99 ?? null]));
-  return { name, seconds: end - start, p99Ms: s.latency?.p99 ?? null, p99ByKind, failed: s.failed };
+  return { name, seconds: end - start, p99Ms: s.latency?.p99 ?? null, maxMs: s.latency?.max ?? null, p99ByKind, failed: s.failed };
 }
 
 // Failed ops due between each event and the next (the last until the end): where a run's failures came from.

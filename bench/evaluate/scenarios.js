@@ -33,6 +33,7 @@ async function prestopThen(ctx, stop) {
     notes.prestop = { status: res.status, outcome: res.body?.outcome, primariesOff: res.body?.primariesOff, heartbeat: res.body?.heartbeat?.lowered ? res.body.heartbeat.to : null };
     mark('PRESTOP answered');
   }
+  notes.raftLeaderAtStop = await raftLeaderOf(ctx.cluster);
   await stop();
 }
 
@@ -184,10 +185,8 @@ SCENARIOS['long-hotspot-crash'] = {
   phases: [{ name: 'migration', from: 'PERFWARNING answered', to: 'migration done' }, { name: 'after the crash', from: 'SIGKILL', to: 'end' }],
   managerEnv: { MONITOR_ENABLED: 'false', PERFWARNING_LONG_SECONDS: '600' },
   async timeline(ctx) {
-    const { cluster, at, mark, hotServer, manager, notes, layout } = ctx;
-    const busiestReplicas = layout.shards[layout.busiestShard].replicas;
-    const crashed = cluster.servers.findIndex((s) => !busiestReplicas.includes(s.name));
-    notes.crashed = cluster.servers[crashed].name;
+    const { cluster, at, mark, hotServer, manager, notes } = ctx;
+    const crashed = crashTargetOf(ctx);
     await at(10);
     cluster.cpu.startNoise(hotServer, { processes: 2 });
     mark('interference on');
@@ -198,22 +197,60 @@ SCENARIOS['long-hotspot-crash'] = {
       const [answer] = res.body?.pods ?? [];
       const href = answer?.migration?.href ?? null;
       notes.perfwarning = { status: res.status, demotion: answer?.outcome ?? null, raftLeadership: raftMoveOf(answer), migration: href };
-      // Followed until the run ends, not beyond (a migration cut short by the crash can wait for its deadline).
-      migration = href ? manager.waitOperation(href, (LONG_HOTSPOT_SECONDS - 12) * 1000).then((op) => {
-        if (op?.status === 'running') { notes.migration = { status: 'running at the end of the run' }; return; }
-        mark('migration done');
-        notes.migration = { status: op?.status, outcome: op?.report?.outcome ?? null, moved: op?.report?.changes?.length ?? null };
-      }).catch((err) => { notes.migration = { error: err.message }; }) : null;
+      migration = href ? followMigration(ctx, href) : null;
     }
-    await at(CRASH_AT_SECONDS);
-    // Who leads the table's Raft group when the server crashes: a crashed leader makes writes wait for an election
-    // (one manager run lost 108 operations after the crash against 34 without it, and this was not recorded).
-    notes.raftLeaderAtCrash = await raftLeaderOf(cluster);
-    await cluster.stopServer(crashed, 'SIGKILL');
-    mark('SIGKILL');
-    await at(LONG_HOTSPOT_SECONDS - 1);
-    mark('end');
-    await Promise.race([migration, at(LONG_HOTSPOT_SECONDS)]);
+    await crashAndEnd(ctx, crashed, () => migration);
+  },
+};
+
+// The server that held no replica of the busiest shard when the run started (so it cannot have received that
+// primary): both arms lose the same primary when it crashes.
+function crashTargetOf({ cluster, layout, notes }) {
+  const busiestReplicas = layout.shards[layout.busiestShard].replicas;
+  const crashed = cluster.servers.findIndex((s) => !busiestReplicas.includes(s.name));
+  notes.crashed = cluster.servers[crashed].name;
+  return crashed;
+}
+
+// Follows a migration until the run ends, not beyond (one cut short by the crash can wait for its deadline), and
+// marks when it is done.
+function followMigration({ manager, mark, notes }, href) {
+  return manager.waitOperation(href, (LONG_HOTSPOT_SECONDS - 12) * 1000).then((op) => {
+    if (op?.status === 'running') { notes.migration = { status: 'running at the end of the run' }; return; }
+    mark('migration done');
+    notes.migration = { status: op?.status, outcome: op?.report?.outcome ?? null, moved: op?.report?.changes?.length ?? null };
+  }).catch((err) => { notes.migration = { error: err.message }; });
+}
+
+// At CRASH_AT_SECONDS the crash, then the end of the run (waiting for the migration, if one is followed, no longer).
+async function crashAndEnd({ cluster, at, mark, notes }, crashed, migration) {
+  await at(CRASH_AT_SECONDS);
+  // Who leads the table's Raft group when the server crashes: a crashed leader makes writes wait for an election
+  // (one manager run lost 108 operations after the crash against 34 without it, and this was not recorded).
+  notes.raftLeaderAtCrash = await raftLeaderOf(cluster);
+  await cluster.stopServer(crashed, 'SIGKILL');
+  mark('SIGKILL');
+  await at(LONG_HOTSPOT_SECONDS - 1);
+  mark('end');
+  await Promise.race([migration(), at(LONG_HOTSPOT_SECONDS)]);
+}
+
+// IV-B5 with nobody announcing the hot-spot: the monitor finds it (as in `hotspot`), and once its warning has lasted
+// PERFWARNING_LONG_SECONDS (20 s here, 600 by default) with the node still hot, escalates it to the long path: the
+// replicas move off, started by the long warning and not by hand. Then the same crash as `long-hotspot-crash`.
+const MONITOR_LONG_SECONDS = 20;
+SCENARIOS['long-hotspot-crash-monitor'] = {
+  ...SCENARIOS['long-hotspot-crash'],
+  name: 'long-hotspot-crash-monitor',
+  title: 'IV-B5 a long hot-spot found and escalated by the monitor, then a crash of another server',
+  phases: [{ name: 'migration', from: 'PERFWARNING escalated (rethinkdb-1)', to: 'migration done' }, { name: 'after the crash', from: 'SIGKILL', to: 'end' }],
+  managerEnv: { ...SCENARIOS.hotspot.managerEnv, PERFWARNING_LONG_SECONDS: String(MONITOR_LONG_SECONDS) },
+  async timeline(ctx) {
+    const crashed = crashTargetOf(ctx);
+    await interferenceAt(ctx, 10);
+    let migration = null;
+    await watchMonitor(ctx, CRASH_AT_SECONDS - 1, (href) => { migration = followMigration(ctx, href); });
+    await crashAndEnd(ctx, crashed, () => migration);
   },
 };
 
@@ -240,9 +277,10 @@ function raftMovesOf(manager) {
     }));
 }
 
-// Until t=untilS, marks the monitor's raise and clear as events, once each per pod (the manager's arm). The monitor
-// shows a poll's decisions once they were carried out, so "raised" is marked after the demotion.
-async function watchMonitor({ manager, at, mark }, untilS) {
+// Until t=untilS, marks the monitor's raise, escalation and clear as events, once each per pod (the manager's arm).
+// The monitor shows a poll's decisions once they were carried out, so "raised" is marked after the demotion.
+// onMigration(href): called with the migration an escalation started.
+async function watchMonitor({ manager, at, mark, notes }, untilS, onMigration = () => {}) {
   if (!manager) { await at(untilS); return; }
   const seen = new Set();
   let done = false;
@@ -253,6 +291,12 @@ async function watchMonitor({ manager, at, mark }, untilS) {
       if ((d.type === 'raise' || d.type === 'clear') && !seen.has(key)) {
         seen.add(key);
         mark(d.type === 'raise' ? `PERFWARNING raised and handled (${d.pod})` : `hot-spot cleared (${d.pod})`);
+      }
+      if (d.type === 'escalate' && d.result?.escalated && !seen.has(key)) {
+        seen.add(key);
+        mark(`PERFWARNING escalated (${d.pod})`);
+        notes.escalation = { pod: d.pod, demotion: d.result.demotion?.outcome ?? null, migration: d.result.migration?.id ?? null };
+        if (d.result.migration) onMigration(`/v1/operations/${d.result.migration.id}`);
       }
     }
     await new Promise((res) => { setTimeout(res, 200); });
@@ -285,6 +329,24 @@ SCENARIOS['long-hotspot-crash-raft-leader'] = {
   ...SCENARIOS['long-hotspot-crash'],
   name: 'long-hotspot-crash-raft-leader',
   title: 'IV-B5, the starved server leading the table\'s Raft group',
+  prepare: leadingHotServer,
+};
+
+// IV-B2 with the table's Raft leadership on the server that stops, in both arms: every write asks the leader for the
+// table's config, so a leader that leaves makes writes wait for an election (after a silent cut, for the heartbeat
+// timeout first). The phase "after the stop" runs from the stop to the server's return.
+SCENARIOS['planned-stop-raft-leader'] = {
+  ...SCENARIOS['planned-stop'],
+  name: 'planned-stop-raft-leader',
+  title: 'IV-B2 planned stop and return, the stopping server leading the table\'s Raft group',
+  phases: [{ name: 'after the stop', from: 'SIGTERM', to: 'server back' }],
+  prepare: leadingHotServer,
+};
+SCENARIOS['prestop-then-cut-raft-leader'] = {
+  ...SCENARIOS['prestop-then-cut'],
+  name: 'prestop-then-cut-raft-leader',
+  title: 'IV-B2 PRESTOP then a silent network loss, the lost server leading the table\'s Raft group',
+  phases: [{ name: 'after the cut', from: 'network cut', to: 'network back' }],
   prepare: leadingHotServer,
 };
 

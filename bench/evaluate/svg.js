@@ -225,6 +225,15 @@ export function renderTimeSeries({
   return svgDocument(width, height, body);
 }
 
+// Bold 15 px characters are about 8.5 px wide: a title longer than the figure is squeezed to fit instead of running
+// off both edges (a centred text overflows to the left too).
+const TITLE_CHAR_PX = 8.5;
+function figureTitle(title, width) {
+  const fits = title.length * TITLE_CHAR_PX <= width - 16;
+  const squeeze = fits ? '' : ` textLength="${fmt(width - 16)}" lengthAdjust="spacingAndGlyphs"`;
+  return `<text x="${fmt(width / 2)}" y="20" text-anchor="middle"${squeeze} font-size="15" font-weight="bold" ${FONT}>${escapeXml(title)}</text>`;
+}
+
 // Panels stacked on one time axis (widened to cover them all); tick labels and event labels are drawn once.
 export function renderFigure({ title, panels, width = 720, panelHeight = 220, xLabel, idPrefix = 'fig' }) {
   const allSeries = panels.flatMap((panel) => panel.series ?? []);
@@ -232,7 +241,7 @@ export function renderFigure({ title, panels, width = 720, panelHeight = 220, xL
   const { x: xDomain } = domains({ series: allSeries, events: allEvents });
   const top = title ? FIGURE_TITLE_PX : 0;
   const heights = panels.map((panel) => panel.height ?? panelHeight);
-  const body = title ? [`<text x="${fmt(width / 2)}" y="20" text-anchor="middle" font-size="15" font-weight="bold" ${FONT}>${escapeXml(title)}</text>`] : [];
+  const body = title ? [figureTitle(title, width)] : [];
   let y = top;
   panels.forEach((panel, index) => {
     const last = index === panels.length - 1;

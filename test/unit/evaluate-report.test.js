@@ -64,16 +64,16 @@ describe('recoveryOf', () => {
 });
 
 describe('phaseFigures', () => {
-  test('when a run has both events of a phase, then its length, p99 and failed ops are those of the ops due between them', () => {
+  test('when a run has both events of a phase, then its length, p99, slowest op and failed ops are those of the ops due between them', () => {
     const r = run((s) => (s >= 12 && s < 16 ? 40 : 5), [{ t: 12, label: 'start' }, { t: 16, label: 'done' }]);
     r.records = r.records.map((rec) => (rec.startMs - T0 === 13000 ? { ...rec, ok: false, errorKind: 'timeout' } : rec));
     r.records = r.records.map((rec) => (rec.startMs - T0 >= 12000 && rec.startMs - T0 < 16000 && rec.startMs % 20 === 0 ? { ...rec, kind: 'update', endMs: rec.startMs + 90 } : rec));
     expect(phaseFigures(r, { name: 'migration', from: 'start', to: 'done' }))
-      .toEqual({ name: 'migration', seconds: 4, p99Ms: 90, p99ByKind: { read: 40, update: 90 }, failed: 1 });
+      .toEqual({ name: 'migration', seconds: 4, p99Ms: 90, maxMs: 90, p99ByKind: { read: 40, update: 90 }, failed: 1 });
   });
 
   test('when the end event is missing (the arm without the manager), then the phase has no figures', () => {
     expect(phaseFigures(run(() => 5, [{ t: 12, label: 'start' }]), { name: 'migration', from: 'start', to: 'done' }))
-      .toEqual({ name: 'migration', seconds: null, p99Ms: null, p99ByKind: null, failed: null });
+      .toEqual({ name: 'migration', seconds: null, p99Ms: null, maxMs: null, p99ByKind: null, failed: null });
   });
 });

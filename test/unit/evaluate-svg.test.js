@@ -164,4 +164,11 @@ describe('renderFigure', () => {
     expect(textsOf(figure).filter((t) => t === '60')).toHaveLength(1);
     expect(count(figure, /stroke-dasharray/g)).toBe(2);
   });
+  test('when the title is longer than the figure is wide, then it is squeezed to the width; a short one is not', () => {
+    const long = 'IV-B2 PRESTOP then a silent network loss, the lost server leading the table\'s Raft group (first pair)';
+    const squeezed = renderFigure({ title: long, panels: [{ series: [] }], width: 720 });
+    expect(squeezed).toMatch(/<text x="360" y="20" text-anchor="middle" textLength="704" lengthAdjust="spacingAndGlyphs"/);
+    expect(checkWellFormed(squeezed)).toEqual([]);
+    expect(figure).not.toMatch(/textLength/);
+  });
 });
