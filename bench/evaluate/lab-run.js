@@ -48,9 +48,10 @@ export async function runOnce(scenario, arm, options) {
     log({}, 'load running');
     const events = [];
     const at = (seconds) => sleep(t0 + seconds * 1000 - performance.now());
-    const mark = (label) => { events.push({ t: (performance.now() - t0) / 1000, label }); log({ label }, 'event'); };
+    const now = () => (performance.now() - t0) / 1000;
+    const mark = (label) => { events.push({ t: now(), label }); log({ label }, 'event'); };
     const notes = prepared ? { prepared } : {};
-    await scenario.timeline({ cluster, manager, at, mark, arm, hotServer, layout, notes, log });
+    await scenario.timeline({ cluster, manager, at, now, mark, arm, hotServer, layout, notes, log });
     await at(scenario.durationSeconds);
     log({ progress: load.progress() }, 'stopping the load');
     const { records, examples } = await load.stop();

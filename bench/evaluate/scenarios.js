@@ -1,5 +1,6 @@
 // The paper's Section IV scenarios as timelines of infrastructure events, each run with and without the manager.
-// A timeline gets { cluster, manager, at, mark, arm, hotServer, layout, notes } and awaits its events at fixed times.
+// A timeline gets { cluster, manager, at, now, mark, arm, hotServer, layout, notes } and awaits its events at fixed
+// times (now(): seconds since the load started).
 
 import { pinRaftLeader, raftLeaderOn } from '../lab/raft-leader.js';
 
@@ -214,8 +215,8 @@ function crashTargetOf({ cluster, layout, notes }) {
 
 // Follows a migration until the run ends, not beyond (one cut short by the crash can wait for its deadline), and
 // marks when it is done.
-function followMigration({ manager, mark, notes }, href) {
-  return manager.waitOperation(href, (LONG_HOTSPOT_SECONDS - 12) * 1000).then((op) => {
+function followMigration({ manager, mark, notes, now }, href) {
+  return manager.waitOperation(href, Math.max(0, LONG_HOTSPOT_SECONDS - 1 - now()) * 1000).then((op) => {
     if (op?.status === 'running') { notes.migration = { status: 'running at the end of the run' }; return; }
     mark('migration done');
     notes.migration = { status: op?.status, outcome: op?.report?.outcome ?? null, moved: op?.report?.changes?.length ?? null };
@@ -348,6 +349,13 @@ SCENARIOS['prestop-then-cut-raft-leader'] = {
   title: 'IV-B2 PRESTOP then a silent network loss, the lost server leading the table\'s Raft group',
   phases: [{ name: 'after the cut', from: 'network cut', to: 'network back' }],
   prepare: leadingHotServer,
+};
+// The same with the manager's PRESTOP demoting only (PRESTOP_MOVE_RAFT_LEADER=false), as before the move was built.
+SCENARIOS['prestop-then-cut-raft-leader-stays'] = {
+  ...SCENARIOS['prestop-then-cut-raft-leader'],
+  name: 'prestop-then-cut-raft-leader-stays',
+  title: 'IV-B2 PRESTOP then a silent loss of the Raft leader, the leadership left there',
+  managerEnv: { PRESTOP_MOVE_RAFT_LEADER: 'false' },
 };
 
 // What the proxy's extra hop costs with nothing happening: the same steady load entering through three servers

@@ -20,6 +20,12 @@ import { namedItems, outcomeOf } from './report.js';
 const MAX_ROUNDS = 2;
 // Commits of the vote's return before the action leaves it to the next tick.
 const RESTORE_ATTEMPTS = 3;
+// A round is started only with this much of the deadline left: the flip and the give-back writes (the give-back,
+// during which the leader steps down, took 1.4 s on loopback), the settle time, and about ROUND_READS reads of the
+// cluster as long as the one that planned the move. A round cut short by its deadline would make a PRESTOP answer
+// late (504), or leave the vote to be given back by a later tick.
+const ROUND_FLOOR_MS = 2000;
+const ROUND_READS = 8;
 
 const reportBase = (serverName, reason) => ({ action: 'move-raft-leadership', target: { server: serverName }, dryRun: false, reason: reason ?? null });
 
@@ -38,17 +44,23 @@ export function createRaftLeadership({ store, reconfigurer, marks, clock, logger
   const backoff = new Map();
 
   // stillWanted(): checked before a second round (the warning may have ended meanwhile). decided: the cluster the
-  // caller decided on; where the server leads no table there, nothing is read (a demotion does not move a table's
-  // Raft leadership, and a PRESTOP at 1,000 tables spends about 0.8 s on one read).
+  // caller decided on; where every table there has a known leader and none is the server, nothing is read (a demotion
+  // does not move a table's Raft leadership, and a PRESTOP at 1,000 tables spends about 0.8 s on one read); nor when
+  // the deadline has passed before the move starts (a PRESTOP's, spent on its demotion).
   // Returns a report like every action's; changes: one row per table that was flipped, and whether it moved.
   async function moveRaftLeadership({ server, reason, actor, deadlineSeconds, stillWanted = async () => true, decided = null }) {
     const startedAt = clock.now();
+    const deadline = createDeadline(clock, (deadlineSeconds ?? config.deadlines.actionSeconds) * 1000);
     const known = decided && findServer(decided, server);
-    if (known && !decided.tables.some((t) => t.raftLeader === known.id)) {
+    if (known && decided.tables.every((t) => t.raftLeader && t.raftLeader !== known.id)) {
       return finish({ ...reportBase(known.name, reason), changes: [], skipped: [], notDone: [], settled: true, votesRestored: [] }, startedAt);
     }
-    const deadline = createDeadline(clock, (deadlineSeconds ?? config.deadlines.actionSeconds) * 1000);
-    const { cluster, server: s, plan: first } = await planWhenSettled(server, deadline);
+    if (known && deadline.expired()) {
+      const led = decided.tables.filter((t) => t.raftLeader === known.id).map((t) => ({ tableId: t.id, reason: 'not moved: the deadline passed first' }));
+      return finish({ ...reportBase(known.name, reason), changes: [], skipped: [], notDone: namedItems(decided, led), settled: led.length === 0, votesRestored: [] }, startedAt);
+    }
+    const { cluster, server: s, plan: first, readMs } = await planWhenSettled(server, deadline);
+    const roundMs = ROUND_FLOOR_MS + ROUND_READS * readMs + config.raftLeader.settleMs;
     const pod = podNameForServer(s, config.podServerOverrides);
     const base = reportBase(s.name, reason);
     const skipped = namedItems(cluster, first.skipped);
@@ -61,9 +73,16 @@ export function createRaftLeadership({ store, reconfigurer, marks, clock, logger
     const rows = new Map();
     const notDone = [];
     const restored = [];
+    // The tables no round was started for, the deadline being too near.
+    let late = [];
     try {
       let tableIds = first.changes.map((c) => c.tableId);
-      for (let round = 1; round <= MAX_ROUNDS && tableIds.length > 0 && !deadline.expired(); round += 1) {
+      for (let round = 1; round <= MAX_ROUNDS && tableIds.length > 0; round += 1) {
+        if (deadline.remainingMs() < roundMs) {
+          const why = `not moved: ${Math.round(deadline.remainingMs())} ms of the deadline left, and a round takes about ${Math.round(roundMs)} ms`;
+          if (round === 1) late = namedItems(cluster, tableIds.map((tableId) => ({ tableId, reason: why })));
+          break;
+        }
         if (round > 1 && !(await stillWanted())) break;
         const result = await reconfigurer.withTableLocks(tableIds, deadline, () => flipAndGiveBack(s, pod, tableIds, deadline, reason));
         notDone.push(...result.notDone);
@@ -87,8 +106,6 @@ export function createRaftLeadership({ store, reconfigurer, marks, clock, logger
     }
     const unmoved = [...rows.values()].filter((row) => row.moved !== true)
       .map((row) => ({ table: row.table, reason: row.moved === null ? 'could not read whether the leadership moved' : `still led by ${s.name} after ${row.rounds} round(s)` }));
-    // Led tables, no round run: the deadline had passed (e.g. a PRESTOP's, spent on its demotion).
-    const late = rows.size === 0 && notDone.length === 0 && deadline.expired() ? namedItems(cluster, first.changes.map((c) => ({ tableId: c.tableId, reason: 'not moved: the deadline passed first' }))) : [];
     const report = finish({
       ...base, changes: [...rows.values()], skipped, notDone: [...notDone, ...unmoved, ...late], settled: unmoved.length === 0 && late.length === 0, votesRestored: restored,
     }, startedAt);
@@ -100,14 +117,16 @@ export function createRaftLeadership({ store, reconfigurer, marks, clock, logger
   // Right after the demotion a table is often still settling (the new primaries' secondaries resync): it is planned
   // again on fresh reads until none is, or RAFT_LEADER_MOVE_WAIT_SECONDS pass. Measured: skipped as settling in 1
   // of 3 runs otherwise, and then that table's writes stayed slow.
-  // ref: the server (name or id), resolved on the first read.
+  // ref: the server (name or id), resolved on the first read. readMs: how long the last read took.
   async function planWhenSettled(ref, deadline) {
     const until = createDeadline(clock, Math.min(deadline.remainingMs(), config.raftLeader.waitSeconds * 1000));
     for (;;) {
+      const readAt = clock.now();
       const cluster = await store.readCluster();
+      const readMs = clock.now() - readAt;
       const server = resolveServer(cluster, ref);
       const plan = planRaftLeadershipMove(cluster, server.id, { draining: await marks.drainingIds() });
-      if (!plan.skipped.some((x) => x.settling) || until.expired()) return { cluster, server, plan };
+      if (!plan.skipped.some((x) => x.settling) || until.expired()) return { cluster, server, plan, readMs };
       await clock.sleep(Math.min(config.waitPollIntervalMs, until.remainingMs()));
     }
   }

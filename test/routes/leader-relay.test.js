@@ -3,14 +3,13 @@
 // waiting for a leader it no longer follows.
 
 import { once } from 'node:events';
-import { Writable } from 'node:stream';
 import express from 'express';
 import { toAppError } from '../../src/errors.js';
 import { createSystemClock } from '../../src/lib/clock.js';
 import { createLogger } from '../../src/logger.js';
 import { createLeaderRelay } from '../../src/routes/leader-relay.js';
 
-const logger = createLogger({ level: 'silent', destination: new Writable({ write(chunk, enc, cb) { cb(); } }) });
+const logger = createLogger({ level: 'silent' });
 const clock = createSystemClock();
 const servers = [];
 

@@ -2,11 +2,10 @@
 // that finds the Lease released and loses the race to take it must not go on naming the old leader, or its relay
 // sends requests to a replica that has given the Lease up and is about to close its port.
 
-import { Writable } from 'node:stream';
 import { createLeaderElector } from '../../src/events/leader-election.js';
 import { createLogger } from '../../src/logger.js';
 
-const logger = createLogger({ level: 'silent', destination: new Writable({ write(chunk, enc, cb) { cb(); } }) });
+const logger = createLogger({ level: 'silent' });
 
 // A clock whose sleeps end only when the test says so: one elector round per next() (a next() before the elector
 // sleeps ends its sleep at once).

@@ -190,25 +190,60 @@ describe('the Raft leadership move flips only what it journaled', () => {
     expect(state.tables.map((t) => t.shards.map((s) => s.nonvoting))).toEqual([[[]], [[]]]);
     expect(await marks.votingRestores()).toEqual([]);
   });
-  test('when the cluster the caller decided on shows the server leading no table, then nothing is read and nothing is to do', async () => {
+  // An action on a store whose reads take readMs of the virtual clock and whose first table A is led by `a`.
+  function moveOn({ readMs = 0, leader = 'a' } = {}) {
     const clock = createVirtualClock();
     const logger = createLogger({ level: 'silent' });
-    let reads = 0;
-    const store = { async readCluster() { reads += 1; throw new Error('not expected'); } };
+    const shard = { index: 0, primary: 'b', replicas: ['a', 'b', 'c'], nonvoting: [], acting: ['b'], states: { a: 'ready', b: 'ready', c: 'ready' } };
+    const state = {
+      servers: ['a', 'b', 'c'].map((id) => ({ id, name: `s_${id}`, connected: true, tags: [], hostname: id, canonicalAddresses: [] })),
+      backfills: [], tables: [{ id: 'A', db: 'db', name: 'A', readyForWrites: true, readyForReads: true, allReplicasReady: true, raftLeader: leader, shards: [shard] }],
+    };
+    const calls = { reads: 0, writes: 0 };
+    const store = {
+      async readCluster() { calls.reads += 1; await clock.sleep(readMs); return structuredClone(state); },
+      async writeTableShards() { calls.writes += 1; },
+    };
     const marks = createStateStore({ clock, logger });
     const reconfigurer = createReconfigurer({ store, locks: createKeyedMutex(), marks, clock, logger, waitPollIntervalMs: 100 });
     const config = {
-      deadlines: { actionSeconds: 30 }, raftLeader: { waitSeconds: 10, settleMs: 1000 }, waitPollIntervalMs: 100, retry: { minMs: 500, maxMs: 30000 }, podServerOverrides: {},
+      deadlines: { actionSeconds: 30 }, raftLeader: { waitSeconds: 10, settleMs: 300 }, waitPollIntervalMs: 100, retry: { minMs: 500, maxMs: 30000 }, podServerOverrides: {},
     };
     const move = createRaftLeadership({ store, reconfigurer, marks, clock, logger, config, audit: { record() {} } });
-    const decided = {
-      servers: ['a', 'b'].map((id) => ({ id, name: `s_${id}`, connected: true })),
-      tables: [{ id: 'A', db: 'db', name: 'A', raftLeader: 'b', shards: [] }],
-    };
-    const report = await move.moveRaftLeadership({ server: 'a', reason: 'test', actor: null, decided });
+    return { move, calls, state };
+  }
+
+  test('when the cluster the caller decided on shows every table led by another server, then nothing is read and nothing is to do', async () => {
+    const { move, calls, state } = moveOn({ leader: 'b' });
+    const report = await move.moveRaftLeadership({ server: 'a', reason: 'test', actor: null, decided: structuredClone(state) });
     expect(report).toMatchObject({ outcome: 'nothing_to_do', target: { server: 's_a' }, changes: [], notDone: [] });
-    expect(reads).toBe(0);
-    await expect(move.moveRaftLeadership({ server: 'a', reason: 'test', actor: null, decided: { ...decided, tables: [{ ...decided.tables[0], raftLeader: 'a' }] } }))
-      .rejects.toThrow('not expected');
+    expect(calls.reads).toBe(0);
+  });
+
+  test('when a table\'s leader was unknown on the decided cluster (an election under way), then the action reads and plans as usual', async () => {
+    const { move, calls, state } = moveOn({ leader: 'a' });
+    const decided = structuredClone(state);
+    decided.tables[0].raftLeader = null;
+    const report = await move.moveRaftLeadership({ server: 'a', reason: 'test', actor: null, decided });
+    expect(calls.reads).toBeGreaterThan(0);
+    expect(calls.writes).toBeGreaterThan(0);
+    expect(report.changes).toEqual([expect.objectContaining({ table: 'db.A', from: 's_a' })]);
+  });
+
+  test('when the deadline has passed before the move starts, then it reads nothing, writes nothing, and reports the tables the decided cluster shows it leading', async () => {
+    const { move, calls, state } = moveOn();
+    const report = await move.moveRaftLeadership({ server: 'a', reason: 'test', actor: null, deadlineSeconds: 0, decided: structuredClone(state) });
+    expect(report).toMatchObject({ outcome: 'failed', settled: false, changes: [], notDone: [{ table: 'db.A', reason: 'not moved: the deadline passed first' }] });
+    expect(calls).toEqual({ reads: 0, writes: 0 });
+  });
+
+  test('when what is left of the deadline is less than a round takes (reads as slow as the one that planned it), then no round starts and the answer says why', async () => {
+    const { move, calls } = moveOn({ readMs: 1000 });
+    // 2 s + 8 reads of 1 s + 300 ms settle: 10.3 s for a round; 9 s are left after the planning read.
+    const report = await move.moveRaftLeadership({ server: 'a', reason: 'test', actor: null, deadlineSeconds: 10 });
+    expect(report).toMatchObject({ settled: false, changes: [], notDone: [{ table: 'db.A', reason: 'not moved: 9000 ms of the deadline left, and a round takes about 10300 ms' }] });
+    expect(calls.writes).toBe(0);
+    const fast = moveOn({ readMs: 100 });
+    expect((await fast.move.moveRaftLeadership({ server: 'a', reason: 'test', actor: null, deadlineSeconds: 10 })).changes).toHaveLength(1);
   });
 });

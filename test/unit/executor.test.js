@@ -1,0 +1,46 @@
+// The executor runs a decision's intents in order; with a deadline, each intent gets what is left of the decision's
+// deadline when it starts (a PRESTOP's Raft move after its demotion must still answer within the hook's deadline).
+
+import { createExecutor } from '../../src/events/executor.js';
+import { createVirtualClock } from '../../src/lib/clock.js';
+import { createLogger } from '../../src/logger.js';
+
+function executorWith({ demoteMs }) {
+  const clock = createVirtualClock();
+  const seen = [];
+  const report = { changes: [], skipped: [], notDone: [] };
+  const actions = {
+    async movePrimariesFromServers({ deadlineSeconds }) { seen.push(['demote', deadlineSeconds]); await clock.sleep(demoteMs); return report; },
+    async rebalancePrimaries({ deadlineSeconds }) { seen.push(['rebalance', deadlineSeconds]); return report; },
+  };
+  const marks = { async noteDemoted() {} };
+  const executor = createExecutor({
+    store: {}, actions, marks, operations: {}, config: {}, clock, logger: createLogger({ level: 'silent' }),
+  });
+  return { executor, seen };
+}
+
+const intents = [
+  { type: 'demote', servers: [{ id: 'a', name: 'a' }], mark: 'draining', reason: 'test' },
+  { type: 'rebalance-primaries', reason: 'test' },
+];
+
+describe('the executor\'s deadline', () => {
+  test('when a decision has a deadline, then each intent gets what is left of it when it starts', async () => {
+    const { executor, seen } = executorWith({ demoteMs: 5000 });
+    await executor.run(intents, { deadlineSeconds: 20 });
+    expect(seen).toEqual([['demote', 20], ['rebalance', 15]]);
+  });
+
+  test('when an intent used up the deadline, then the next one gets 0 (its action reports what it did not do)', async () => {
+    const { executor, seen } = executorWith({ demoteMs: 25000 });
+    await executor.run(intents, { deadlineSeconds: 20 });
+    expect(seen).toEqual([['demote', 20], ['rebalance', 0]]);
+  });
+
+  test('when a decision has no deadline, then each action keeps its own default', async () => {
+    const { executor, seen } = executorWith({ demoteMs: 5000 });
+    await executor.run(intents, {});
+    expect(seen).toEqual([['demote', undefined], ['rebalance', undefined]]);
+  });
+});
