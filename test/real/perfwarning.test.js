@@ -62,7 +62,9 @@ describe('a long PERFWARNING that ends while its replicas migrate off', () => {
       const now = await settled(cluster);
       return now && replicasOn(now, 'rethinkdb_1') > 0 && now;
     }, { timeoutMs: 90000, intervalMs: 500, what: 'replicas back on rethinkdb_1' });
-    expect(replicasOn(t, 'rethinkdb_1')).toBeGreaterThanOrEqual(share - 1);
+    // A fair share of the replicas (add-server), not necessarily what it had before.
+    const total = Object.keys(t.config).reduce((n, table) => n + replicasOf(t, table).flat().length, 0);
+    expect(replicasOn(t, 'rethinkdb_1')).toBeGreaterThanOrEqual(Math.floor(total / 4));
     for (const table of Object.keys(t.config)) expect(replicasOf(t, table).every((rs) => rs.length === 3)).toBe(true);
     const primaries = Object.keys(t.config).flatMap((table) => t.config[table].shards.map((s) => s.primary_replica));
     expect(primaries).toContain('rethinkdb_1');
