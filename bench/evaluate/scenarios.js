@@ -31,7 +31,10 @@ async function prestopThen(ctx, stop) {
     const started = performance.now();
     const res = await manager.hook('POST', `/v1/hooks/prestop?pod=rethinkdb-${hotServer}`);
     notes.prestopMs = Math.round(performance.now() - started);
-    notes.prestop = { status: res.status, outcome: res.body?.outcome, primariesOff: res.body?.primariesOff, heartbeat: res.body?.heartbeat?.lowered ? res.body.heartbeat.to : null };
+    notes.prestop = {
+      status: res.status, outcome: res.body?.outcome, primariesOff: res.body?.primariesOff, heartbeat: res.body?.heartbeat?.lowered ? res.body.heartbeat.to : null,
+      raftLeadership: raftMoveOf(res.body),
+    };
     mark('PRESTOP answered');
   }
   notes.raftLeaderAtStop = await raftLeaderOf(ctx.cluster);
@@ -271,7 +274,8 @@ SCENARIOS['hotspot-proxy'] = {
   entry: 'proxy',
 };
 
-// What a PERFWARNING answer's Raft leadership move did (a pod's entry): outcome and the new leaders.
+// What the Raft leadership move in an answer did (a PERFWARNING answer's pod entry, or a PRESTOP answer): outcome and
+// the new leaders.
 function raftMoveOf(podAnswer) {
   const move = podAnswer?.raftLeadership;
   return move ? { outcome: move.outcome, to: move.changes.map((c) => c.to) } : null;

@@ -13,7 +13,9 @@ import {
 } from '../cluster/cluster-model.js';
 import { createDeadline } from '../lib/clock.js';
 import { backoffMs } from '../lib/retry.js';
-import { planRaftLeadershipMove, planVotingRestore, votesBack } from '../planner/raft-leader.js';
+import {
+  planRaftLeadershipMove, planVotingRestore, tablesLedBy, votesBack,
+} from '../planner/raft-leader.js';
 import { namedItems, outcomeOf } from './report.js';
 
 // Rounds of flip and give-back before the action reports a table whose leadership did not move.
@@ -52,12 +54,10 @@ export function createRaftLeadership({ store, reconfigurer, marks, clock, logger
     const startedAt = clock.now();
     const deadline = createDeadline(clock, (deadlineSeconds ?? config.deadlines.actionSeconds) * 1000);
     const known = decided && findServer(decided, server);
-    if (known && decided.tables.every((t) => t.raftLeader && t.raftLeader !== known.id)) {
-      return finish({ ...reportBase(known.name, reason), changes: [], skipped: [], notDone: [], settled: true, votesRestored: [] }, startedAt);
-    }
-    if (known && deadline.expired()) {
-      const led = decided.tables.filter((t) => t.raftLeader === known.id).map((t) => ({ tableId: t.id, reason: 'not moved: the deadline passed first' }));
-      return finish({ ...reportBase(known.name, reason), changes: [], skipped: [], notDone: namedItems(decided, led), settled: led.length === 0, votesRestored: [] }, startedAt);
+    const led = known && tablesLedBy(decided, known.id);
+    if (led && (deadline.expired() || (led.tableIds.length === 0 && !led.unknown))) {
+      const notDone = deadline.expired() ? namedItems(decided, led.tableIds.map((tableId) => ({ tableId, reason: 'not moved: the deadline passed first' }))) : [];
+      return finish({ ...reportBase(known.name, reason), changes: [], skipped: [], notDone, settled: notDone.length === 0, votesRestored: [] }, startedAt);
     }
     const { cluster, server: s, plan: first, readMs } = await planWhenSettled(server, deadline);
     const roundMs = ROUND_FLOOR_MS + ROUND_READS * readMs + config.raftLeader.settleMs;

@@ -42,6 +42,15 @@ export function planRaftLeadershipMove(cluster, serverId, { tableIds = null, dra
 
 const votesIn = (shard, serverId) => votingReplicas(shard).includes(serverId);
 
+// What a read says of the tables `serverId` leads: their ids, and whether some table's leader was unknown on it
+// (table_status.raft_leader is null during an election, so the server may lead it by now).
+export function tablesLedBy(cluster, serverId) {
+  return {
+    tableIds: cluster.tables.filter((t) => t.raftLeader === serverId).map((t) => t.id),
+    unknown: cluster.tables.some((t) => !t.raftLeader),
+  };
+}
+
 // Why the table cannot be flipped now ({ reason, settling }), or null. settling: it may be possible in a moment
 // (right after a demotion the new primary's secondaries resync for a second or two).
 function leadershipMoveIneligibility(view, table, serverId, leaving) {

@@ -10,7 +10,9 @@ import { createKeyedMutex } from '../../src/lib/keyed-mutex.js';
 import { createLogger } from '../../src/logger.js';
 import { createStateStore } from '../../src/state/state-store.js';
 import { createView, hasLiveMajority } from '../../src/planner/eligibility.js';
-import { planRaftLeadershipMove, planVotingRestore, votesBack } from '../../src/planner/raft-leader.js';
+import {
+  planRaftLeadershipMove, planVotingRestore, tablesLedBy, votesBack,
+} from '../../src/planner/raft-leader.js';
 import { checkTransition } from '../../src/planner/safety.js';
 import { applyChanges, clusterArbitrary } from '../helpers/clusters.js';
 
@@ -245,5 +247,16 @@ describe('the Raft leadership move flips only what it journaled', () => {
     expect(calls.writes).toBe(0);
     const fast = moveOn({ readMs: 100 });
     expect((await fast.move.moveRaftLeadership({ server: 'a', reason: 'test', actor: null, deadlineSeconds: 10 })).changes).toHaveLength(1);
+  });
+});
+
+describe('tablesLedBy', () => {
+  const tables = (leaders) => ({ servers: [], tables: leaders.map((raftLeader, i) => ({ id: `t${i}`, raftLeader, shards: [] })) });
+  test.each([
+    [['a', 'b', 'a'], { tableIds: ['t0', 't2'], unknown: false }],
+    [['b', 'c'], { tableIds: [], unknown: false }],
+    [['b', null], { tableIds: [], unknown: true }],
+  ])('when the leaders read are %j, then a leads %j', (leaders, expected) => {
+    expect(tablesLedBy(tables(leaders), 'a')).toEqual(expected);
   });
 });
