@@ -3,7 +3,7 @@
 import express from 'express';
 import { pinoHttp } from 'pino-http';
 import { PROBE_PATHS } from './auth/access-policy.js';
-import { AppError, logLevelForStatus, toAppError } from './errors.js';
+import { AppError, fromBodyParserError, logLevelForStatus } from './errors.js';
 import { createActionRoutes } from './routes/action-routes.js';
 import { createAuthMiddleware } from './routes/auth-middleware.js';
 import { createOpenApiRoutes } from './routes/openapi.js';
@@ -13,7 +13,7 @@ import { bodyLimitBytes } from './routes/validation.js';
 
 export function createApp({
   store, actions, marks, operations, work, logger, authenticator, protectReads = false, monitor = null, audit = null, status = async () => ({}),
-  extraRoutes = [], observers = [], election = () => ({ enabled: false, leading: true }), podServerOverrides = {},
+  extraRoutes = [], observers = [], relay = null, election = () => ({ enabled: false, leading: true }), podServerOverrides = {},
 }) {
   const app = express();
   app.disable('x-powered-by');
@@ -23,12 +23,16 @@ export function createApp({
     autoLogging: { ignore: (req) => PROBE_PATHS.has(req.url) || req.url === '/metrics' },
     customLogLevel: (req, res, err) => (err && res.statusCode < 500 ? 'error' : logLevelForStatus(res.statusCode)),
   }));
+  app.use(requireOriginForm);
   // Middleware that must see every request and its answer, refused ones included (the metrics' hook counter).
   for (const observer of observers) app.use(observer);
   // Before every route: a refused caller never reaches an action. Who it is, before its body is read; what it
   // may do, once the body says which pod or node it names.
   const auth = createAuthMiddleware({ authenticator, protectReads });
   app.use(auth.authenticateRequest);
+  // A follower passes what only the leader serves on to it (routes/leader-relay.js): after the caller is
+  // authenticated, before the body is parsed (it relays the body as it came).
+  if (relay) app.use(relay);
   app.use(requireJsonBodies);
   app.use(express.json({ limit: bodyLimitBytes, strict: true }));
   app.use(requireCompleteBodies);
@@ -43,6 +47,18 @@ export function createApp({
   app.use((req, res, next) => next(new AppError('NOT_FOUND', `no route for ${req.method} ${req.path}; see the README's API reference`)));
   app.use(createErrorHandler(logger.child({ module: 'errors' })));
   return app;
+}
+
+// Only a path is a request target here (RFC 9112's origin form): an absolute URL, an authority, '*' or a path that a URL
+// parser would read as naming a host ('//host', a backslash) is refused before anything else sees it, so that no
+// part of the manager (the follower's relay above all) is ever pointed at another host by a request.
+export function requireOriginForm(req, res, next) {
+  const target = req.url;
+  if (typeof target !== 'string' || !target.startsWith('/') || target.startsWith('//') || target.includes('\\')) {
+    next(new AppError('BAD_REQUEST', 'the request target must be a path starting with a single "/" (origin form); absolute URLs, authorities and "*" are not accepted'));
+    return;
+  }
+  next();
 }
 
 const carriesBody = (req) => Number(req.headers['content-length'] ?? 0) > 0 || req.headers['transfer-encoding'] !== undefined;
@@ -86,11 +102,8 @@ function createErrorHandler(log) {
   };
 }
 
+// The body parser's errors as the webhook maps them; express's own 4xx (a path it cannot decode) are the caller's too.
 function fromExpressError(err) {
-  if (err instanceof AppError) return err;
-  if (err?.type === 'entity.too.large') return new AppError('PAYLOAD_TOO_LARGE', `request body exceeds ${bodyLimitBytes} bytes (${bodyLimitBytes / 1024} KiB)`);
-  if (err?.type === 'entity.parse.failed') return new AppError('BAD_REQUEST', `request body is not valid JSON: ${err.message}`);
-  if (err?.type === 'charset.unsupported' || err?.type === 'encoding.unsupported') return new AppError('UNSUPPORTED_MEDIA_TYPE', err.message);
-  if (err?.status >= 400 && err?.status < 500) return new AppError('BAD_REQUEST', err.message);
-  return toAppError(err);
+  if (!(err instanceof AppError) && err?.type === undefined && err?.status >= 400 && err?.status < 500) return new AppError('BAD_REQUEST', err.message);
+  return fromBodyParserError(err, { bodyLimitBytes });
 }

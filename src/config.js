@@ -30,6 +30,7 @@ const KEYS = [
   { env: 'RETHINKDB_STATEFULSET', field: 'kubernetes.statefulSetName', parse: dnsLabel, default: 'rethinkdb' },
   { env: 'PORT', field: 'http.port', parse: integer(0, 65535), default: 8080 },
   { env: 'HOST', field: 'http.host', parse: nonEmptyString, default: '0.0.0.0' },
+  { env: 'HTTP_REQUEST_TIMEOUT_SECONDS', field: 'http.requestTimeoutSeconds', parse: integer(1, 300), default: 30 },
   { env: 'LOG_LEVEL', field: 'logLevel', parse: oneOf(LOG_LEVELS), default: 'info' },
   { env: 'ACTION_DEADLINE_SECONDS', field: 'deadlines.actionSeconds', parse: integer(1, 3600), default: 20 },
   { env: 'PRESTOP_DEADLINE_SECONDS', field: 'deadlines.prestopSeconds', parse: integer(2, 3600), default: 20 },
@@ -75,6 +76,8 @@ const KEYS = [
   { env: 'POD_NAME', field: 'leaderElection.podName', parse: nonEmptyString, default: undefined },
   { env: 'POD_IP', field: 'leaderElection.podIp', parse: nonEmptyString, default: undefined },
   { env: 'MANAGER_ADVERTISE_HOST', field: 'leaderElection.advertiseHost', parse: nonEmptyString, default: undefined },
+  { env: 'RELAY_TOKEN_FILE', field: 'relay.tokenFile', parse: nonEmptyString, default: '/var/run/secrets/rethinkdb-manager/relay/token' },
+  { env: 'RELAY_AUDIENCE', field: 'relay.audience', parse: nonEmptyString, default: 'rethinkdb-manager-relay' },
   { env: 'AUTH_MODE', field: 'auth.mode', parse: oneOf(AUTH_MODES), default: undefined },
   { env: 'AUTH_AUDIENCE', field: 'auth.audience', parse: nonEmptyString, default: 'rethinkdb-manager' },
   { env: 'AUTH_HOOK_SUBJECTS', field: 'auth.hookSubjects', parse: subjects, default: undefined },
@@ -120,6 +123,8 @@ export function loadConfig(env) {
   if (Boolean(config.webhook.certFile) !== Boolean(config.webhook.keyFile)) {
     problems.push('WEBHOOK_TLS_CERT_FILE and WEBHOOK_TLS_KEY_FILE go together (the eviction webhook is served only with both)');
   }
+  // Both ports (the API and the webhook) give a client this long to send a whole request, headers and body.
+  config.http.requestTimeoutMs = config.http.requestTimeoutSeconds * 1000;
   config.webhook.enabled = Boolean(config.webhook.certFile && config.webhook.keyFile);
   config.webhook.serverName ??= `rethinkdb-manager.${config.kubernetes.namespace}.svc`;
   // Leader election needs a Kubernetes API (the Lease) and a real database: the sandbox is one process.

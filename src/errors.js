@@ -45,6 +45,26 @@ export function toAppError(err) {
   return new AppError('INTERNAL', 'internal error', { cause: err });
 }
 
+// What express's body parser (body-parser, through http-errors) reports, in our codes: a body over the limit, a body
+// that is not JSON, a charset or content coding it cannot read, another fault of the request it marks as safe to show
+// (expose, a 4xx); anything else is ours, INTERNAL with a generic message (the original kept as cause, never shown).
+export function fromBodyParserError(err, { bodyLimitBytes }) {
+  if (isAppError(err)) return err;
+  switch (err?.type) {
+    case 'entity.too.large':
+      return new AppError('PAYLOAD_TOO_LARGE', `request body exceeds ${bodyLimitBytes} bytes (${bodyLimitBytes / 1024} KiB); send at most that`);
+    case 'entity.parse.failed':
+      return new AppError('BAD_REQUEST', `request body is not valid JSON: ${err.message}`);
+    case 'charset.unsupported':
+      return new AppError('UNSUPPORTED_MEDIA_TYPE', `${err.message}; send the JSON body in UTF-8 (application/json; charset=utf-8)`);
+    case 'encoding.unsupported':
+      return new AppError('UNSUPPORTED_MEDIA_TYPE', `${err.message}; send the body without Content-Encoding, or with gzip, deflate or br`);
+    default:
+      if (err?.expose === true && err.status >= 400 && err.status < 500) return new AppError('BAD_REQUEST', err.message);
+      return toAppError(err);
+  }
+}
+
 // How loud an answer's log line is. A refusal because a dependency or the leadership is missing (503) is expected
 // during an outage or a hand-over and repeats with every call: a warning, not an error. A probe's answer is never
 // logged per request (a probe comes every few seconds); the readiness changes are logged where they are seen.

@@ -7,6 +7,7 @@ import { createReconfigurer } from './actions/reconfigurer.js';
 import { createApp } from './app.js';
 import { createAudit } from './audit/audit.js';
 import { createAuthenticator } from './auth/authenticator.js';
+import { createRelayCredentials } from './auth/relay-credentials.js';
 import { AppError } from './errors.js';
 import { createEvents } from './events/events.js';
 import { createExecutor } from './events/executor.js';
@@ -63,8 +64,10 @@ export function createManager({
   let reconciliation = null;
   // This replica leads and has loaded its state: it serves what only the leader may serve.
   const served = () => elector.isLeading() && work.started();
+  // The proof a replica gives when it relays, and the check of another's (only with a Kubernetes API: the Lease).
+  const relayCredentials = createRelayCredentials({ kube: kubePort, tokenFile: config.relay.tokenFile, audience: config.relay.audience, clock, logger });
   const relay = createLeaderRelay({
-    leadership: () => elector, served, deadlines: config.deadlines, clock, logger,
+    leadership: () => elector, served, deadlines: config.deadlines, clock, logger, credentials: relayCredentials,
     refreshFollowerView: () => refreshFollowerView(), shuttingDown: () => work.shuttingDown(),
   });
   const routes = [relay.router, createHookRoutes({ events, work, prestopDeadlineSeconds: config.deadlines.prestopSeconds, logger })];
@@ -72,7 +75,7 @@ export function createManager({
   if (sandboxModel) routes.push(createSandboxRoutes({ model: sandboxModel, kube, store }));
   const app = createApp({
     store, actions: { ...actions, ...commands }, marks, operations, work, logger, monitor, audit, authenticator, protectReads: config.auth.protectReads,
-    observers: [createHttpMetrics({ metrics }), createHookCounter({ metrics }), relay.relay], election: () => elector.view(), podServerOverrides: config.podServerOverrides,
+    observers: [createHttpMetrics({ metrics }), createHookCounter({ metrics })], relay: relay.relay, election: () => elector.view(), podServerOverrides: config.podServerOverrides,
     extraRoutes: [...routes, ...extraRoutes],
     status: async () => ({
       perfWarnings: await marks.perfWarnings(), migrations: await marks.migrations(), pendingRestores: await events.pendingRestores(), reconciliation,
@@ -173,11 +176,11 @@ export function createManager({
 
   // The eviction webhook's app, served over TLS on its own port by src/webhook-server.js.
   const reviewRelay = config.webhook?.enabled ? createReviewRelay({
-    caFile: config.webhook.caFile, certFile: config.webhook.certFile, serverName: config.webhook.serverName, relayedBy: () => elector.identity,
+    caFile: config.webhook.caFile, certFile: config.webhook.certFile, serverName: config.webhook.serverName, relayedBy: () => elector.identity, credential: relayCredentials.credential,
     timeoutMs: config.webhook.evictionDeadlineSeconds * 1000 + 500,
   }) : null;
   const webhookApp = createWebhookApp({
-    maintenance, work, logger,
+    maintenance, work, logger, credentials: relayCredentials,
     relayReview: async (review) => {
       if (!elector.view().enabled) return null;
       const route = relayRoute({ leader: elector.leader(), served: served(), address: 'webhook' });

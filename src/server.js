@@ -2,6 +2,7 @@
 
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { createServer as createHttpServer } from 'node:http';
 import { hostname } from 'node:os';
 import { loadConfig } from './config.js';
 import { createSystemClock } from './lib/clock.js';
@@ -11,7 +12,7 @@ import { createManager } from './manager.js';
 import { createMetrics } from './metrics/metrics.js';
 import { lingerAfterReleaseMs } from './policy/leadership.js';
 import { connectSandboxHooks, createSandboxWorld } from './sandbox/sandbox-world.js';
-import { startWebhookServer } from './webhook-server.js';
+import { incomingRequestLimits, startWebhookServer } from './webhook-server.js';
 
 // The clients are imported only by the backend that uses them: @kubernetes/client-node's index adds about 53 MiB of
 // resident memory (its generated API and model classes; about 17 MiB in the image's bundle, which keeps only what the
@@ -50,6 +51,7 @@ async function main() {
   // again every minute. A port that is taken is a configuration error.
   const startWebhook = () => startWebhookServer({
     app: manager.webhookApp, certFile: config.webhook.certFile, keyFile: config.webhook.keyFile, port: config.webhook.port, host: config.http.host, logger,
+    requestTimeoutMs: config.http.requestTimeoutMs,
   }).then((webhook) => {
     closers.push(webhook.close);
     webhookPort = webhook.port;
@@ -65,8 +67,10 @@ async function main() {
   });
   if (config.webhook.enabled) startWebhook();
   else logger.info('eviction webhook off: WEBHOOK_TLS_CERT_FILE and WEBHOOK_TLS_KEY_FILE are not set');
-  // Express 5 calls back with the listen error (a port in use, a privileged port): say which, and exit non-zero.
-  const server = manager.app.listen(config.http.port, config.http.host, async (err) => {
+  // A listen error (a port in use, a privileged port): say which, and exit non-zero. The server gives a client
+  // HTTP_REQUEST_TIMEOUT_SECONDS to send a whole request (src/webhook-server.js, incomingRequestLimits).
+  const httpServer = createHttpServer(incomingRequestLimits(config.http.requestTimeoutMs), manager.app);
+  const server = listenOnce(httpServer, config.http.port, config.http.host, async (err) => {
     if (err) {
       logger.fatal({ err: listenFailureMessage(err, { what: 'HTTP', host: config.http.host, port: config.http.port }), code: err.code }, 'cannot listen');
       process.exit(1);
@@ -110,6 +114,19 @@ async function main() {
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
+}
+
+// As express's app.listen: the callback once, with the listen error if listening fails.
+function listenOnce(server, port, host, callback) {
+  let called = false;
+  const once = (err) => {
+    if (called) return;
+    called = true;
+    callback(err);
+  };
+  server.once('error', once);
+  server.listen(port, host, () => once());
+  return server;
 }
 
 // This replica's name in the Lease: the pod's name (downward API) or the host's, and a random suffix, as client-go

@@ -7,10 +7,19 @@ import { dirname, join } from 'node:path';
 import { createServer, request as httpsRequest } from 'node:https';
 import { listenFailureMessage } from './lib/listen-errors.js';
 
+// How long a client has to send one whole request (headers and body) to either port (HTTP_REQUEST_TIMEOUT_SECONDS):
+// past it Node answers 408 and closes the connection, so a body that never arrives in full does not hold a
+// connection for Node's default 300 s. The time to answer is not limited: a request counts only until its last byte
+// arrived. Node looks for such requests every connectionsCheckingInterval (30 s by default, too coarse here).
+// Shared with the API port (src/server.js).
+export function incomingRequestLimits(requestTimeoutMs) {
+  return { requestTimeout: requestTimeoutMs, headersTimeout: requestTimeoutMs, connectionsCheckingInterval: Math.min(1000, requestTimeoutMs) };
+}
+
 // Resolves with { server, port, close } once listening; rejects with a clear message if the port is taken
 // (err.code 'WEBHOOK_LISTEN_FAILED') or the files cannot be read (err.code 'WEBHOOK_TLS_UNREADABLE').
 export async function startWebhookServer({
-  app, certFile, keyFile, port, host = '0.0.0.0', logger, reloadIntervalMs = 60000,
+  app, certFile, keyFile, port, host = '0.0.0.0', logger, reloadIntervalMs = 60000, requestTimeoutMs = 30000,
 }) {
   const log = logger.child({ module: 'webhook-server' });
   const read = () => ({ cert: readFileSync(certFile), key: readFileSync(keyFile) });
@@ -19,7 +28,7 @@ export async function startWebhookServer({
   let server;
   try {
     seen = stamp();
-    server = createServer(read(), app);
+    server = createServer({ ...read(), ...incomingRequestLimits(requestTimeoutMs) }, app);
   } catch (err) {
     throw Object.assign(new Error(`the webhook certificate or key cannot be read (${err.message})`), { code: 'WEBHOOK_TLS_UNREADABLE' });
   }
@@ -57,15 +66,28 @@ export async function startWebhookServer({
 // Service). The leader's certificate is checked against the CA (WEBHOOK_TLS_CA_FILE, else ca.crt beside the serving
 // certificate, as deploy/webhook-cert.sh and cert-manager write it) for serverName, the Service's DNS name the
 // certificate is made for. Returns null when there is no CA to check it with: the follower then does not relay.
-export function createReviewRelay({ caFile = null, certFile, serverName, relayedBy, timeoutMs }) {
+// credential(): this replica's relay token (src/auth/relay-credentials.js), the leader's proof that a replica sent it.
+export function createReviewRelay({ caFile = null, certFile, serverName, relayedBy, credential, timeoutMs }) {
   const path = caFile ?? (certFile ? join(dirname(certFile), 'ca.crt') : null);
   if (!path || !existsSync(path)) return null;
-  return (leaderWebhook, review) => new Promise((resolve, reject) => {
+  return async (leaderWebhook, review) => {
+    const token = await credential();
+    if (!token) throw new Error('this replica has no relay token to pass the review on with (RELAY_TOKEN_FILE)');
+    return sendReview(leaderWebhook, review, { ca: readFileSync(path), serverName, relayedBy: relayedBy(), token, timeoutMs });
+  };
+}
+
+function sendReview(leaderWebhook, review, {
+  ca, serverName, relayedBy, token, timeoutMs,
+}) {
+  return new Promise((resolve, reject) => {
     const body = Buffer.from(JSON.stringify(review));
     const url = new URL('/v1/admission/eviction', leaderWebhook);
     const req = httpsRequest(url, {
-      method: 'POST', ca: readFileSync(path), servername: serverName,
-      headers: { 'content-type': 'application/json', 'content-length': body.length, 'x-rethinkdb-manager-relayed-by': relayedBy() },
+      method: 'POST', ca, servername: serverName,
+      headers: {
+        'content-type': 'application/json', 'content-length': body.length, 'x-rethinkdb-manager-relayed-by': relayedBy, 'x-rethinkdb-manager-relay-token': token,
+      },
     }, (res) => {
       const chunks = [];
       res.on('data', (c) => chunks.push(c));

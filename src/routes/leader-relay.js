@@ -20,7 +20,21 @@ export const RELAY_HEADERS = Object.freeze({
   deadlineMs: 'x-rethinkdb-manager-deadline-ms',
   // On the answer: the replica that served it.
   servedBy: 'x-rethinkdb-manager-served-by',
+  // The relaying replica's own token for the relay's audience: proof that it is a manager replica.
+  credential: 'x-rethinkdb-manager-relay-token',
 });
+
+// Where to send a relayed request, from the address the Lease names: { hostname, port } of an http://host:port
+// address, or { problem } for anything else (a path, credentials, another scheme), which is never relayed to.
+export function leaderOrigin(address) {
+  let url;
+  try { url = new URL(address); } catch { return { problem: `${JSON.stringify(address)} is not a URL` }; }
+  if (url.protocol !== 'http:') return { problem: `${address} is not an http:// address` };
+  if (url.username || url.password || (url.pathname !== '/' && url.pathname !== '') || url.search || url.hash) {
+    return { problem: `${address} is not a bare http://host:port address` };
+  }
+  return { hostname: url.hostname.replace(/^\[|\]$/g, ''), port: Number(url.port || 80) };
+}
 
 // The requests a follower answers itself.
 export function servedByAnyReplica(req) {
@@ -42,12 +56,32 @@ export const LEADER_ROUTE = {
 
 // leadership(): the current elector (src/events/leader-election.js). served(): whether this replica leads and has
 // loaded its state, so that it can serve the request itself.
+// credentials: src/auth/relay-credentials.js (this replica's relay token, and the check of a peer's).
 export function createLeaderRelay({
-  leadership, served, deadlines, clock, logger, refreshFollowerView = async () => {}, connectTimeoutMs = 1000, shuttingDown = () => false,
+  leadership, served, deadlines, clock, logger, credentials, refreshFollowerView = async () => {}, connectTimeoutMs = 1000, shuttingDown = () => false,
 }) {
   const log = logger.child({ module: 'leader-relay' });
 
+  // The relay's headers as a proven peer replica sent them ({ relayedBy, deadlineMs }), or null. From anyone else they
+  // are removed, so that nothing after this reads them; the token itself is removed from every request.
+  async function acceptPeer(req) {
+    const token = req.headers[RELAY_HEADERS.credential];
+    delete req.headers[RELAY_HEADERS.credential];
+    const claimed = req.headers[RELAY_HEADERS.relayedBy] !== undefined || req.headers[RELAY_HEADERS.deadlineMs] !== undefined;
+    if (!claimed) return null;
+    const verdict = token === undefined ? { ok: false, reason: 'no relay token' } : await credentials.verify(token);
+    if (!verdict.ok) {
+      log.info({ method: req.method, path: req.path, claimedBy: String(req.headers[RELAY_HEADERS.relayedBy] ?? '').slice(0, 100), reason: verdict.reason }, 'relay headers from a caller that is not a manager replica ignored');
+      delete req.headers[RELAY_HEADERS.relayedBy];
+      delete req.headers[RELAY_HEADERS.deadlineMs];
+      return null;
+    }
+    const left = Number(req.headers[RELAY_HEADERS.deadlineMs]);
+    return { relayedBy: String(req.headers[RELAY_HEADERS.relayedBy] ?? verdict.username), deadlineMs: Number.isFinite(left) && left > 0 ? left : null };
+  }
+
   async function relay(req, res, next) {
+    const peer = await acceptPeer(req);
     const elector = leadership();
     if (!elector.view().enabled) { next(); return; }
     if (servedByAnyReplica(req)) {
@@ -55,11 +89,9 @@ export function createLeaderRelay({
       next();
       return;
     }
-    const relayedBy = req.headers[RELAY_HEADERS.relayedBy];
-    if (relayedBy) {
-      if (!served()) { next(new AppError('NOT_LEADER', `this manager replica (${elector.identity}) does not lead, so it cannot serve a request relayed by ${relayedBy}`)); return; }
-      const left = Number(req.headers[RELAY_HEADERS.deadlineMs]);
-      if (Number.isFinite(left) && left > 0) req.relayDeadlineMs = left;
+    if (peer) {
+      if (!served()) { next(new AppError('NOT_LEADER', `this manager replica (${elector.identity}) does not lead, so it cannot serve a request relayed by ${peer.relayedBy}`)); return; }
+      if (peer.deadlineMs !== null) req.relayDeadlineMs = peer.deadlineMs;
       next();
       return;
     }
@@ -100,13 +132,23 @@ export function createLeaderRelay({
     next(new AppError('NO_LEADER', `no manager replica could serve ${req.method} ${req.path} within ${relayBudgetMs(req, deadlines)} ms: ${lastProblem}`));
   }
 
+  // Sends the request's path and query (origin form, checked by the app before anything else) to the leader's address
+  // and nowhere else. Failures before sending (no token, an address that is not one) are AppErrors: not retried.
   async function forward(target, req, body, remainingMs) {
-    const headers = { [RELAY_HEADERS.relayedBy]: leadership().identity, [RELAY_HEADERS.deadlineMs]: String(Math.max(0, Math.floor(remainingMs))) };
+    const origin = leaderOrigin(target);
+    if (origin.problem) throw new AppError('NO_LEADER', `the Lease names an address for the leader that is not relayed to: ${origin.problem}`);
+    const token = await credentials.credential();
+    if (!token) throw new AppError('NO_LEADER', `this replica cannot relay ${req.method} ${req.path} to the leader: ${credentials.ownProblem()}`);
+    const headers = {
+      [RELAY_HEADERS.relayedBy]: leadership().identity, [RELAY_HEADERS.deadlineMs]: String(Math.max(0, Math.floor(remainingMs))), [RELAY_HEADERS.credential]: token,
+    };
     for (const name of ['authorization', 'content-type', 'accept', 'x-request-id']) if (req.headers[name]) headers[name] = req.headers[name];
     if (body.length > 0) headers['content-length'] = String(body.length);
     // A connection of its own (no kept-alive one): a kept-alive connection the leader closes as idle just as this is
     // sent would look like a request taken and an answer lost.
-    const answer = await requestReplica(new URL(req.originalUrl, target), { method: req.method, headers, agent: false }, body, { timeoutMs: remainingMs, connectTimeoutMs });
+    const answer = await requestReplica({
+      hostname: origin.hostname, port: origin.port, path: req.originalUrl, method: req.method, headers, agent: false,
+    }, body, { timeoutMs: remainingMs, connectTimeoutMs });
     // Not (or no longer) leading, or giving its Lease up: nothing was done there; wait for the next leader.
     if (answer.status === 503 && (answer.payload.includes('"NOT_LEADER"') || answer.payload.includes('"SHUTTING_DOWN"'))) return { notLeader: true };
     return answer;
@@ -129,9 +171,9 @@ export function createLeaderRelay({
 
 // One HTTP request to another replica. A replica whose pod is gone may not even refuse the connection, so connecting
 // has its own short limit; the whole answer has the caller's remaining budget.
-function requestReplica(url, options, body, { timeoutMs, connectTimeoutMs }) {
+function requestReplica(options, body, { timeoutMs, connectTimeoutMs }) {
   return new Promise((resolve, reject) => {
-    const req = httpRequest(url, options, (res) => {
+    const req = httpRequest(options, (res) => {
       const chunks = [];
       res.on('data', (chunk) => chunks.push(chunk));
       res.on('end', () => {

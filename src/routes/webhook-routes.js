@@ -4,40 +4,53 @@
 // autoscaler retry it. Served over TLS on its own port (src/webhook-server.js), never on the API port.
 
 import express from 'express';
+import { AppError, fromBodyParserError, logLevelForStatus } from '../errors.js';
 
 const API_VERSION = 'admission.k8s.io/v1';
+// An eviction's AdmissionReview is a few KiB; the limit leaves room for any object the API server may send.
+const BODY_LIMIT_BYTES = 1024 * 1024;
+const OPERATIONS = ['CREATE', 'UPDATE', 'DELETE', 'CONNECT'];
 
 // relayReview(review): resolves with the leader's answer when this replica must not review it itself (a follower),
 // null when it reviews it; rejects when a follower cannot reach the leader.
-export function createWebhookApp({ maintenance, work, logger, relayReview = async () => null }) {
+// credentials: src/auth/relay-credentials.js; a review says it was passed on by a follower only with a peer's token.
+export function createWebhookApp({
+  maintenance, work, logger, relayReview = async () => null, credentials = { verify: async () => ({ ok: false, reason: 'no relay credentials' }) },
+}) {
   const log = logger.child({ module: 'webhook' });
   const app = express();
   app.disable('x-powered-by');
-  app.use(express.json({ limit: '1mb' }));
+  app.use(express.json({ limit: BODY_LIMIT_BYTES }));
+
+  // Who passed the review on, when a peer replica proves it did (its relay token); null otherwise. A claim without
+  // the proof is ignored, so that nobody can make a follower review an eviction itself instead of asking the leader.
+  async function peerRelay(req, ask) {
+    const claimed = req.headers['x-rethinkdb-manager-relayed-by'];
+    const token = req.headers['x-rethinkdb-manager-relay-token'];
+    if (claimed === undefined) return null;
+    const verdict = token === undefined ? { ok: false, reason: 'no relay token' } : await credentials.verify(token);
+    if (verdict.ok) return String(claimed);
+    log.info({ pod: ask.pod, claimedBy: String(claimed).slice(0, 100), reason: verdict.reason }, 'relay headers from a caller that is not a manager replica ignored');
+    return null;
+  }
 
   app.post('/v1/admission/eviction', async (req, res) => {
-    const request = req.body?.request;
-    if (req.body?.kind !== 'AdmissionReview' || typeof request?.uid !== 'string') {
-      res.status(400).json({ error: 'BAD_REQUEST', message: 'expected an admission.k8s.io/v1 AdmissionReview with request.uid' });
-      return;
-    }
-    const reply = (response) => res.json({ apiVersion: API_VERSION, kind: 'AdmissionReview', response: { uid: request.uid, ...response } });
-    if (!isEviction(request)) {
+    // A malformed review throws BAD_REQUEST here, before anything is done or passed on.
+    const review = parseReview(req.body);
+    const reply = (response) => res.json({ apiVersion: API_VERSION, kind: 'AdmissionReview', response: { uid: review.uid, ...response } });
+    if (!review.eviction) {
       reply({ allowed: true });
       return;
     }
-    const ask = {
-      pod: request.name ?? request.object?.metadata?.name, namespace: request.namespace ?? request.object?.metadata?.namespace,
-      dryRun: request.dryRun === true, user: request.userInfo?.username ?? null,
-    };
+    const ask = review.eviction;
     try {
       // A follower passes the review on to the leader (never a review passed on already) and answers with its answer.
-      const relayedBy = req.headers['x-rethinkdb-manager-relayed-by'];
+      const relayedBy = await peerRelay(req, ask);
       if (relayedBy) log.info({ pod: ask.pod, relayedBy }, 'eviction review passed on by a follower');
       const fromLeader = relayedBy ? null : await relayReview(req.body);
       if (fromLeader && !fromLeader.response) throw new Error("the leader's webhook answered without a response");
       if (fromLeader) {
-        reply({ ...fromLeader.response, uid: request.uid });
+        reply({ ...fromLeader.response, uid: review.uid });
         return;
       }
       const answer = await work.track(() => maintenance.reviewEviction(ask));
@@ -56,14 +69,78 @@ export function createWebhookApp({ maintenance, work, logger, relayReview = asyn
     }
   });
 
-  app.use((req, res) => res.status(404).json({ error: 'NOT_FOUND', message: `no webhook at ${req.method} ${req.path}` }));
-  // A body that is not JSON (express.json's error) is the caller's mistake.
-  app.use((err, req, res, _next) => {
-    res.status(err.status ?? 500).json({ error: err.status === 400 ? 'BAD_REQUEST' : 'INTERNAL', message: err.message });
-  });
+  app.use((req, res, next) => next(new AppError('NOT_FOUND', `no webhook at ${req.method} ${req.path}; the eviction webhook is POST /v1/admission/eviction`)));
+  app.use(createErrorHandler(log));
   return app;
 }
 
-function isEviction(request) {
-  return request.operation === 'CREATE' && request.resource?.resource === 'pods' && request.subResource === 'eviction';
+// The webhook's one error handler: a malformed review or body is the caller's mistake (4xx, its code from
+// src/errors.js); anything else is INTERNAL, and its message stays in the log.
+function createErrorHandler(log) {
+  // eslint-disable-next-line no-unused-vars
+  return function webhookErrorHandler(err, req, res, next) {
+    const appErr = fromBodyParserError(err, { bodyLimitBytes: BODY_LIMIT_BYTES });
+    const entry = { code: appErr.code, status: appErr.statusCode, method: req.method, path: req.path, err: appErr.message };
+    const level = logLevelForStatus(appErr.statusCode);
+    if (appErr.statusCode >= 500) log[level]({ ...entry, cause: appErr.cause?.message }, 'webhook request failed');
+    else log[level](entry, 'webhook request rejected');
+    res.status(appErr.statusCode).json({ error: appErr.code, message: appErr.message });
+  };
 }
+
+// What the webhook reads of an AdmissionReview: { uid, eviction } where eviction is what reviewEviction is asked
+// ({ pod, namespace, dryRun, user }), or null for a review that is not an eviction (allowed as it is). The API server
+// sends every field that decides what happens with its type (dryRun a boolean or absent, never a string): a review
+// with any of them of another type is refused with every problem named, and nothing is done.
+function parseReview(body) {
+  if (!isObject(body) || body.kind !== 'AdmissionReview' || body.apiVersion !== API_VERSION || !isObject(body.request)) {
+    throw new AppError('BAD_REQUEST', `expected an ${API_VERSION} AdmissionReview: a JSON object with apiVersion "${API_VERSION}", kind "AdmissionReview" and a request object`);
+  }
+  const { request } = body;
+  const metadata = isObject(request.object) ? request.object.metadata : undefined;
+  const problems = [
+    expectField(request.uid, 'request.uid', 'a non-empty string', (v) => typeof v === 'string' && v !== ''),
+    expectField(request.operation, 'request.operation', `one of ${OPERATIONS.join(', ')}`, (v) => OPERATIONS.includes(v)),
+    expectField(request.dryRun, 'request.dryRun', 'true or false (a JSON boolean) or absent', optional(isBoolean)),
+    expectField(request.resource, 'request.resource', 'an object with a string resource', (v) => isObject(v) && typeof v.resource === 'string'),
+    expectField(request.subResource, 'request.subResource', 'a string or absent', optional(isString)),
+    expectField(request.name, 'request.name', 'a string or absent', optional(isString)),
+    expectField(request.namespace, 'request.namespace', 'a string or absent', optional(isString)),
+    expectField(request.userInfo, 'request.userInfo', 'an object or absent', optional(isObject)),
+    expectField(request.userInfo?.username, 'request.userInfo.username', 'a string or absent', optional(isString)),
+    expectField(request.object, 'request.object', 'an object, null or absent', (v) => v === undefined || v === null || isObject(v)),
+    expectField(metadata, 'request.object.metadata', 'an object or absent', optional(isObject)),
+    expectField(metadata?.name, 'request.object.metadata.name', 'a string or absent', optional(isString)),
+    expectField(metadata?.namespace, 'request.object.metadata.namespace', 'a string or absent', optional(isString)),
+  ].filter(Boolean);
+  const eviction = problems.length === 0 && isEviction(request);
+  const pod = request.name || metadata?.name;
+  const namespace = request.namespace || metadata?.namespace;
+  if (eviction && !pod) problems.push('an eviction review must name the pod (request.name or request.object.metadata.name)');
+  if (eviction && !namespace) problems.push('an eviction review must name the namespace (request.namespace or request.object.metadata.namespace)');
+  if (problems.length > 0) throw new AppError('BAD_REQUEST', `malformed AdmissionReview, nothing was done: ${problems.join('; ')}`);
+  return { uid: request.uid, eviction: eviction ? { pod, namespace, dryRun: request.dryRun === true, user: request.userInfo?.username ?? null } : null };
+}
+
+function isEviction(request) {
+  return request.operation === 'CREATE' && request.resource.resource === 'pods' && request.subResource === 'eviction';
+}
+
+// null when value passes; otherwise what was wrong and what is accepted.
+function expectField(value, field, accepted, accepts) {
+  return accepts(value) ? null : `${field} must be ${accepted}, got ${describeValue(value)}`;
+}
+
+function describeValue(value) {
+  if (value === undefined) return 'none';
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  if (typeof value === 'string') return `the string ${JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}...` : value)}`;
+  if (typeof value === 'object') return 'an object';
+  return `the ${typeof value} ${JSON.stringify(value)}`;
+}
+
+const isObject = (v) => typeof v === 'object' && v !== null && !Array.isArray(v);
+const isString = (v) => typeof v === 'string';
+const isBoolean = (v) => typeof v === 'boolean';
+const optional = (check) => (v) => v === undefined || check(v);

@@ -169,7 +169,7 @@ describe('the Helm chart: other values', () => {
     expect([...objects.keys()]).not.toContain('ValidatingWebhookConfiguration//rethinkdb-manager-eviction');
     const pod = objects.get('Deployment/rethinkdb/rethinkdb-manager').spec.template.spec;
     expect(pod.containers[0].ports.map((p) => p.name)).toEqual(['http']);
-    expect(pod.volumes.map((v) => v.name)).toEqual(['tmp']);
+    expect(pod.volumes.map((v) => v.name)).toEqual(['tmp', 'relay-token']);
     expect(objects.get('Service/rethinkdb/rethinkdb-manager').spec.ports.map((p) => p.name)).toEqual(['http']);
     const policy = objects.get('NetworkPolicy/rethinkdb/rethinkdb-manager').spec;
     expect([...policy.ingress, ...policy.egress].flatMap((rule) => (rule.ports ?? []).map((p) => p.port))).not.toContain('webhook');

@@ -1,9 +1,10 @@
 // Node maintenance on the sandbox, through the routes: a cordon (the sandbox's admin endpoint, as kubectl cordon)
 // drains the node's server through the node watch and its uncordon gives the primaries back; the eviction
 // webhook's AdmissionReview handling (allowed after the demotion, refused with 429 and the reason, dry runs,
-// other pods and namespaces, malformed reviews, a manager that takes no work).
+// other pods and namespaces, malformed reviews and bodies, a manager that takes no work).
 
 import request from 'supertest';
+import { fromBodyParserError } from '../../src/errors.js';
 import { createWorkTracker } from '../../src/lib/work-tracker.js';
 import { createLogger } from '../../src/logger.js';
 import { createWebhookApp } from '../../src/routes/webhook-routes.js';
@@ -15,6 +16,11 @@ const json = (req, body) => req.set('content-type', 'application/json').send(JSO
 const post = (h, body) => postReview(h.webhookApp, body);
 const primariesOn = async (h, name) => (await primaryShardsOf(h.store, name)).length;
 const until = (check, what) => eventually(check, { timeoutMs: 2000, intervalMs: 5, what });
+// An eviction review of rethinkdb-0 with some request fields changed (undefined: left out, as JSON.stringify does).
+const reviewWith = (changes) => {
+  const review = evictionReview({ pod: 'rethinkdb-0' });
+  return { ...review, request: { ...review.request, ...changes } };
+};
 
 describe('node signals on the sandbox', () => {
   test('when node-1 is cordoned through the sandbox, then rethinkdb_1 is drained for the node; uncordoned, it gets primaries back', async () => {
@@ -114,6 +120,117 @@ describe('the eviction webhook on the sandbox', () => {
     const res = await post(createSandboxHarness(), body);
     expect(res.status).toBe(400);
     expect(res.body.error).toBe('BAD_REQUEST');
+  });
+
+  // The API server sends dryRun as a boolean or not at all: a string "true" read as "not a dry run" would drain the
+  // server for an eviction that was only a question.
+  test.each([
+    ['dryRun is the string "true"', { dryRun: 'true' }, 'request.dryRun must be true or false (a JSON boolean) or absent, got the string "true"'],
+    ['dryRun is a number', { dryRun: 1 }, 'request.dryRun must be true or false (a JSON boolean) or absent, got the number 1'],
+    ['dryRun is null', { dryRun: null }, 'request.dryRun must be true or false (a JSON boolean) or absent, got null'],
+    ['uid is a number', { uid: 7 }, 'request.uid must be a non-empty string, got the number 7'],
+    ['uid is empty', { uid: '' }, 'request.uid must be a non-empty string, got the string ""'],
+    ['operation is not one the API server sends', { operation: 'create' }, 'request.operation must be one of CREATE, UPDATE, DELETE, CONNECT, got the string "create"'],
+    ['resource is missing', { resource: undefined }, 'request.resource must be an object with a string resource, got none'],
+    ['subResource is not a string', { subResource: ['eviction'] }, 'request.subResource must be a string or absent, got an array'],
+    ['name is a number', { name: 0 }, 'request.name must be a string or absent, got the number 0'],
+    ['namespace is an object', { namespace: { name: 'rethinkdb' } }, 'request.namespace must be a string or absent, got an object'],
+    ['the user name is not a string', { userInfo: { username: ['admin'] } }, 'request.userInfo.username must be a string or absent, got an array'],
+    ['no pod name anywhere', { name: undefined, object: { metadata: { namespace: 'rethinkdb' } } }, 'an eviction review must name the pod (request.name or request.object.metadata.name)'],
+    ['the Eviction\'s name is not a string', { name: undefined, object: { metadata: { name: 1, namespace: 'rethinkdb' } } }, 'request.object.metadata.name must be a string or absent, got the number 1'],
+  ])('when %s, then 400 BAD_REQUEST says which field and what it accepts, and nothing is done', async (_, changes, problem) => {
+    const h = createSandboxHarness();
+    const before = await primariesOn(h, 'rethinkdb_0');
+    const res = await post(h, reviewWith(changes));
+    expect(res.status).toBe(400);
+    expect(res.body).toEqual({ error: 'BAD_REQUEST', message: expect.stringContaining(problem) });
+    expect(res.body.message).toMatch(/^malformed AdmissionReview, nothing was done: /);
+    expect(await primariesOn(h, 'rethinkdb_0')).toBe(before);
+    expect(await h.marks.list()).toEqual([]);
+    expect(h.audit.list()).toEqual([]);
+  });
+
+  test('when several fields are malformed, then the answer names each', async () => {
+    const res = await post(createSandboxHarness(), reviewWith({ dryRun: 'false', name: 3 }));
+    expect(res.status).toBe(400);
+    expect(res.body.message).toContain('request.dryRun must be true or false (a JSON boolean) or absent, got the string "false"; request.name must be a string or absent, got the number 3');
+  });
+
+  test('when a follower gets a malformed review, then it refuses it itself and passes nothing on to the leader', async () => {
+    const relayed = [];
+    const follower = createWebhookApp({
+      maintenance: { reviewEviction: () => { throw new Error('a follower must not review an eviction itself'); } },
+      work: createWorkTracker({ started: true }), logger: createLogger({ level: 'silent' }),
+      relayReview: async (review) => { relayed.push(review); return { response: { allowed: true } }; },
+    });
+    const res = await postReview(follower, reviewWith({ dryRun: 'true' }));
+    expect(res.status).toBe(400);
+    expect(res.body.error).toBe('BAD_REQUEST');
+    expect(relayed).toEqual([]);
+  });
+
+  test.each([
+    ['without a relay token', {}, 'relayed'],
+    ['with a token that is not a replica\'s', { 'x-rethinkdb-manager-relay-token': 'someone.elses.token' }, 'relayed'],
+    ['with a peer replica\'s relay token', { 'x-rethinkdb-manager-relay-token': 'peer.relay.token' }, 'reviewed here'],
+  ])('when a review claiming to be passed on by a follower arrives %s, then it is %s', async (_, headers, expected) => {
+    const seen = [];
+    const webhook = createWebhookApp({
+      maintenance: { reviewEviction: async () => { seen.push('reviewed here'); return { allowed: true }; } },
+      work: createWorkTracker({ started: true }), logger: createLogger({ level: 'silent' }),
+      relayReview: async () => { seen.push('relayed'); return { response: { allowed: true } }; },
+      credentials: { verify: async (token) => (token === 'peer.relay.token' ? { ok: true, username: 'manager' } : { ok: false, reason: 'not a replica' }) },
+    });
+    const res = await request(webhook).post('/v1/admission/eviction').set('content-type', 'application/json')
+      .set({ 'x-rethinkdb-manager-relayed-by': 'forged', ...headers }).send(JSON.stringify(evictionReview({ pod: 'rethinkdb-0' })));
+    expect(res.status).toBe(200);
+    expect(seen).toEqual([expected]);
+  });
+
+  // What express's body parser refuses is the caller's mistake, with the code of src/errors.js that says which.
+  test.each([
+    ['a body over 1 MiB', 413, 'PAYLOAD_TOO_LARGE', 'request body exceeds 1048576 bytes (1024 KiB)',
+      (r) => r.set('content-type', 'application/json').send(JSON.stringify({ ...evictionReview({ pod: 'rethinkdb-0' }), pad: 'x'.repeat(1100 * 1024) }))],
+    ['a body that is not JSON', 400, 'BAD_REQUEST', 'request body is not valid JSON', (r) => r.set('content-type', 'application/json').send('{"kind": "AdmissionReview", ')],
+    ['a charset other than UTF-8', 415, 'UNSUPPORTED_MEDIA_TYPE', 'send the JSON body in UTF-8', (r) => r.set('content-type', 'application/json; charset=latin1').send('{}')],
+    ['a content coding it cannot undo', 415, 'UNSUPPORTED_MEDIA_TYPE', 'send the body without Content-Encoding, or with gzip, deflate or br',
+      (r) => r.set('content-type', 'application/json').set('content-encoding', 'compress').send('{}')],
+  ])('when the webhook gets %s, then %i %s says so, and nothing is done', async (_, status, code, message, send) => {
+    const h = createSandboxHarness();
+    const res = await send(request(h.webhookApp).post('/v1/admission/eviction'));
+    expect(res.status).toBe(status);
+    expect(res.body).toEqual({ error: code, message: expect.stringContaining(message) });
+    expect(await h.marks.list()).toEqual([]);
+  });
+
+  test('when the webhook is asked for another path, then 404 NOT_FOUND names the one it serves', async () => {
+    const res = await request(createSandboxHarness().webhookApp).post('/v1/admission/pods').send({});
+    expect(res.status).toBe(404);
+    expect(res.body).toEqual({ error: 'NOT_FOUND', message: 'no webhook at POST /v1/admission/pods; the eviction webhook is POST /v1/admission/eviction' });
+  });
+
+  test('when the webhook itself fails, then 500 INTERNAL with a generic message; the error\'s own message goes to the log only', async () => {
+    const logged = [];
+    const log = {
+      info: () => {}, debug: () => {}, error: (entry, msg) => logged.push({ ...entry, msg }),
+      warn: () => { throw new Error('log sink /var/run/manager/log.sock is gone'); },
+    };
+    const app = createWebhookApp({
+      maintenance: { reviewEviction: async () => { throw new Error('the manager is starting'); } },
+      work: createWorkTracker({ started: true }), logger: { child: () => log },
+    });
+    const res = await postReview(app, evictionReview({ pod: 'rethinkdb-0' }));
+    expect(res.status).toBe(500);
+    expect(res.body).toEqual({ error: 'INTERNAL', message: 'internal error' });
+    expect(logged).toEqual([expect.objectContaining({ code: 'INTERNAL', status: 500, cause: 'log sink /var/run/manager/log.sock is gone', msg: 'webhook request failed' })]);
+  });
+
+  test.each([
+    ['an error of its own (a 500 of body-parser)', Object.assign(new Error('stream encoding should not be set at /srv/app'), { status: 500, expose: false, type: 'stream.encoding.set' })],
+    ['any other error', new TypeError("Cannot read properties of undefined (reading 'secret')")],
+  ])('when the webhook fails with %s, then INTERNAL with a generic message, never the error\'s own', (_, err) => {
+    const appErr = fromBodyParserError(err, { bodyLimitBytes: 1024 * 1024 });
+    expect(appErr).toMatchObject({ code: 'INTERNAL', statusCode: 500, message: 'internal error', cause: err });
   });
 
   // A follower replica (src/manager.js decides with relayRoute): its review goes to the leader's webhook.

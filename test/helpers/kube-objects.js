@@ -1,6 +1,7 @@
 // API objects for the real-API-server tests: the RethinkDB cluster as Kubernetes sees it (nodes, pods with status
 // written the way a kubelet would, a StatefulSet), the metrics.k8s.io stand-in, and generic apply for manifests.
 
+import { writeFileSync } from 'node:fs';
 import {
   ApiextensionsV1Api, AppsV1Api, CoreV1Api, CustomObjectsApi, KubernetesObjectApi, PatchStrategy, loadYaml, setHeaderOptions,
 } from '@kubernetes/client-node';
@@ -172,11 +173,25 @@ export async function applyObjects(kubeConfig, objects, { fieldManager = 'kube-r
 
 // A token for a ServiceAccount through TokenRequest, as the kubelet gets a projected one: for these audiences
 // (none: the API server's own), optionally bound to a pod (then it names the pod in TokenReview's user.extra).
-export async function mintServiceAccountToken(kubeConfig, serviceAccount, { audiences = [], pod = null, namespace = NAMESPACE } = {}) {
+export async function mintServiceAccountToken(kubeConfig, serviceAccount, {
+  audiences = [], pod = null, namespace = NAMESPACE, expirationSeconds = 600,
+} = {}) {
   const core = kubeConfig.makeApiClient(CoreV1Api);
   const boundObjectRef = pod ? { kind: 'Pod', apiVersion: 'v1', name: pod.metadata.name, uid: pod.metadata.uid } : undefined;
   const answer = await core.createNamespacedServiceAccountToken({
-    name: serviceAccount, namespace, body: { spec: { audiences, expirationSeconds: 600, boundObjectRef } },
+    name: serviceAccount, namespace, body: { spec: { audiences, expirationSeconds, boundObjectRef } },
   });
   return answer.status.token;
+}
+
+// The manager's ServiceAccount (created if missing) and a token for the relay's audience written to a file, as the
+// Deployment's projected volume gives it: the env a replica needs to relay to the leader and to check relays.
+export async function writeRelayToken(kubeConfig, file, { serviceAccount = 'rethinkdb-manager', namespace = NAMESPACE } = {}) {
+  const core = kubeConfig.makeApiClient(CoreV1Api);
+  await core.createNamespacedServiceAccount({ namespace, body: { metadata: { name: serviceAccount } } }).catch((err) => {
+    if (err.code !== 409) throw err;
+  });
+  const token = await mintServiceAccountToken(kubeConfig, serviceAccount, { audiences: ['rethinkdb-manager-relay'], namespace, expirationSeconds: 7200 });
+  writeFileSync(file, token, { mode: 0o600 });
+  return { RELAY_TOKEN_FILE: file };
 }

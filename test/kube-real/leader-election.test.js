@@ -6,13 +6,15 @@
 
 import { jest } from '@jest/globals';
 import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:http';
 import { request as httpsRequest } from 'node:https';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoordinationV1Api, CoreV1Api } from '@kubernetes/client-node';
 import r from 'rethinkdb';
 import { startKubeApiServer } from '../helpers/kube-apiserver.js';
-import { NAMESPACE, seedRethinkDbCluster } from '../helpers/kube-objects.js';
+import { NAMESPACE, seedRethinkDbCluster, writeRelayToken } from '../helpers/kube-objects.js';
 import { startManagerProcess, startTcpRelay, writeKubeconfig } from '../helpers/manager-process.js';
 import { freeLoopbackPorts } from '../helpers/processes.js';
 import { evictionReview } from '../helpers/harness.js';
@@ -31,6 +33,7 @@ let cluster;
 let core;
 let dir;
 let tls;
+let relayEnv;
 const replicas = [];
 const relays = [];
 
@@ -41,6 +44,8 @@ beforeAll(async () => {
   [api, cluster] = await Promise.all([startKubeApiServer(), startRealCluster()]);
   core = api.kubeConfig.makeApiClient(CoreV1Api);
   await seedRethinkDbCluster(api.kubeConfig, { plan: PLAN });
+  // Both replicas prove themselves to each other with the manager's ServiceAccount token for the relay's audience.
+  relayEnv = await writeRelayToken(api.kubeConfig, join(dir, 'relay-token'));
 }, 180000);
 
 afterEach(async () => {
@@ -85,7 +90,7 @@ async function startReplica(name, env = {}) {
       WEBHOOK_TLS_CERT_FILE: tls.certFile, WEBHOOK_TLS_KEY_FILE: tls.keyFile, WEBHOOK_PORT: String(webhookPort), WEBHOOK_TLS_SERVER_NAME: 'localhost',
       RETHINKDB_HOST: cluster.servers.map((s) => `${s.host}:${s.driverPort}`).join(','),
       KUBERNETES_MODE: 'kubeconfig', KUBECONFIG: kubeconfig, KUBERNETES_NAMESPACE: NAMESPACE, AUTH_MODE: 'none',
-      MONITOR_ENABLED: 'false', NODE_WATCH_ENABLED: 'false', ACTION_DEADLINE_SECONDS: '30', ...env,
+      MONITOR_ENABLED: 'false', NODE_WATCH_ENABLED: 'false', ACTION_DEADLINE_SECONDS: '30', ...relayEnv, ...env,
     },
   });
   replicas.push(replica);
@@ -147,6 +152,47 @@ describe('two manager replicas on one Lease', () => {
     const lease = await api.kubeConfig.makeApiClient(CoordinationV1Api).readNamespacedLease({ name: 'rethinkdb-manager', namespace: NAMESPACE });
     expect(lease.spec.holderIdentity).toBe(lv.identity);
     expect(lease.metadata.annotations['rethinkdb-manager.io/leader-http']).toBe(leader.url);
+  });
+
+  test('when a caller sends the follower an absolute-form or //host request, or forges relay headers at either replica, then nothing leaves for another address and no replica believes them', async () => {
+    // An internal service on loopback that must never be reached through a replica.
+    const reached = [];
+    const internal = createServer((req, res) => { reached.push(req.url); res.end('internal secret'); });
+    await new Promise((resolve) => internal.listen(0, '127.0.0.1', resolve));
+    const internalHost = `127.0.0.1:${internal.address().port}`;
+    try {
+      const { leader, follower } = await electedPair();
+      const raw = (replica, text) => new Promise((resolve) => {
+        const socket = connect(Number(new URL(replica.url).port), '127.0.0.1', () => socket.write(text));
+        let answer = '';
+        socket.on('data', (c) => { answer += c; });
+        socket.on('error', () => resolve(answer));
+        socket.on('close', () => resolve(answer));
+      });
+      const body = '{"pod":"rethinkdb-1"}';
+      for (const target of [`http://${internalHost}/latest/meta-data/`, `//${internalHost}/latest/meta-data/`, internalHost]) {
+        const answer = await raw(follower, `POST ${target} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`);
+        expect(answer).toMatch(/^HTTP\/1\.1 400 /);
+        expect(answer).not.toContain('internal secret');
+      }
+      expect(reached).toEqual([]);
+      // Forged relay headers straight to the leader: its PRESTOP keeps its own deadline (it answered 504 in ~100 ms before).
+      const forged = { 'x-rethinkdb-manager-relayed-by': 'forged', 'x-rethinkdb-manager-deadline-ms': '1', 'x-rethinkdb-manager-relay-token': 'not.a.replica' };
+      const prestop = await fetch(`${leader.url}/v1/hooks/prestop?pod=rethinkdb-1`, { method: 'POST', headers: forged });
+      expect(prestop.status).toBe(200);
+      expect(await prestop.json()).toMatchObject({ event: 'PRESTOP', server: 'rethinkdb_1' });
+      expect(leader.logs().filter((l) => l.msg === 'relay headers from a caller that is not a manager replica ignored').length).toBeGreaterThan(0);
+      // The same at the follower: relayed to the leader as any request (a follower does not answer NOT_LEADER for it).
+      const viaFollower = await fetch(`${follower.url}/v1/actions/release-server`, {
+        method: 'POST', headers: { ...forged, 'content-type': 'application/json' }, body: JSON.stringify({ server: 'rethinkdb_1' }),
+      });
+      expect(viaFollower.status).toBe(200);
+      expect(viaFollower.headers.get('x-rethinkdb-manager-served-by')).toBe((await leaderView(leader)).identity);
+      // The next test finds rethinkdb-1 released on its pod too.
+      await eventually(async () => !(await annotationsOf('rethinkdb-1'))['rethinkdb-manager.io/draining'], { timeoutMs: 10000, what: 'the release persisted' });
+    } finally {
+      internal.close();
+    }
   });
 
   test('when the leader is killed (SIGKILL) mid-migration, then the other replica leads within the lease duration plus one retry period, resumes the migration from the annotations, and the shard map ends as a migration without a crash ends', async () => {

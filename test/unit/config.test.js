@@ -51,6 +51,19 @@ describe('loadConfig', () => {
     expect(loadConfig({ PORT: '0' }).http.port).toBe(0);
   });
 
+  test('when HTTP_REQUEST_TIMEOUT_SECONDS is not set, then a request must arrive whole within 30 s on both ports', () => {
+    expect(loadConfig({}).http).toMatchObject({ requestTimeoutSeconds: 30, requestTimeoutMs: 30000 });
+  });
+
+  test.each([['1', 1000], ['300', 300000], [' 45 ', 45000]])('when HTTP_REQUEST_TIMEOUT_SECONDS=%j, then the servers get %p ms', (value, ms) => {
+    expect(loadConfig({ HTTP_REQUEST_TIMEOUT_SECONDS: value }).http.requestTimeoutMs).toBe(ms);
+  });
+
+  test.each([['0'], ['301'], ['2.5'], ['soon']])('when HTTP_REQUEST_TIMEOUT_SECONDS=%j, then start-up fails saying what is accepted', (value) => {
+    expect(() => loadConfig({ HTTP_REQUEST_TIMEOUT_SECONDS: value })).toThrow(`HTTP_REQUEST_TIMEOUT_SECONDS=${JSON.stringify(value)}: must be`);
+    expect(() => loadConfig({ HTTP_REQUEST_TIMEOUT_SECONDS: value })).toThrow(/between 1 and 300/);
+  });
+
   test('when several keys are wrong, then one error lists every problem', () => {
     let error;
     try {
