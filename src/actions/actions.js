@@ -9,6 +9,7 @@ import {
 } from '../cluster/cluster-model.js';
 import { managerActor } from '../audit/actor.js';
 import { createDeadline, withinMs } from '../lib/clock.js';
+import { createKeyedMutex } from '../lib/keyed-mutex.js';
 import { timePlanning } from '../lib/trace.js';
 import { settledSkips } from '../planner/eligibility.js';
 import { decideMigrationRetry } from '../policy/policy.js';
@@ -16,7 +17,7 @@ import {
   needsWriteOrder, orderBusiestFirst, planMovePrimariesFromServers, planRebalancePrimaries,
 } from '../planner/primary-planner.js';
 import {
-  planAddServer, planCreateReplica, planFinalizeReplica, planMigrateReplicasOff, planReplaceServer, planStageReplica,
+  planAddServer, planCreateReplica, planFinalizeReplica, planMigrateReplicasOff, planReplaceServer, planStageReplica, projectMoves,
 } from '../planner/replica-planner.js';
 import {
   describeShard, namedItems, outcomeOf, plannedPrimaryChanges, plannedReplicaMoves, primaryChanges,
@@ -34,6 +35,10 @@ export function createActions({
   store, reconfigurer, marks, operations, clock, logger, config, audit,
 }) {
   const log = logger.child({ module: 'actions' });
+  // One replica move of a shard at a time, held from its staging to its finalizing write: another move of the same
+  // shard (a second migration, a create-replica) waits, then plans its step on what the first left. Without it, a move
+  // counted another's staged nonvoting replica as its own and finalized the shard one replica short.
+  const shardMoves = createKeyedMutex();
 
   const podNameOf = (server) => podNameForServer(server, config.podServerOverrides);
 
@@ -53,15 +58,16 @@ export function createActions({
   // otherwise. The commit reads it again under the table locks before it writes.
   // busiestFirst: when the plan has more tables than are written at once, read the client traffic once and write
   // the busiest tables first (orderBusiestFirst), so that a deadline cuts the quiet ones.
+  // marksView: the marks the plan reads (a dry run's copy, changed as the real run would change the real ones).
   async function runPrimaryPlan({
-    action, target, planFn: plans, dryRun, deadlineSeconds, reason, leaving = [], actor, pod, snapshot = null, busiestFirst = false,
+    action, target, planFn: plans, dryRun, deadlineSeconds, reason, leaving = [], actor, pod, snapshot = null, busiestFirst = false, marksView = marks,
   }) {
     // stats: the traffic rows (null: the plan's order), as the commit's third argument gives them.
     const planFn = (c, draining, stats = null) => timePlanning(() => (stats ? orderBusiestFirst(plans(c, draining), shardLoads(c, stats)) : plans(c, draining)));
     const startedAt = clock.now();
     const deadline = createDeadline(clock, (deadlineSeconds ?? config.deadlines.actionSeconds) * 1000);
     const cluster = snapshot ?? await store.readCluster();
-    const plan = planFn(cluster, [...new Set([...(await marks.drainingIds()), ...leaving])]);
+    const plan = planFn(cluster, [...new Set([...(await marksView.drainingIds()), ...leaving])]);
     // Read alongside the commit's own read of the cluster, once (a dry run reads it here).
     let trafficRead = null;
     const traffic = busiestFirst && needsWriteOrder(plan, config.tableWriteConcurrency)
@@ -107,6 +113,8 @@ export function createActions({
   // the plan is made (about 0.5 s after a crash) and then elect a drained server, or the other replicas may still
   // be waiting_for_primary just after it elected one: so a drain that still waits after a round plans again on a
   // fresh read and hands such shards over too, until its deadline.
+  // A table another writer changed between the plan's read and the commit's (a concurrent PRESTOP that handed this
+  // drain's server a primary) is planned again with its lock held, while the deadline allows, rather than reported.
   // traffic: () => a promise of the client traffic that orders the writes (null: the plan's order).
   async function commitAndWait({ planFn, plan, cluster, deadline, leaving, traffic = null }) {
     const changes = [];
@@ -118,9 +126,17 @@ export function createActions({
         ? await reconfigurer.commit(planFn, { tableIds, deadline, leaving, alongside: traffic })
         : { cluster: current.cluster, plan: current.plan, written: [], notDone: [] };
       changes.push(...primaryChanges(committed.cluster, committed.written));
-      notDone.push(...committed.notDone);
+      const raced = committed.notDone.filter((n) => n.concurrent);
+      notDone.push(...committed.notDone.filter((n) => !n.concurrent));
       const targets = committed.written.map((w) => ({ tableId: w.change.tableId, shards: w.change.moves.map((m) => m.shard) }));
       const primaries = targets.length > 0 ? await reconfigurer.waitForPrimaries(targets, deadline) : { settled: true, pending: [] };
+      if (raced.length > 0 && !deadline.expired()) {
+        log.info({ tables: raced.map((n) => n.tableId) }, 'tables changed concurrently; planning them again');
+        const fresh = await store.readCluster();
+        current = { cluster: fresh, plan: planFn(fresh, [...new Set([...(await marks.drainingIds()), ...leaving])], await traffic?.()) };
+        continue;
+      }
+      notDone.push(...raced.map(({ concurrent, ...n }) => n));
       const done = { changes, notDone, skipped: committed.plan.skipped, cluster: committed.cluster };
       if (leaving.length === 0 || !primaries.settled) return { ...done, wait: primaries };
       const round = createDeadline(clock, Math.min(deadline.remainingMs(), drainReplanIntervalMs));
@@ -135,7 +151,7 @@ export function createActions({
   // they count as draining for it whether or not they are marked. node (and pods): the node they share, when
   // that is why they are named together.
   async function movePrimariesFromServers({
-    servers, node = null, pods = null, dryRun = false, deadlineSeconds, reason, actor, snapshot = null,
+    servers, node = null, pods = null, dryRun = false, deadlineSeconds, reason, actor, snapshot = null, marksView = marks,
   }) {
     const cluster = snapshot ?? await store.readCluster();
     const resolved = servers.map((ref) => resolveServer(cluster, ref));
@@ -146,7 +162,7 @@ export function createActions({
     const planFn = (c, draining) => planMovePrimariesFromServers(c, ids, { draining });
     const pod = resolved.length === 1 ? podNameOf(resolved[0]) : null;
     return runPrimaryPlan({
-      action, target, planFn, dryRun, deadlineSeconds, reason, leaving: ids, actor, pod, snapshot: cluster, busiestFirst: true,
+      action, target, planFn, dryRun, deadlineSeconds, reason, leaving: ids, actor, pod, snapshot: cluster, busiestFirst: true, marksView,
     });
   }
 
@@ -154,11 +170,11 @@ export function createActions({
   // on counts alone). Levelling the manager starts itself (POSTSTART, a warning's end, the primaries a new or
   // replacement server gets after its replicas) goes by load; the operator's rebalance-primaries by counts.
   async function rebalancePrimaries({
-    dryRun = false, deadlineSeconds, reason, tableIds = null, actor, pod, prefer = [], snapshot = null, byLoad = false,
+    dryRun = false, deadlineSeconds, reason, tableIds = null, actor, pod, prefer = [], snapshot = null, byLoad = false, marksView = marks,
   } = {}) {
     const stats = byLoad ? await store.readTableServerStats().catch((err) => { log.warn({ err: err.message }, 'traffic not read; levelling by counts'); return null; }) : null;
     const planFn = (c, draining) => planRebalancePrimaries(c, { draining, tableIds, prefer, loads: stats && shardLoads(c, stats) });
-    return runPrimaryPlan({ action: 'rebalance-primaries', target: {}, planFn, dryRun, deadlineSeconds, reason, actor, pod, snapshot });
+    return runPrimaryPlan({ action: 'rebalance-primaries', target: {}, planFn, dryRun, deadlineSeconds, reason, actor, pod, snapshot, marksView });
   }
 
   // snapshot (here and below): the cluster the caller decided on, planned on instead of reading it again.
@@ -178,10 +194,10 @@ export function createActions({
   }
 
   // The server counts as draining for the plan whether or not it is marked (a perf warning keeps its own mark).
-  async function migrateReplicasOff({ server, dryRun = false, deadlineSeconds, reason, actor, snapshot = null }) {
+  async function migrateReplicasOff({ server, dryRun = false, deadlineSeconds, reason, actor, snapshot = null, marksView = marks }) {
     const cluster = snapshot ?? await store.readCluster();
     const s = resolveServer(cluster, server);
-    const draining = [...new Set([...(await marks.drainingIds()), s.id])];
+    const draining = [...new Set([...(await marksView.drainingIds()), s.id])];
     const plan = timePlanning(() => planMigrateReplicasOff(cluster, s.id, { draining }));
     return startReplicaMoves({
       action: 'migrate-replicas-off', target: { server: s.name }, intent: { type: 'migrate-replicas-off', serverId: s.id }, stateServer: s,
@@ -199,7 +215,7 @@ export function createActions({
     return startReplicaMoves({
       action: 'replace-server', target: { lost: gone.name, server: s.name }, intent: { type: 'replace-server', lostId: gone.id, serverId: s.id }, stateServer: s,
       cluster, plan, dryRun, deadlineSeconds, reason, actor,
-      afterMoves: (touched) => rebalancePrimaries({ tableIds: touched, reason: `give ${s.name} its share of primaries`, actor, pod: podNameOf(s), byLoad: true }),
+      afterMoves: (touched, planned = {}) => rebalancePrimaries({ tableIds: touched, reason: `give ${s.name} its share of primaries`, actor, pod: podNameOf(s), byLoad: true, ...planned }),
     });
   }
 
@@ -212,7 +228,7 @@ export function createActions({
     return startReplicaMoves({
       action: 'add-server', target: { server: s.name, tables: tables ?? null, grow }, intent: { type: 'add-server', serverId: s.id, tableIds, grow }, stateServer: s,
       cluster, plan, dryRun, deadlineSeconds, reason, actor,
-      afterMoves: (touched) => rebalancePrimaries({ tableIds: touched, reason: `give ${s.name} its share of primaries`, actor, pod: podNameOf(s), byLoad: true }),
+      afterMoves: (touched, planned = {}) => rebalancePrimaries({ tableIds: touched, reason: `give ${s.name} its share of primaries`, actor, pod: podNameOf(s), byLoad: true, ...planned }),
     });
   }
 
@@ -221,7 +237,14 @@ export function createActions({
   async function startReplicaMoves({ action, target, intent, stateServer, cluster, plan, dryRun, deadlineSeconds, reason, afterMoves, actor }) {
     const planned = plannedReplicaMoves(cluster, plan.moves);
     const skipped = namedItems(cluster, plan.skipped);
-    if (dryRun) return { action, target, dryRun, outcome: 'planned', changes: planned, skipped, notDone: [] };
+    if (dryRun) {
+      // The primaries given afterwards, planned on the cluster as the moves will leave it.
+      const touched = [...new Set(plan.moves.map((m) => m.tableId))];
+      const primaries = touched.length > 0 && afterMoves
+        ? await afterMoves(touched, { dryRun: true, snapshot: projectMoves(cluster, plan.moves, { draining: await marks.drainingIds() }) })
+        : null;
+      return { action, target, dryRun, outcome: 'planned', changes: planned, skipped, notDone: [], ...(primaries ? { primaries } : {}) };
+    }
     const pod = podNameOf(stateServer);
     const op = operations.start(action, target, async (operation) => {
       const migration = { version: MIGRATION_VERSION, action, intent, operationId: operation.id, reason: reason ?? null, startedAt: operation.createdAt, inFlight: null };
@@ -337,6 +360,19 @@ export function createActions({
   }
 
   async function moveOneReplica(move, step, deadline) {
+    step.status = 'waiting';
+    try {
+      return await shardMoves.runExclusive(`${move.tableId}:${move.shard}`, () => moveHeldReplica(move, step, deadline), { timeoutMs: deadline.remainingMs() });
+    } catch (err) {
+      if (err.code !== 'DEADLINE_EXCEEDED' || step.status !== 'waiting') throw err;
+      step.status = 'not_started';
+      step.error = 'deadline passed while another move of this shard was running';
+      return { change: null };
+    }
+  }
+
+  // The move's two writes and the wait between them, while no other move of the shard runs.
+  async function moveHeldReplica(move, step, deadline) {
     const stamp = () => new Date(clock.now()).toISOString();
     const fail = (status, error) => { step.status = status; step.error = error; step.finishedAt = stamp(); return { change: null }; };
     step.status = 'staging';

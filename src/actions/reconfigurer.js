@@ -39,10 +39,11 @@ export function createReconfigurer({
     for (const change of plan.changes) {
       const table = cluster.tables.find((t) => t.id === change.tableId);
       if (!tableIds.includes(change.tableId)) {
-        notDone.push({ tableId: change.tableId, reason: 'table changed concurrently; run the action again' });
+        // Planned on a read older than this one, the table was not locked: the caller may plan again with it locked.
+        notDone.push({ tableId: change.tableId, reason: 'table changed concurrently; run the action again', concurrent: true });
         continue;
       }
-      const violations = timePlanning(() => checkTransition(cluster, table, change.shards, { draining }));
+      const violations = timePlanning(() => checkTransition(cluster, table, change.shards, { draining, mayLowerVoters: change.lowersVoters === true }));
       if (violations.length > 0) {
         notDone.push({ tableId: change.tableId, reason: `unsafe, not written: ${violations.join('; ')}` });
         log.error({ table: tableLabel(table), violations }, 'unsafe transition refused');

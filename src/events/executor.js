@@ -12,18 +12,25 @@ import { decideHeartbeatLowering } from '../policy/policy.js';
 
 // The intents that reconfigure tables: the snapshot a decision was made on is stale after one of them.
 const RECONFIGURES = new Set(['demote', 'move-raft-leadership', 'rebalance-primaries', 'migrate-replicas-off', 'add-server', 'replace-server']);
-// The intents a dry run runs (the actions plan and change nothing); it skips the others, which write.
-const DRY_RUN = new Set(['move-connection', 'demote', 'rebalance-primaries', 'migrate-replicas-off']);
+// The intents a dry run runs: the actions plan and change nothing, and the marks' changes are made on a copy that is
+// never persisted (so that a plan after them sees what the real run's would); it skips the others, which write.
+const DRY_RUN = new Set([
+  'move-connection', 'demote', 'rebalance-primaries', 'migrate-replicas-off',
+  'mark-draining', 'mark-perf-warning', 'mark-perf-warning-long', 'release', 'clear-perf-warning',
+]);
 
 // context: { actor, pod, dryRun, deadlineSeconds, snapshot } for every intent of one decision. deadlineSeconds is the
 // decision's: each intent gets what is left of it when it starts (a PRESTOP's Raft move after its demotion must still
 // answer within the hook's deadline); without it each action has its own default. snapshot is the
 // cluster the decision was made on. An action plans on it instead of reading the cluster again, as long as no
 // intent before it has reconfigured a table (steps see it as `snapshot`, null then); `decided` is always it.
-export function createExecutor({ store, actions, marks, operations, config, clock, logger }) {
+export function createExecutor({ store, actions, marks: realMarks, operations, config, clock, logger }) {
   const log = logger.child({ module: 'executor' });
+  const realSteps = stepsOn(realMarks);
 
-  const steps = {
+  // The steps, on a set of marks: the real ones, or a dry run's copy.
+  function stepsOn(marks) {
+  return {
     // The manager's own connection leaves the servers about to stop or be drained (and those already marked).
     async 'move-connection'({ servers }, { dryRun }) {
       if (dryRun) return { moved: false, reason: 'dry run' };
@@ -60,7 +67,7 @@ export function createExecutor({ store, actions, marks, operations, config, cloc
     // that it can be given back.
     async demote({ servers, node = null, pods = null, mark, reason }, { actor, dryRun, deadlineSeconds, snapshot }) {
       const report = await actions.movePrimariesFromServers({
-        servers: servers.map((s) => s.id), node, pods, dryRun, deadlineSeconds, reason, actor, snapshot,
+        servers: servers.map((s) => s.id), node, pods, dryRun, deadlineSeconds, reason, actor, snapshot, marksView: marks,
       });
       if (!dryRun) {
         for (const s of servers) await marks.noteDemoted(s.id, mark, report.changes.filter((c) => c.from === s.name));
@@ -111,7 +118,7 @@ export function createExecutor({ store, actions, marks, operations, config, cloc
     // its demotion starts no migration).
     async 'migrate-replicas-off'({ server, reason, whileWarned = false }, { actor, dryRun, deadlineSeconds, snapshot }) {
       if (whileWarned && !(await marks.getPerfWarning(server.id))) return { operation: null, skipped: 'the perf warning ended before the migration started' };
-      return actions.migrateReplicasOff({ server: server.id, reason, actor, dryRun, deadlineSeconds, snapshot });
+      return actions.migrateReplicasOff({ server: server.id, reason, actor, dryRun, deadlineSeconds, snapshot, marksView: marks });
     },
     // released: those that were draining.
     async release({ servers }) {
@@ -139,7 +146,7 @@ export function createExecutor({ store, actions, marks, operations, config, cloc
     }) {
       if (clearsRestore) await marks.clearRestore(server.id);
       return actions.rebalancePrimaries({
-        reason, actor, pod, dryRun, deadlineSeconds, prefer: prefer.map((d) => ({ serverId: server?.id, ...d })), byLoad, snapshot,
+        reason, actor, pod, dryRun, deadlineSeconds, prefer: prefer.map((d) => ({ serverId: server?.id, ...d })), byLoad, snapshot, marksView: marks,
       });
     },
     async 'add-server'({ server, reason, clearsRestore = false, wait = true }, { actor, snapshot }) {
@@ -152,6 +159,7 @@ export function createExecutor({ store, actions, marks, operations, config, cloc
       return operations.wait(started.operation.id);
     },
   };
+  }
 
   async function waitForReplicasReady(serverId, snapshot, observe) {
     const deadline = createDeadline(clock, config.deadlines.migrationSeconds * 1000);
@@ -170,6 +178,7 @@ export function createExecutor({ store, actions, marks, operations, config, cloc
   // Runs the intents in order and returns [{ intent, result }]. A failing intent stops the rest (its error
   // propagates); a dry run runs only the intents that can plan without changing anything.
   async function run(intents, { snapshot = null, ...context }) {
+    const steps = context.dryRun ? stepsOn(realMarks.fork()) : realSteps;
     const done = [];
     const read = { decided: snapshot, current: snapshot };
     const observe = (cluster) => { read.current = cluster; };

@@ -45,7 +45,7 @@ export function createOperatorCommands({ marks, executor, targets, audit, logger
     const { cluster, server: s } = await targets.serverByRef(server);
     const decision = decideMigrateReplicasOff({ server: s, reason });
     const done = await executor.run(decision.intents, { actor, dryRun, deadlineSeconds, snapshot: cluster });
-    return resultOf(done, 'migrate-replicas-off');
+    return { ...resultOf(done, 'migrate-replicas-off'), demotion: resultOf(done, 'demote') };
   }
 
   return {

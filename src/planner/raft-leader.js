@@ -13,7 +13,7 @@ import {
 } from './eligibility.js';
 
 // The tables `serverId` leads and how to make it vote in none of their shards:
-// { changes: [{ tableId, shards, flipped: [index] }], skipped: [{ tableId, reason, settling? }] }. A table is changed whole
+// { changes: [{ tableId, shards, flipped: [index], lowersVoters: true }], skipped: [{ tableId, reason, settling? }] }. A table is changed whole
 // or not at all (a server still voting in one shard keeps its Raft vote): it is skipped while the server is the
 // configured or acting primary of one of its shards, while a shard is settling, or where a shard would be left
 // without a live voting majority of the others (draining servers count as gone: they are about to leave).
@@ -35,7 +35,8 @@ export function planRaftLeadershipMove(cluster, serverId, { tableIds = null, dra
       continue;
     }
     const shards = table.shards.map((s) => (flipped.includes(s.index) ? { ...s, nonvoting: [...s.nonvoting, serverId] } : s));
-    changes.push({ tableId: table.id, shards, flipped });
+    // The one change that means to lower a shard's voting replicas (the safety check refuses it from anything else).
+    changes.push({ tableId: table.id, shards, flipped, lowersVoters: true });
   }
   return { changes, skipped };
 }

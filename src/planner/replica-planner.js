@@ -225,9 +225,18 @@ export function planStageReplica(cluster, move, { draining = [] } = {}) {
   const table = cluster.tables.find((t) => t.id === move.tableId);
   if (!table) return skipMove(move, 'table disappeared');
   const shard = table.shards[move.shard];
-  // Already staged (nonvoting) or already voting: nothing to write.
-  if (shard.replicas.includes(move.to)) return { changes: [], skipped: [] };
   const view = createView(cluster, { draining });
+  const fromHere = move.from !== null && move.from !== undefined && shard.replicas.includes(move.from);
+  // Already staged (a nonvoting replica: this move's, retried, or a half-done one's from before a restart; a move of the
+  // same shard never runs alongside): nothing to write.
+  if (shard.nonvoting.includes(move.to)) return { changes: [], skipped: [] };
+  if (shard.replicas.includes(move.to)) {
+    // Already voting: done, if `from` has left; otherwise another move put it there since this one was planned, and
+    // finishing this one would take the shard one replica short.
+    if (!fromHere) return { changes: [], skipped: [] };
+    return skipMove(move, `${view.nameOf(move.to)} already holds a voting replica of this shard (another move put it there since this one was planned); ${view.nameOf(move.from)} keeps its replica`);
+  }
+  if (move.from && !fromHere) return skipMove(move, `${view.nameOf(move.from)} no longer holds a replica of this shard (another move took it off since this one was planned)`);
   const why = replicaHostIneligibility(view, move.to);
   if (why) return skipMove(move, `${view.nameOf(move.to)} is ${why} now`);
   return singleShardChange(table, move.shard, stageReplica(shard, move.to));
@@ -252,4 +261,29 @@ function singleShardChange(table, index, next) {
   const shards = table.shards.map(configOf);
   shards[index] = next;
   return { changes: [{ tableId: table.id, shards, moves: [] }], skipped: [] };
+}
+
+// The cluster as it will be once `moves` are done, in order, each staged, ready and finalized as the real run does it
+// (a primary on the server a replica leaves goes where finalizeReplica puts it): what a dry run plans the primaries
+// given afterwards on, so that it plans what the real run writes. A move that could not finalize is left out.
+export function projectMoves(cluster, moves, { draining = [] } = {}) {
+  let projected = cluster;
+  for (const move of moves) {
+    const table = projected.tables.find((t) => t.id === move.tableId);
+    if (!table?.shards[move.shard]) continue;
+    const shard = table.shards[move.shard];
+    const staged = { ...stageReplica(shard, move.to), index: shard.index, acting: shard.acting, states: { ...shard.states, [move.to]: 'ready' } };
+    const stagedTable = { ...table, shards: table.shards.map((s) => (s.index === move.shard ? staged : s)) };
+    const stagedCluster = withTable(projected, stagedTable);
+    const { shard: next } = finalizeReplica(stagedCluster, stagedTable, move.shard, move, { draining });
+    if (!next) continue;
+    const states = Object.fromEntries(Object.entries(staged.states).filter(([id]) => next.replicas.includes(id)));
+    const done = { ...next, index: shard.index, acting: [next.primary], states };
+    projected = withTable(projected, { ...stagedTable, shards: stagedTable.shards.map((s) => (s.index === move.shard ? done : s)) });
+  }
+  return projected;
+}
+
+function withTable(cluster, table) {
+  return { ...cluster, tables: cluster.tables.map((t) => (t.id === table.id ? table : t)) };
 }

@@ -1,9 +1,14 @@
 // Pure: the last check before any table_config write. A transition that breaks an invariant is never written.
 
-import { createView, hasLiveMajority, primaryIneligibility } from './eligibility.js';
+import {
+  createView, hasLiveMajority, primaryIneligibility, votingReplicas,
+} from './eligibility.js';
 
 // Returns a list of violations (empty when the new shards are safe to write).
-export function checkTransition(cluster, table, newShards, { draining = [] } = {}) {
+// mayLowerVoters: the change means to take a vote away (a Raft leadership move makes a server nonvoting for a moment);
+// any other change that leaves a shard fewer voting replicas than it has is refused, whatever planned it (two data
+// moves planned on one another's half-done config once wrote a shard down from 3 replicas to 2).
+export function checkTransition(cluster, table, newShards, { draining = [], mayLowerVoters = false } = {}) {
   const view = createView(cluster, { draining });
   const violations = [];
   if (newShards.length !== table.shards.length) {
@@ -22,6 +27,11 @@ export function checkTransition(cluster, table, newShards, { draining = [] } = {
     }
     if (hasLiveMajority(view, before) && !hasLiveMajority(view, after)) {
       violations.push(`${where}: change would leave the shard without a live voting majority`);
+    }
+    const votersBefore = votingReplicas(before).length;
+    const votersAfter = votingReplicas(next).length;
+    if (votersAfter < votersBefore && !mayLowerVoters) {
+      violations.push(`${where}: change would lower the shard's voting replicas from ${votersBefore} to ${votersAfter}`);
     }
   });
   return violations;

@@ -39,9 +39,11 @@ export function releasableDrain(requester, mark, { podNode = null } = {}) {
 // may undo only the former), and their primaries are demoted in one plan, what each lost kept with its mark.
 // node, pods: the node they share and its pods, when that is why they are named together.
 export function drainIntents({ servers, origin, reason, node = null, pods = null }) {
+  // The mark first: from then on every plan, another drain's or PRESTOP's included, keeps its servers off (read under
+  // each table's lock), so that none hands them a primary while the manager's connection moves.
   return [
-    { type: 'move-connection', servers },
     { type: 'mark-draining', servers, origin, reason },
+    { type: 'move-connection', servers },
     { type: 'demote', servers, node, pods, mark: 'draining', reason },
   ];
 }
@@ -95,12 +97,16 @@ export function decideRelease({ server, rebalance = true, reason = null }) {
 }
 
 // migrate-replicas-off asked by an operator: the server is marked draining (no replica comes back, no primary goes
-// there), then its replicas move off one at a time.
+// there), its primaries are demoted (a shard whose replica cannot move, for want of another server, must not keep its
+// primary on a server being emptied; a moved shard's primary would move at its finalize anyway, so this costs no
+// handover more), then its replicas move off one at a time.
 export function decideMigrateReplicasOff({ server, reason = null }) {
+  const why = reason ?? 'migrate-replicas-off';
   return {
     action: 'migrate-replicas-off',
     intents: [
-      { type: 'mark-draining', servers: [server], origin: { kind: 'operator' }, reason: reason ?? 'migrate-replicas-off' },
+      { type: 'mark-draining', servers: [server], origin: { kind: 'operator' }, reason: why },
+      { type: 'demote', servers: [server], mark: 'draining', reason: why },
       { type: 'migrate-replicas-off', server, reason },
     ],
   };

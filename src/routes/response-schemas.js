@@ -31,7 +31,7 @@ const OPERATION_STATUSES = ['running', 'succeeded', 'failed', 'partial', 'timed_
 // The kinds of operation: the data-moving actions, a restart's half-done move, and POSTSTART.
 const OPERATION_KINDS = ['add-server', 'create-replica', 'migrate-replicas-off', 'replace-server', 'finish-move', 'poststart'];
 // src/actions/operations.js's steps of a replica move (src/actions/actions.js runReplicaMoves, moveOneReplica).
-const MOVE_STEP_STATUSES = ['pending', 'staging', 'backfilling', 'finalizing', 'done', 'done_unsettled', 'failed', 'timed_out', 'not_started'];
+const MOVE_STEP_STATUSES = ['pending', 'waiting', 'staging', 'backfilling', 'finalizing', 'done', 'done_unsettled', 'failed', 'timed_out', 'not_started'];
 // The enums and small shapes several bodies share, defined once.
 const outcome = { type: 'string', enum: ACTION_OUTCOMES };
 const operationStatus = { type: 'string', enum: OPERATION_STATUSES };
@@ -75,6 +75,7 @@ const ActionReport = open({
   settled: nullable(boolean),
   pending: arrayOf(ref('NamedItem')),
   primaries: { ...nullable(ref('ActionReport')), description: 'after replica moves: the primaries given to the server' },
+  demotion: { ...ref('ActionReport'), description: 'migrate-replicas-off: the demotion of the server\'s primaries that came first' },
   durationMs: number,
   unmappedPods: arrayOf(closed({ pod: string, reason: string })),
 }, ['action', 'target', 'dryRun', 'outcome', 'changes', 'skipped', 'notDone']);
@@ -89,7 +90,10 @@ const ReleaseResult = closed({
 });
 
 // The 202 of a data-moving action (src/actions/actions.js startReplicaMoves, src/routes/action-routes.js).
-const DataMoveStarted = closed({ action: string, target: object, dryRun: { const: false }, operation: ref('OperationRef') });
+const DataMoveStarted = closed({
+  action: string, target: object, dryRun: { const: false }, operation: ref('OperationRef'),
+  demotion: { ...ref('ActionReport'), description: 'migrate-replicas-off: the demotion of the server\'s primaries that came first' },
+}, ['action', 'target', 'dryRun', 'operation']);
 
 // src/events/events.js describe: the policy's reason and the actions it leads to; the rest depends on the event.
 const Decision = open({ reason: string, actions: arrayOf(string) }, ['reason', 'actions']);

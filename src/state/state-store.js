@@ -170,5 +170,18 @@ export function createStateStore({ kube = null, clock, logger }) {
     },
     // Resolves when every queued annotation write has been attempted (tests, shutdown).
     flush: () => Promise.all([...queues.values()]),
+    // A copy of the marks that is never persisted: a dry run changes it as the real run would change the marks, so
+    // that what it plans after a mark's change (a release, then a rebalance) is what the real run writes.
+    fork() {
+      const copy = createStateStore({ kube: null, clock, logger });
+      for (const e of entries.values()) {
+        copy.seedEntry({ serverId: e.serverId, serverName: e.serverName, pod: e.pod, marks: structuredClone(Object.fromEntries(KINDS.map((kind) => [kind, e[kind]]))) });
+      }
+      return copy;
+    },
+    seedEntry({ serverId, serverName, pod, marks }) {
+      const entry = entryFor(serverId, { serverName, pod });
+      for (const kind of KINDS) { entry[kind] = marks[kind] ?? NO_MARKS[kind]; entry.persistence[kind] = 'dry run'; }
+    },
   };
 }

@@ -54,8 +54,8 @@ describe('decideNodeMaintenance', () => {
   test('when a node hosting a server is cordoned, then it is marked draining for the node and demoted in one plan', () => {
     const d = decideNodeMaintenance({ node: node({ unschedulable: true }), targets, drains: [] });
     expect(d.action).toBe('drain-node');
-    expect(d.intents.map((i) => i.type)).toEqual(['move-connection', 'mark-draining', 'demote']);
-    expect(d.intents[1].origin).toEqual({ kind: 'node', node: 'node-1', signal: 'cordon' });
+    expect(d.intents.map((i) => i.type)).toEqual(['mark-draining', 'move-connection', 'demote']);
+    expect(d.intents[0].origin).toEqual({ kind: 'node', node: 'node-1', signal: 'cordon' });
     expect(d.intents[2]).toMatchObject({ servers: [server('a')], node: 'node-1', pods: ['pod-a', 'pod-x'], mark: 'draining' });
     expect(d.reason).toMatch(/^node node-1 is cordoned \(spec\.unschedulable\): its pods will be evicted; demote the primaries on server_a now/);
   });
@@ -103,8 +103,8 @@ describe('decideEviction', () => {
   test('when every shard keeps a live majority and another primary, then it is allowed with a drain of the server', () => {
     const d = decideEviction(cluster(), { pod: 'pod-a', server: server('a') });
     expect(d.allowed).toBe(true);
-    expect(d.intents.map((i) => i.type)).toEqual(['move-connection', 'mark-draining', 'demote']);
-    expect(d.intents[1].origin).toEqual({ kind: 'eviction' });
+    expect(d.intents.map((i) => i.type)).toEqual(['mark-draining', 'move-connection', 'demote']);
+    expect(d.intents[0].origin).toEqual({ kind: 'eviction' });
   });
 
   test('when another replica of a shard is leaving (its pod stopping), then refused: the shard would lose its majority', () => {

@@ -29,22 +29,22 @@ describe('decidePrestop', () => {
     const d = decidePrestop(input);
     expect(d.action).toBe(action);
     expect(d.reason).toMatch(reason);
-    expect(d.intents.map((i) => i.type)).toEqual(input.server ? ['move-connection', 'mark-draining', 'demote'] : []);
+    expect(d.intents.map((i) => i.type)).toEqual(input.server ? ['mark-draining', 'move-connection', 'demote'] : []);
     if (input.server) {
-      expect(d.intents[1]).toMatchObject({ origin: { kind: 'prestop' }, servers: [{ id: 'rethinkdb_1' }] });
+      expect(d.intents[0]).toMatchObject({ origin: { kind: 'prestop' }, servers: [{ id: 'rethinkdb_1' }] });
       expect(d.intents[2].mark).toBe('draining');
     }
   });
 
   test('when a heartbeat timeout is configured, then the demotion is followed by lowering it for the server', () => {
     const d = decidePrestop({ pod: 'rethinkdb-1', server: server('rethinkdb_1'), heartbeat: { seconds: 2, windowSeconds: 120 } });
-    expect(d.intents.map((i) => i.type)).toEqual(['move-connection', 'mark-draining', 'demote', 'lower-heartbeat']);
+    expect(d.intents.map((i) => i.type)).toEqual(['mark-draining', 'move-connection', 'demote', 'lower-heartbeat']);
     expect(d.intents[3]).toMatchObject({ seconds: 2, windowSeconds: 120, server: { id: 'rethinkdb_1' } });
   });
 
   test('when the Raft move is on, then the leadership moves last, while the server is still draining', () => {
     const d = decidePrestop({ pod: 'rethinkdb-1', server: server('rethinkdb_1'), heartbeat: { seconds: 2, windowSeconds: 120 }, moveRaftLeader: true });
-    expect(d.intents.map((i) => i.type)).toEqual(['move-connection', 'mark-draining', 'demote', 'lower-heartbeat', 'move-raft-leadership']);
+    expect(d.intents.map((i) => i.type)).toEqual(['mark-draining', 'move-connection', 'demote', 'lower-heartbeat', 'move-raft-leadership']);
     expect(d.intents[4]).toMatchObject({ servers: [{ id: 'rethinkdb_1' }], whileMarked: 'draining', reason: /then move the Raft leadership/ });
     expect(decidePrestop({ pod: 'rethinkdb-1', server: server('rethinkdb_1') }).intents.map((i) => i.type)).not.toContain('move-raft-leadership');
   });
@@ -54,13 +54,13 @@ describe('the operator\'s commands that mark servers', () => {
   const s1 = { id: 'b', name: 'b', pod: 'pod-b' };
   test.each([
     ['a server drain', decideOperatorDrain({ servers: [s1], reason: 'disk' }),
-      [['move-connection'], ['mark-draining', { origin: { kind: 'operator' }, reason: 'disk' }], ['demote', { mark: 'draining', node: null }]]],
+      [['mark-draining', { origin: { kind: 'operator' }, reason: 'disk' }], ['move-connection'], ['demote', { mark: 'draining', node: null }]]],
     ['a node drain without a reason', decideOperatorDrain({ servers: [s1], node: 'n1', pods: ['pod-b', 'pod-x'] }),
-      [['move-connection'], ['mark-draining', { reason: 'move-primaries-from-node' }], ['demote', { node: 'n1', pods: ['pod-b', 'pod-x'] }]]],
+      [['mark-draining', { reason: 'move-primaries-from-node' }], ['move-connection'], ['demote', { node: 'n1', pods: ['pod-b', 'pod-x'] }]]],
     ['a release', decideRelease({ server: s1 }), [['release', { servers: ['b'] }], ['rebalance-primaries', { reason: 'release b' }]]],
     ['a release without rebalance', decideRelease({ server: s1, rebalance: false }), [['release', { servers: ['b'] }]]],
     ['a migration off', decideMigrateReplicasOff({ server: s1 }),
-      [['mark-draining', { origin: { kind: 'operator' }, reason: 'migrate-replicas-off' }], ['migrate-replicas-off', { server: s1 }]]],
+      [['mark-draining', { origin: { kind: 'operator' }, reason: 'migrate-replicas-off' }], ['demote', { servers: [s1], mark: 'draining' }], ['migrate-replicas-off', { server: s1 }]]],
   ])('when %s is asked, then its intents are in order', (_, decision, expected) => {
     expect(decision.intents.map((i) => i.type)).toEqual(expected.map(([type]) => type));
     expected.forEach(([, fields], i) => { if (fields) expect(decision.intents[i]).toMatchObject(fields); });

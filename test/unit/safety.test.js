@@ -44,6 +44,11 @@ const UNSAFE = [
   ['a live voter is removed while another is down', { disconnected: ['c'] }, [shard('a', ['a', 'c'])], [], /without a live voting majority/],
   ['voters that are not ready are added while one is down', { disconnected: ['c'] }, [shard('a', ['a', 'b', 'c', 'd', 'e'])], [], /without a live voting majority/],
   ['a live voter is made nonvoting while another is down', { disconnected: ['c'] }, [shard('a', ['a', 'b', 'c'], ['b'])], [], /without a live voting majority/],
+  // Two migrations planned on each other's half-done config: a staged replica finalized by one, then the other's
+  // finalize took its own server off, leaving 2 replicas of 3.
+  ['a voting replica is removed and none replaces it', { replicas: ['a', 'b', 'c', 'd'], nonvoting: [] }, [shard('a', ['a', 'b', 'd'])], [], /lower the shard's voting replicas from 4 to 3/],
+  ['a finalize removes a voter whose replacement votes already', {}, [shard('a', ['a', 'b'])], [], /lower the shard's voting replicas from 3 to 2/],
+  ['a voter is made nonvoting by a change that does not mean to', {}, [shard('a', ['a', 'b', 'c'], ['c'])], [], /lower the shard's voting replicas from 3 to 2/],
 ];
 
 describe('checkTransition', () => {
@@ -57,6 +62,7 @@ describe('checkTransition', () => {
     ['the primary moves to a ready, connected, voting replica', {}, [shard('b', ['a', 'b', 'c'])], []],
     ['the primary stays while another server drains', {}, [shard('a', ['a', 'b', 'c'])], ['b']],
     ['a replica is added as nonvoting while one is down', { disconnected: ['c'] }, [shard('a', ['a', 'b', 'c', 'd'], ['d'])], []],
+    ['a staged replica votes and the one it replaces leaves (a finalize)', { replicas: ['a', 'b', 'c', 'd'], nonvoting: ['d'] }, [shard('a', ['a', 'b', 'd'])], []],
     ['the primary moves off a disconnected server to a live one', { disconnected: ['a'] }, [shard('b', ['a', 'b', 'c'])], []],
   ])('when %s, then the transition is accepted', (_, before, shards, draining) => {
     const cluster = clusterWith(before);
