@@ -7,6 +7,6 @@ export function createLogger({ level = 'info', destination } = {}) {
     level,
     base: { service: 'rethinkdb-k8s-manager' },
     timestamp: pino.stdTimeFunctions.isoTime,
-    redact: { paths: ['req.headers.authorization', 'password', '*.password'], censor: '[redacted]' },
+    redact: { paths: ['req.headers.authorization', 'req.headers["x-rethinkdb-manager-relay-token"]', 'password', '*.password'], censor: '[redacted]' },
   }, destination);
 }

@@ -234,6 +234,14 @@ export function createRethinkDbCluster({
     return exited;
   }
 
+  // Sends a signal and returns at once: SIGSTOP freezes a server (it keeps its connections, answers nothing), SIGCONT
+  // thaws it.
+  function signalServer(index, signal) {
+    const s = servers[index];
+    if (!s.child) throw new Error(`${s.name} is not running`);
+    s.child.kill(signal);
+  }
+
   // Starts a stopped server again on its own data directory (the same server returns).
   async function restartServer(index) {
     const s = servers[index];
@@ -276,7 +284,7 @@ export function createRethinkDbCluster({
   }
 
   const api = {
-    start, connect, withConnection, createTables, shardOfKeys, addProxy, stopServer, restartServer, addServer, wipeServer, cutNetwork, restoreNetwork,
+    start, connect, withConnection, createTables, shardOfKeys, addProxy, stopServer, signalServer, restartServer, addServer, wipeServer, cutNetwork, restoreNetwork,
     waitForServers, destroy, servers, baseDir, network, cpu, pidOf: (i) => servers[i].child?.pid ?? null,
     running: (i) => Boolean(servers[i].child),
   };

@@ -28,6 +28,9 @@ export const MIGRATION_VERSION = 1;
 
 // How long a drain waits for its servers to stop acting before it reads the cluster and plans again.
 const drainReplanIntervalMs = 1000;
+// How long a drain waits for its new primaries to take over before it reads the cluster again: one that meanwhile
+// became ineligible (a frozen server dropped by the heartbeat) is handed to another replica then.
+const handoverRoundMs = 2000;
 // The share of an action's remaining time that reading the client traffic, to order its writes, may take.
 const TRAFFIC_READ_SHARE = 0.1;
 
@@ -63,7 +66,11 @@ export function createActions({
     action, target, planFn: plans, dryRun, deadlineSeconds, reason, leaving = [], actor, pod, snapshot = null, busiestFirst = false, marksView = marks,
   }) {
     // stats: the traffic rows (null: the plan's order), as the commit's third argument gives them.
-    const planFn = (c, draining, stats = null) => timePlanning(() => (stats ? orderBusiestFirst(plans(c, draining), shardLoads(c, stats)) : plans(c, draining)));
+    // stalled: see planMovePrimariesFromServers (a drain's shards whose new primary did not take over).
+    const planFn = (c, draining, stats = null, stalled = []) => timePlanning(() => {
+      const planned = plans(c, draining, stalled);
+      return stats ? orderBusiestFirst(planned, shardLoads(c, stats)) : planned;
+    });
     const startedAt = clock.now();
     const deadline = createDeadline(clock, (deadlineSeconds ?? config.deadlines.actionSeconds) * 1000);
     const cluster = snapshot ?? await store.readCluster();
@@ -116,35 +123,74 @@ export function createActions({
   // A table another writer changed between the plan's read and the commit's (a concurrent PRESTOP that handed this
   // drain's server a primary) is planned again with its lock held, while the deadline allows, rather than reported.
   // traffic: () => a promise of the client traffic that orders the writes (null: the plan's order).
+  // A drain waits for its new primaries in rounds (handoverRoundMs): a shard whose new primary has not taken over by
+  // then is planned again as stalled (planMovePrimariesFromServers), so that a new primary frozen after the write
+  // (SIGSTOP, a hung node) does not hold the drain until its deadline once RethinkDB has dropped it.
   async function commitAndWait({ planFn, plan, cluster, deadline, leaving, traffic = null }) {
     const changes = [];
     const notDone = [];
     let current = { cluster, plan };
+    let stalled = [];
+    // The shards written and not yet seen with their new primary acting, by `${tableId}:${shard}`.
+    const awaited = new Map();
+    // A read that fails (RethinkDB stalls while a frozen server is still counted in) plans nothing this round: the
+    // drain goes on waiting and reads again next round, until its deadline.
+    const replan = async () => {
+      const fresh = await store.readCluster().catch((err) => {
+        if (err.code !== 'DATA_STORE_UNAVAILABLE') throw err;
+        log.warn({ err: err.message }, 'cluster not read for the next round; waiting');
+        return null;
+      });
+      if (!fresh) return { cluster: current.cluster, plan: { changes: [], skipped: current.plan.skipped } };
+      const frozen = stalled;
+      const planStalled = (c, draining, stats) => planFn(c, draining, stats, frozen);
+      return { cluster: fresh, plan: planStalled(fresh, [...new Set([...(await marks.drainingIds()), ...leaving])], await traffic?.()), planFn: planStalled };
+    };
     for (;;) {
       const tableIds = current.plan.changes.map((c) => c.tableId);
       const committed = tableIds.length > 0
-        ? await reconfigurer.commit(planFn, { tableIds, deadline, leaving, alongside: traffic })
+        ? await reconfigurer.commit(current.planFn ?? planFn, { tableIds, deadline, leaving, alongside: traffic })
         : { cluster: current.cluster, plan: current.plan, written: [], notDone: [] };
       changes.push(...primaryChanges(committed.cluster, committed.written));
       const raced = committed.notDone.filter((n) => n.concurrent);
       notDone.push(...committed.notDone.filter((n) => !n.concurrent));
-      const targets = committed.written.map((w) => ({ tableId: w.change.tableId, shards: w.change.moves.map((m) => m.shard) }));
-      const primaries = targets.length > 0 ? await reconfigurer.waitForPrimaries(targets, deadline) : { settled: true, pending: [] };
+      for (const w of committed.written) for (const m of w.change.moves) awaited.set(`${w.change.tableId}:${m.shard}`, { tableId: w.change.tableId, shard: m.shard });
+      const targets = [...awaited.values()].map(({ tableId, shard }) => ({ tableId, shards: [shard] }));
+      const waitDeadline = leaving.length > 0 ? createDeadline(clock, Math.min(deadline.remainingMs(), handoverRoundMs)) : deadline;
+      const primaries = targets.length > 0 ? await reconfigurer.waitForPrimaries(targets, waitDeadline) : { settled: true, pending: [] };
       if (raced.length > 0 && !deadline.expired()) {
         log.info({ tables: raced.map((n) => n.tableId) }, 'tables changed concurrently; planning them again');
-        const fresh = await store.readCluster();
-        current = { cluster: fresh, plan: planFn(fresh, [...new Set([...(await marks.drainingIds()), ...leaving])], await traffic?.()) };
+        current = await replan();
         continue;
       }
       notDone.push(...raced.map(({ concurrent, ...n }) => n));
-      const done = { changes, notDone, skipped: committed.plan.skipped, cluster: committed.cluster };
+      const done = {
+        changes, notDone: uniqueItems(notDone), skipped: committed.plan.skipped, cluster: committed.cluster,
+      };
+      if (leaving.length > 0 && !primaries.settled && !deadline.expired()) {
+        stalled = primaries.pending.filter((p) => p.tableId !== undefined && p.shard !== undefined).map(({ tableId, shard }) => ({ tableId, shard }));
+        current = await replan();
+        continue;
+      }
       if (leaving.length === 0 || !primaries.settled) return { ...done, wait: primaries };
+      awaited.clear();
       const round = createDeadline(clock, Math.min(deadline.remainingMs(), drainReplanIntervalMs));
       const wait = await reconfigurer.waitUntilNotActing(leaving, round, { except: [...settledSkips(committed.cluster, committed.plan.skipped), ...notDone] });
       if (wait.settled || deadline.expired()) return { ...done, wait };
-      const fresh = await store.readCluster();
-      current = { cluster: fresh, plan: planFn(fresh, [...new Set([...(await marks.drainingIds()), ...leaving])], await traffic?.()) };
+      stalled = [];
+      current = await replan();
     }
+  }
+
+  // notDone items reported once each: a table planned again in a later round is refused again for the same reason.
+  function uniqueItems(items) {
+    const seen = new Set();
+    return items.filter((item) => {
+      const key = JSON.stringify(item);
+      if (seen.has(key)) return false;
+      seen.add(key);
+      return true;
+    });
   }
 
   // Demotes every primary on the servers (refs: names or ids) in one plan: none receives another's primaries, and
@@ -159,7 +205,7 @@ export function createActions({
     const target = node ? { node, ...(pods ? { pods } : {}), servers: names } : { server: names.join(', ') };
     const action = node ? 'move-primaries-from-node' : 'move-primaries-from-server';
     const ids = resolved.map((s) => s.id);
-    const planFn = (c, draining) => planMovePrimariesFromServers(c, ids, { draining });
+    const planFn = (c, draining, stalled = []) => planMovePrimariesFromServers(c, ids, { draining, stalled });
     const pod = resolved.length === 1 ? podNameOf(resolved[0]) : null;
     return runPrimaryPlan({
       action, target, planFn, dryRun, deadlineSeconds, reason, leaving: ids, actor, pod, snapshot: cluster, busiestFirst: true, marksView,

@@ -12,6 +12,17 @@ import {
 } from '../planner/eligibility.js';
 import { checkTransition } from '../planner/safety.js';
 
+// The votes a Raft leadership move owes (the marks' journal), by `${tableId}:${shard}`: [serverId, ...].
+function owedVotes(restores) {
+  const owed = new Map();
+  for (const r of restores) {
+    for (const t of r.tables ?? []) {
+      for (const index of t.shards) owed.set(`${t.tableId}:${index}`, [...(owed.get(`${t.tableId}:${index}`) ?? []), r.serverId]);
+    }
+  }
+  return owed;
+}
+
 // writeConcurrency: how many tables' configs are written at once (TABLE_WRITE_CONCURRENCY).
 export function createReconfigurer({
   store, locks, marks, clock, logger, waitPollIntervalMs, writeConcurrency = 1,
@@ -33,6 +44,7 @@ export function createReconfigurer({
     const [cluster, read] = await timeReading(() => Promise.all([store.readCluster(), alongside?.()]));
     // Read under the locks: a drain that committed while we waited is seen here (no primary onto it).
     const draining = [...new Set([...(await marks.drainingIds()), ...leaving])];
+    const owed = owedVotes(await marks.votingRestores());
     const plan = timePlanning(() => planFn(cluster, draining, read));
     const notDone = [];
     const safe = [];
@@ -43,7 +55,9 @@ export function createReconfigurer({
         notDone.push({ tableId: change.tableId, reason: 'table changed concurrently; run the action again', concurrent: true });
         continue;
       }
-      const violations = timePlanning(() => checkTransition(cluster, table, change.shards, { draining, mayLowerVoters: change.lowersVoters === true }));
+      const violations = timePlanning(() => checkTransition(cluster, table, change.shards, {
+        draining, mayLowerVoters: change.lowersVoters === true, owedVoters: (index) => owed.get(`${change.tableId}:${index}`) ?? [],
+      }));
       if (violations.length > 0) {
         notDone.push({ tableId: change.tableId, reason: `unsafe, not written: ${violations.join('; ')}` });
         log.error({ table: tableLabel(table), violations }, 'unsafe transition refused');
@@ -143,6 +157,8 @@ export function createReconfigurer({
       const view = createView(cluster);
       const why = (shard) => {
         if (shard.acting.some((id) => leaving.has(id))) return 'still the acting primary';
+        // Written by another writer that planned before the drain's mark (it would be elected in a moment).
+        if (leaving.has(shard.primary)) return 'still the configured primary';
         if (mayElectOneOf(view, shard, leaving) && isSettling(view, shard)) return 'an election that may pick it is under way';
         return null;
       };

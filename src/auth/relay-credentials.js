@@ -14,6 +14,8 @@ const MAX_CACHED_VERDICTS = 64;
 // The kubelet rewrites a projected token well before it expires; the file is read again at most this often.
 const TOKEN_REREAD_MS = 10_000;
 const JWT_SHAPE = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
+// Peers are one or two replicas: more reviews than this at once are a flood, not believed without asking.
+const MAX_REVIEWS_IN_FLIGHT = 8;
 
 // tokenFile: where this replica's own token is (RELAY_TOKEN_FILE). kube: the adapter (reviewToken), null without a
 // Kubernetes API, when there is no relay at all. files: { read, mtimeMs } (tests pass their own).
@@ -24,6 +26,7 @@ export function createRelayCredentials({
   const verdicts = new Map();
   let own = { token: null, readAtMs: -Infinity, mtimeMs: null, problem: 'not read yet' };
   let ownUser = null;
+  let inFlight = 0;
 
   // This replica's token, or null (with ownProblem() saying why) when it cannot be read.
   async function credential() {
@@ -59,6 +62,8 @@ export function createRelayCredentials({
     const key = createHash('sha256').update(token).digest('hex');
     const cached = verdicts.get(key);
     if (cached && cached.expiresAtMs > clock.now()) return cached.verdict;
+    if (inFlight >= MAX_REVIEWS_IN_FLIGHT) return { ok: false, reason: `${MAX_REVIEWS_IN_FLIGHT} relay tokens are being checked already` };
+    inFlight += 1;
     let verdict;
     try {
       const [mine, review] = await Promise.all([ownIdentity(), kube.reviewToken(token, [audience])]);
@@ -69,6 +74,8 @@ export function createRelayCredentials({
     } catch (err) {
       // Not cached: the API server may answer next time.
       return { ok: false, reason: `the relay token could not be checked (${err.message})` };
+    } finally {
+      inFlight -= 1;
     }
     verdicts.set(key, { verdict, expiresAtMs: clock.now() + VERDICT_CACHE_MS });
     if (verdicts.size > MAX_CACHED_VERDICTS) verdicts.delete(verdicts.keys().next().value);

@@ -14,8 +14,12 @@ import {
 // for is handed to another replica too: otherwise it would be left without a primary when they stop. So is a
 // shard whose configured primary is lost and for which no other live server acts yet: RethinkDB is still
 // electing (about 0.5 s after a crash, fixture 09), and could elect one of these servers just after the plan.
-export function planMovePrimariesFromServers(cluster, serverIds, { draining = [] } = {}) {
+// stalled: shards ([{ tableId, shard }]) whose primary an earlier round of the same drain moved, and whose new primary
+// has not taken over since: one that has meanwhile become ineligible (frozen, then dropped by the heartbeat) is handed
+// to another replica too; one that is only slow keeps its turn.
+export function planMovePrimariesFromServers(cluster, serverIds, { draining = [], stalled = [] } = {}) {
   const leaving = new Set(serverIds);
+  const stalledKeys = new Set(stalled.map((s) => `${s.tableId}:${s.shard}`));
   const view = createView(cluster, { draining: [...draining, ...serverIds] });
   const counts = countPrimaries(cluster.tables);
   const changes = [];
@@ -25,10 +29,11 @@ export function planMovePrimariesFromServers(cluster, serverIds, { draining = []
     for (const shard of table.shards) {
       const from = shard.primary;
       const actsForIneligible = shard.acting.some((id) => leaving.has(id)) && primaryIneligibility(view, shard, from);
-      if (!leaving.has(from) && !actsForIneligible && !mayElectOneOf(view, shard, leaving)) continue;
+      const stalledOnIneligible = stalledKeys.has(`${table.id}:${shard.index}`) && !shard.acting.includes(from) && Boolean(primaryIneligibility(view, shard, from));
+      if (!leaving.has(from) && !actsForIneligible && !stalledOnIneligible && !mayElectOneOf(view, shard, leaving)) continue;
       const candidates = votingReplicas(shard).filter((id) => !leaving.has(id) && !primaryIneligibility(view, shard, id));
       // Not acting for it, with nobody to take it: nothing these servers hold stays behind, so nothing to report.
-      if (candidates.length === 0 && !leaving.has(from) && !actsForIneligible) continue;
+      if (candidates.length === 0 && !leaving.has(from) && !actsForIneligible && !stalledOnIneligible) continue;
       if (candidates.length === 0) {
         const acting = !leaving.has(from) ? `${view.nameOf(shard.acting[0])} acts for ${view.nameOf(from)}, which is ${primaryIneligibility(view, shard, from)}; ` : '';
         skipped.push({ tableId: table.id, shard: shard.index, reason: `${acting}${explainNoCandidate(view, shard, from)}` });

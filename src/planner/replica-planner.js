@@ -248,6 +248,9 @@ export function planFinalizeReplica(cluster, move, { draining = [] } = {}) {
   const shard = table.shards[move.shard];
   const done = votingReplicas(shard).includes(move.to) && !(move.from && shard.replicas.includes(move.from));
   if (done) return { changes: [], skipped: [] };
+  // A target that started draining (its pod stopping) while it backfilled does not get the vote: the source stays.
+  const view = createView(cluster, { draining });
+  if (view.draining.has(move.to)) return skipMove(move, `${view.nameOf(move.to)} started draining while it backfilled; ${move.from ? `${view.nameOf(move.from)} keeps its replica and ` : ''}the staged replica stays nonvoting`);
   const { shard: next, error } = finalizeReplica(cluster, table, move.shard, move, { draining });
   if (error) return skipMove(move, error);
   return singleShardChange(table, move.shard, next);

@@ -8,7 +8,9 @@ import {
 // mayLowerVoters: the change means to take a vote away (a Raft leadership move makes a server nonvoting for a moment);
 // any other change that leaves a shard fewer voting replicas than it has is refused, whatever planned it (two data
 // moves planned on one another's half-done config once wrote a shard down from 3 replicas to 2).
-export function checkTransition(cluster, table, newShards, { draining = [], mayLowerVoters = false } = {}) {
+// owedVoters(index): the servers a Raft leadership move made nonvoting in that shard and owes the vote back (the
+// journal): they count as voters, so that no move takes one for a staged replica, or its shard below its count.
+export function checkTransition(cluster, table, newShards, { draining = [], mayLowerVoters = false, owedVoters = () => [] } = {}) {
   const view = createView(cluster, { draining });
   const violations = [];
   if (newShards.length !== table.shards.length) {
@@ -28,8 +30,10 @@ export function checkTransition(cluster, table, newShards, { draining = [], mayL
     if (hasLiveMajority(view, before) && !hasLiveMajority(view, after)) {
       violations.push(`${where}: change would leave the shard without a live voting majority`);
     }
-    const votersBefore = votingReplicas(before).length;
-    const votersAfter = votingReplicas(next).length;
+    const owed = owedVoters(index);
+    const voters = (shard) => votingReplicas(shard).length + shard.nonvoting.filter((id) => owed.includes(id) && shard.replicas.includes(id)).length;
+    const votersBefore = voters(before);
+    const votersAfter = voters(next);
     if (votersAfter < votersBefore && !mayLowerVoters) {
       violations.push(`${where}: change would lower the shard's voting replicas from ${votersBefore} to ${votersAfter}`);
     }

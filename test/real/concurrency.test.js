@@ -19,7 +19,7 @@ jest.setTimeout(240000);
 const SERVERS = ['rethinkdb_0', 'rethinkdb_1', 'rethinkdb_2', 'rethinkdb_3'];
 const REPLICAS = 3;
 // The randomized rounds: how many, or one seed to replay.
-const ROUNDS = Number(process.env.CONCURRENCY_ROUNDS ?? 8);
+const ROUNDS = Number(process.env.CONCURRENCY_ROUNDS ?? 16);
 const ONLY_SEED = process.env.CONCURRENCY_SEED ? Number(process.env.CONCURRENCY_SEED) : null;
 
 let cluster;
@@ -175,6 +175,46 @@ describe('concurrent actions and hooks on a real RethinkDB cluster', () => {
       expect(draining).toEqual(expect.arrayContaining(['rethinkdb_0', 'rethinkdb_1']));
       for (const res of results) expect({ pair: i, label: res.label, primariesOff: res.report.primariesOff }).toEqual({ pair: i, label: res.label, primariesOff: true });
     }
+  });
+
+  test('when the server a PRESTOP hands a primary to is frozen (SIGSTOP), then the shard goes to another replica once RethinkDB drops it, within the deadline', async () => {
+    await startLayout();
+    // A PRESTOP whose plan hands a primary to a server other than rethinkdb_0 (the manager's connection goes through it).
+    let pick = null;
+    for (const pod of ['rethinkdb-1', 'rethinkdb-2', 'rethinkdb-3']) {
+      const dry = await request(m.app).post(`/v1/hooks/prestop?pod=${pod}&dryRun=true`);
+      const change = dry.body.report.changes.find((c) => c.to !== 'rethinkdb_0');
+      if (change) { pick = { pod, change }; break; }
+    }
+    expect(pick).not.toBeNull();
+    const frozen = Number(pick.change.to.split('_')[1]);
+    const [db, name] = pick.change.table.split('.');
+    // Frozen the moment the PRESTOP's write names it primary, before it can take over (a server frozen before the
+    // PRESTOP stalls the system tables' reads, and the PRESTOP answers 503 DATA_STORE_UNAVAILABLE instead).
+    let froze = false;
+    try {
+      const startedAt = Date.now();
+      const answer = request(m.app).post(`/v1/hooks/prestop?pod=${pick.pod}`).then((r) => r);
+      await cluster.withConnection(async (c) => {
+        for (let i = 0; i < 2000 && !froze; i += 1) {
+          const conf = await r.db(db).table(name).config().run(c);
+          if (conf.shards[pick.change.shard].primary_replica === pick.change.to) { cluster.signalServer(frozen, 'SIGSTOP'); froze = true; }
+          else await new Promise((res) => { setTimeout(res, 5); });
+        }
+      });
+      expect(froze).toBe(true);
+      const res = await answer;
+      const tookMs = Date.now() - startedAt;
+      expect({ status: res.status, body: res.status === 200 ? null : res.body }).toEqual({ status: 200, body: null });
+      expect({ tookMs, primariesOff: res.body.primariesOff, notDone: res.body.report.notDone }).toEqual({ tookMs, primariesOff: true, notDone: [] });
+      // The frozen shard was handed over twice: to the frozen server, then to another replica.
+      const again = res.body.report.changes.filter((c) => c.table === pick.change.table && c.shard === pick.change.shard);
+      expect(again.map((c) => c.to)).toEqual([pick.change.to, expect.not.stringMatching(pick.change.to)]);
+      process.stdout.write(`PRESTOP with its new primary frozen: answered in ${tookMs} ms, ${pick.change.table} shard ${pick.change.shard} handed on to ${again[1].to}\n`);
+    } finally {
+      if (froze) cluster.signalServer(frozen, 'SIGCONT');
+    }
+    await eventually(() => settled(cluster), { timeoutMs: 60000, what: 'the thawed server back' });
   });
 
   const seeds = ONLY_SEED !== null ? [ONLY_SEED] : Array.from({ length: ROUNDS }, (_, i) => 1000 + i);

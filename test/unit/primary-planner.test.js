@@ -26,6 +26,37 @@ describe('planMovePrimariesFromServers', () => {
     expect(plan.skipped).toEqual([]);
   });
 
+  // A drain's earlier round moved usertable shard 3's primary from rethinkdb_1 to rethinkdb_3, which never took over.
+  describe('a stalled handover', () => {
+    const usertable = findTable(healthy, 'ycsb.usertable').id;
+    const drained = id(healthy, 'rethinkdb_1');
+    const target = id(healthy, 'rethinkdb_3');
+    // Shard 3 configured on rethinkdb_3, acted for by nobody; rethinkdb_3 connected and ready, or dropped.
+    function stalledOn({ connected }) {
+      const moved = applyChanges(healthy, [{ tableId: usertable, shards: findTable(healthy, 'ycsb.usertable').shards.map((s, i) => ({
+        primary: i === 3 ? target : s.primary, replicas: s.replicas, nonvoting: s.nonvoting,
+      })) }]);
+      return {
+        ...moved,
+        servers: moved.servers.map((s) => (s.id === target ? { ...s, connected } : s)),
+        tables: moved.tables.map((t) => (t.id !== usertable ? t : { ...t, shards: t.shards.map((s, i) => (i === 3 ? { ...s, acting: [] } : s)) })),
+      };
+    }
+    const stalled = [{ tableId: usertable, shard: 3 }];
+
+    const shard3 = (cluster, plan) => named(cluster, plan).filter((line) => line.startsWith('usertable[3]'));
+
+    test('when its new primary was dropped (frozen, then disconnected), then the shard goes to another replica', () => {
+      const cluster = stalledOn({ connected: false });
+      expect(shard3(cluster, planMovePrimariesFromServers(cluster, [drained], { stalled }))).toEqual(['usertable[3] rethinkdb_3 -> rethinkdb_2']);
+    });
+
+    test('when its new primary is only slow (connected, ready), then it keeps its turn: no second handover', () => {
+      const cluster = stalledOn({ connected: true });
+      expect(shard3(cluster, planMovePrimariesFromServers(cluster, [drained], { stalled }))).toEqual([]);
+    });
+  });
+
   test('when the primaries were already moved, then draining again plans nothing (idempotent)', () => {
     const server = id(healthy, 'rethinkdb_1');
     const after = applyChanges(healthy, planMovePrimariesFromServers(healthy, [server]).changes);

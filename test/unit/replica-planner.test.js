@@ -23,6 +23,22 @@ describe('planStageReplica and planFinalizeReplica', () => {
     expect(planStageReplica(applyChanges(healthy, staged.changes), move)).toEqual({ changes: [], skipped: [] });
   });
 
+  test('when the target started draining while it backfilled, then it is not finalized: it gets no vote and the source stays', () => {
+    const ready = withReady(applyChanges(healthy, planStageReplica(healthy, move).changes), move.to);
+    expect(planFinalizeReplica(ready, move, { draining: [move.to] })).toEqual({
+      changes: [], skipped: [{ tableId: usertable, shard: 0, reason: 'rethinkdb_1 started draining while it backfilled; rethinkdb_0 keeps its replica and the staged replica stays nonvoting' }],
+    });
+  });
+
+  test('when another move put the target in as a voter since this one was planned, then staging refuses: finishing it would drop a replica', () => {
+    const other = { ...move, from: id('rethinkdb_2') };
+    const done = withReady(applyChanges(healthy, planStageReplica(healthy, other).changes), other.to);
+    const afterOther = applyChanges(done, planFinalizeReplica(done, other).changes);
+    expect(planStageReplica(afterOther, move)).toEqual({
+      changes: [], skipped: [{ tableId: usertable, shard: 0, reason: expect.stringMatching(/^rethinkdb_1 already holds a voting replica of this shard .*rethinkdb_0 keeps its replica$/) }],
+    });
+  });
+
   test('when the target became draining before staging, then the move is skipped with that reason', () => {
     expect(planStageReplica(healthy, move, { draining: [move.to] })).toEqual({
       changes: [], skipped: [{ tableId: usertable, shard: 0, reason: 'rethinkdb_1 is draining now' }],

@@ -58,6 +58,17 @@ describe('checkTransition', () => {
     expect(violations).toEqual(expect.arrayContaining([expect.stringMatching(violation)]));
   });
 
+  // A Raft leadership move's flip whose vote is still owed (its give-back failed, or the manager restarted) looks like a
+  // staged replica; it counts as a voter, so that no move takes it for one.
+  test.each([
+    ['a move finalizes onto the owed server and removes a voter', [shard('a', ['a', 'c'])], ['c'], /lower the shard's voting replicas from 3 to 2/],
+    ['a move off the owed server keeps its target nonvoting', [shard('a', ['a', 'b', 'd'], ['d'])], ['c'], /lower the shard's voting replicas from 3 to 2/],
+  ])('when %s, then it is refused: the owed vote counts', (_, shards, owed, violation) => {
+    const cluster = clusterWith({ replicas: ['a', 'b', 'c'], nonvoting: ['c'] });
+    expect(checkTransition(cluster, cluster.tables[0], shards, { owedVoters: () => owed })).toEqual(expect.arrayContaining([expect.stringMatching(violation)]));
+    expect(checkTransition(cluster, cluster.tables[0], [shard('a', ['a', 'b', 'c'])], { owedVoters: () => owed })).toEqual([]);
+  });
+
   test.each([
     ['the primary moves to a ready, connected, voting replica', {}, [shard('b', ['a', 'b', 'c'])], []],
     ['the primary stays while another server drains', {}, [shard('a', ['a', 'b', 'c'])], ['b']],
