@@ -85,9 +85,9 @@ describe('shell scripts in the manifests', () => {
     ]);
   });
 
-  test('when the tests run, then shellcheck is installed (.ci/run installs it; the lint below must not skip silently)', () => {
+  test('when the tests run, then shellcheck is installed (the test set-up, test/setup.sh, installs it; the lint below must not skip silently)', () => {
     if (!commandExists('shellcheck')) {
-      throw new Error('shellcheck is not installed: run `apt-get install shellcheck` (Debian package), as .ci/run does');
+      throw new Error('shellcheck is not installed: run `apt-get install shellcheck` (Debian package), as test/setup.sh does');
     }
   });
 

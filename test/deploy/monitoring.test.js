@@ -29,7 +29,7 @@ const PROMETHEUS_SERIES = new Set(['up']);
 // What Grafana puts in place of its variables before it sends a query.
 const GRAFANA_VARIABLES = { $__rate_interval: '1m', $__interval: '30s', $__range: '6h', $job: 'rethinkdb-manager' };
 
-const PROMTOOL_MISSING = 'promtool is not installed: it comes with Debian\'s prometheus package (.ci/run extracts it: apt-get download prometheus, then /usr/bin/promtool out of the .deb)';
+const PROMTOOL_MISSING = 'promtool is not installed: it comes with Debian\'s prometheus package (test/setup.sh extracts it: apt-get download prometheus, then /usr/bin/promtool out of the .deb)';
 function promtool(args, input) {
   if (!commandExists('promtool')) throw new Error(PROMTOOL_MISSING);
   return spawnSync('promtool', args, { input, encoding: 'utf8', timeout: 30000 });
@@ -121,7 +121,7 @@ afterAll(async () => {
 });
 
 describe('promtool', () => {
-  test('when the tests run, then promtool is installed (.ci/run installs it; the checks below must not skip)', () => {
+  test('when the tests run, then promtool is installed (test/setup.sh installs it; the checks below must not skip)', () => {
     if (!commandExists('promtool')) throw new Error(PROMTOOL_MISSING);
   });
 

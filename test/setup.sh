@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The test command's own set-up (npm test runs it first, as pretest), so that `npm test` works on a fresh machine:
+# Debian's shellcheck (lints deploy/k8s's scripts), etcd-server (for the real kube-apiserver) and chromium (the status
+# page's browser tests, through playwright-core, which downloads no browser); promtool taken out of Debian's
+# prometheus package (lints /metrics and the alert rules); then kube-apiserver and helm built from their pinned Go
+# modules (test/kube, test/helm; about 10 minutes the first time, seconds when up to date). Installing needs root;
+# what is already there is not installed again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+step() { printf 'test set-up: %s\n' "$*"; }
+missing=()
+command -v shellcheck > /dev/null || missing+=(shellcheck)
+command -v etcd > /dev/null || missing+=(etcd-server)
+[ -x /usr/bin/chromium ] || missing+=(chromium)
+need_promtool=false
+command -v promtool > /dev/null || need_promtool=true
+if [ "${#missing[@]}" -gt 0 ] || [ "$need_promtool" = true ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    wanted="${missing[*]}"
+    [ "$need_promtool" = true ] && wanted="$wanted promtool"
+    echo "test set-up: missing ${wanted# }; run npm test as root once (it installs them with apt-get), or install them yourself" >&2
+    exit 1
+  fi
+  step "apt-get update"
+  apt-get update -qq
+fi
+if [ "${#missing[@]}" -gt 0 ]; then
+  step "installing Debian's ${missing[*]}"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" > /dev/null
+fi
+# Only that binary: installing the package would add its web UI's libraries and start a Prometheus server wherever
+# init scripts run. Download and extraction took 1.6 s on this machine.
+if [ "$need_promtool" = true ]; then
+  step "installing promtool from Debian's prometheus package"
+  deb_dir=$(mktemp -d)
+  (cd "$deb_dir" && apt-get download -qq prometheus 2> /dev/null)
+  dpkg-deb --fsys-tarfile "$deb_dir"/prometheus_*.deb | tar -xO ./usr/bin/promtool > /usr/local/bin/promtool
+  chmod 755 /usr/local/bin/promtool
+  rm -rf "$deb_dir"
+fi
+step "$(promtool --version | sed -n 1p)"
+step "$(etcd --version | sed -n 1p)"  # sed reads to the end: head would let etcd die of SIGPIPE under pipefail
+step "$(go version)"
+step "kube-apiserver (test/kube/build-kube-apiserver.sh)"
+bash test/kube/build-kube-apiserver.sh
+step "helm (test/helm/build-helm.sh)"
+bash test/helm/build-helm.sh
+step "done"
