@@ -29,38 +29,54 @@ export async function reconcileState({ kube, store, marks, actions, executor, op
   // The migrations are planned on the cluster read above, until a half-done move had to be finished first or an
   // attempt failed: from then on each reads it again.
   const read = { cluster };
-  for (const m of await marks.migrations()) {
-    // Shared by the attempts: a half-done move finished by one attempt is not finished again by the next.
-    const progress = { finished: null };
-    resumed.push(await retryUntilDone(() => resumeMigration(m, progress, read, { marks, actions, operations }), {
-      clock, ...retry, retryable: transient,
-      onFailure: (err, { attempt, delayMs }) => {
-        read.cluster = null;
-        log.warn({ server: m.serverName, err: err.message, attempt, retryInMs: delayMs }, 'migration not resumed yet; retrying');
-      },
-    }).catch(async (err) => {
-      await marks.clearMigration(m.serverId);
-      return { server: m.serverName, action: m.action, previousOperation: m.operationId, outcome: 'not resumed', reason: err.message };
-    }));
+  const migrations = await marks.migrations();
+  // Shared by the attempts: a half-done move finished by one attempt is not finished again by the next.
+  const progressOf = new Map(migrations.map((m) => [m.serverId, { finished: null }]));
+  const settledIds = new Set();
+  // Every half-done move first, then the migrations: a resumed migration holds each shard while it moves it, so a
+  // half-done move of one of its shards, finished after it started, would wait for that move.
+  for (const phase of ['finish', 'restart']) {
+    for (const m of migrations) {
+      if (settledIds.has(m.serverId)) continue;
+      const outcome = await retryUntilDone(() => resumeMigration(m, progressOf.get(m.serverId), read, { marks, actions, operations }, phase), {
+        clock, ...retry, retryable: transient,
+        onFailure: (err, { attempt, delayMs }) => {
+          read.cluster = null;
+          log.warn({ server: m.serverName, err: err.message, attempt, retryInMs: delayMs }, 'migration not resumed yet; retrying');
+        },
+      }).catch(async (err) => {
+        await marks.clearMigration(m.serverId);
+        return { server: m.serverName, action: m.action, previousOperation: m.operationId, outcome: 'not resumed', reason: err.message };
+      });
+      if (outcome) {
+        resumed.push(outcome);
+        settledIds.add(m.serverId);
+      }
+    }
   }
   const result = { at, source: 'pod annotations', loaded, unreadable, released, resumed };
   log.info({ loaded: loaded.length, released: released.length, resumed: resumed.length, unreadable: unreadable.length }, 'state reconciled');
   return result;
 }
 
-async function resumeMigration(m, progress, read, { marks, actions, operations }) {
+// phase 'finish': drop a record of another version, or finish its half-done move; resolves null when the migration
+// goes on to the next phase. phase 'restart': start it again from its intent.
+async function resumeMigration(m, progress, read, { marks, actions, operations }, phase) {
   if (m.version !== MIGRATION_VERSION || !m.intent) {
     await marks.clearMigration(m.serverId);
     return { server: m.serverName, action: m.action, outcome: 'dropped', reason: `a migration record of version ${m.version ?? 'none'}, not ${MIGRATION_VERSION}` };
   }
-  if (m.inFlight && !progress.finished) {
-    const { operation } = await actions.finishMove({
-      move: m.inFlight, reason: 'finish the move a stopped manager left half-done', actor: managerActor('reconcile'), snapshot: read.cluster,
-    });
-    // eslint-disable-next-line no-param-reassign
-    read.cluster = null;
-    // eslint-disable-next-line no-param-reassign
-    progress.finished = await operations.wait(operation.id);
+  if (phase === 'finish') {
+    if (m.inFlight && !progress.finished) {
+      const { operation } = await actions.finishMove({
+        move: m.inFlight, reason: 'finish the move a stopped manager left half-done', actor: managerActor('reconcile'), snapshot: read.cluster,
+      });
+      // eslint-disable-next-line no-param-reassign
+      read.cluster = null;
+      // eslint-disable-next-line no-param-reassign
+      progress.finished = await operations.wait(operation.id);
+    }
+    return null;
   }
   const { finished } = progress;
   const started = await actions.restartMigration(m, {
