@@ -1,0 +1,83 @@
+// loadGateConfig(env): the gate's only reader of the environment. Pure: checks every key and reports all problems at
+// once, as the manager's configuration does (the gate shares no code with the manager).
+
+const KEYS = [
+  { env: 'GATE_PORT', field: 'port', parse: integer(0, 65535), default: 28015 },
+  { env: 'GATE_HOST', field: 'host', parse: nonEmpty, default: '0.0.0.0' },
+  { env: 'GATE_UPSTREAM', field: 'upstream', parse: hostPort, default: undefined },
+  { env: 'GATE_METRICS_PORT', field: 'metricsPort', parse: integer(0, 65535), default: 9180 },
+  { env: 'GATE_RETRY_BUDGET_MS', field: 'retry.budgetMs', parse: integer(0, 60000), default: 3000 },
+  { env: 'GATE_RETRY_MIN_MS', field: 'retry.minMs', parse: integer(1, 10000), default: 20 },
+  { env: 'GATE_RETRY_MAX_MS', field: 'retry.maxMs', parse: integer(1, 60000), default: 200 },
+  { env: 'GATE_MAX_FRAME_BYTES', field: 'maxFrameBytes', parse: integer(1024, 1024 * 1024 * 1024), default: 128 * 1024 * 1024 },
+  { env: 'GATE_CONNECT_TIMEOUT_MS', field: 'connectTimeoutMs', parse: integer(100, 600000), default: 5000 },
+  { env: 'GATE_DRAIN_SECONDS', field: 'drainSeconds', parse: integer(0, 3600), default: 20 },
+  { env: 'GATE_TLS_CERT_FILE', field: 'tls.certFile', parse: nonEmpty, default: undefined },
+  { env: 'GATE_TLS_KEY_FILE', field: 'tls.keyFile', parse: nonEmpty, default: undefined },
+  { env: 'GATE_UPSTREAM_TLS', field: 'upstreamTls.enabled', parse: boolean, default: false },
+  { env: 'GATE_UPSTREAM_TLS_CA_FILE', field: 'upstreamTls.caFile', parse: nonEmpty, default: undefined },
+  { env: 'GATE_UPSTREAM_TLS_SERVERNAME', field: 'upstreamTls.servername', parse: nonEmpty, default: undefined },
+  { env: 'LOG_LEVEL', field: 'logLevel', parse: oneOf(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']), default: 'info' },
+];
+
+export const GATE_KEYS = KEYS.map((k) => ({ env: k.env, default: k.default }));
+
+export function loadGateConfig(env) {
+  const problems = [];
+  const config = {};
+  for (const key of KEYS) {
+    const raw = env[key.env];
+    let value = key.default;
+    if (raw !== undefined && raw !== '') {
+      const parsed = key.parse(raw);
+      if (parsed.error) problems.push(`${key.env}=${JSON.stringify(raw)}: ${parsed.error}`);
+      else value = parsed.value;
+    }
+    setPath(config, key.field, value);
+  }
+  if (!config.upstream) problems.push('GATE_UPSTREAM is required: host:port of a RethinkDB proxy or server (its driver port)');
+  if (config.retry.minMs > config.retry.maxMs) problems.push('GATE_RETRY_MIN_MS must not exceed GATE_RETRY_MAX_MS');
+  if (Boolean(config.tls.certFile) !== Boolean(config.tls.keyFile)) problems.push('GATE_TLS_CERT_FILE and GATE_TLS_KEY_FILE go together');
+  config.tls.enabled = Boolean(config.tls.certFile && config.tls.keyFile);
+  if (config.upstreamTls.caFile && !config.upstreamTls.enabled) problems.push('GATE_UPSTREAM_TLS_CA_FILE is set but GATE_UPSTREAM_TLS is not true');
+  if (problems.length > 0) {
+    const err = new Error(`invalid gate configuration:\n  - ${problems.join('\n  - ')}`);
+    err.problems = problems;
+    throw err;
+  }
+  return config;
+}
+
+function setPath(target, path, value) {
+  const parts = path.split('.');
+  let node = target;
+  for (const part of parts.slice(0, -1)) node = node[part] ??= {};
+  node[parts.at(-1)] = value;
+}
+
+function integer(min, max) {
+  return (raw) => {
+    const n = Number(raw);
+    return Number.isInteger(n) && n >= min && n <= max ? { value: n } : { error: `must be an integer between ${min} and ${max}` };
+  };
+}
+
+function nonEmpty(raw) {
+  return raw.trim() ? { value: raw.trim() } : { error: 'must not be empty' };
+}
+
+function boolean(raw) {
+  if (['true', '1', 'yes'].includes(raw.toLowerCase())) return { value: true };
+  if (['false', '0', 'no'].includes(raw.toLowerCase())) return { value: false };
+  return { error: 'must be true or false' };
+}
+
+function oneOf(values) {
+  return (raw) => (values.includes(raw) ? { value: raw } : { error: `must be one of ${values.join(', ')}` });
+}
+
+function hostPort(raw) {
+  const match = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/.exec(raw.trim());
+  if (!match || Number(match[2]) < 1 || Number(match[2]) > 65535) return { error: 'must be host:port (e.g. rethinkdb-proxy:28015)' };
+  return { value: { host: match[1].replace(/^\[|\]$/g, ''), port: Number(match[2]) } };
+}

@@ -1,0 +1,31 @@
+// The gate's Prometheus metrics (prom-client, a registry of its own): connections, queries by whether they may be sent
+// again, retries and give-ups by the error's class, the time a retried query was held, protocol errors.
+
+import client from 'prom-client';
+
+export function createGateMetrics() {
+  const registry = new client.Registry();
+  client.collectDefaultMetrics({ register: registry, prefix: 'rethinkdb_gate_process_' });
+  const m = (Kind, name, help, labelNames = [], extra = {}) => new Kind({ name: `rethinkdb_gate_${name}`, help, labelNames, registers: [registry], ...extra });
+  const open = m(client.Gauge, 'connections', 'client connections open now');
+  const opened = m(client.Counter, 'connections_total', 'client connections accepted');
+  const queries = m(client.Counter, 'queries_total', 'START queries relayed, by whether an OP_FAILED answer may be retried', ['kind']);
+  const retries = m(client.Counter, 'retries_total', 'queries sent again after an OP_FAILED answer, by the error text\'s class', ['class']);
+  const gaveUp = m(client.Counter, 'gave_up_total', 'OP_FAILED answers passed to the client because the retry budget ran out', ['class']);
+  const held = m(client.Histogram, 'retried_query_seconds', 'time from a retried query\'s first send to its last answer', ['outcome'], {
+    buckets: [0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 10],
+  });
+  const protocolErrors = m(client.Counter, 'protocol_errors_total', 'connections closed for bad input (wrong version, oversized frame, garbage)', ['kind']);
+  const handshakes = m(client.Counter, 'handshake_failures_total', 'handshakes the server refused (wrong password, unknown user)');
+  return {
+    registry,
+    connectionOpened: () => { open.inc(); opened.inc(); },
+    connectionClosed: () => open.dec(),
+    query: (kind) => queries.inc({ kind }),
+    retry: (cls) => retries.inc({ class: cls }),
+    gaveUp: (cls) => gaveUp.inc({ class: cls }),
+    held: (ms, outcome) => held.observe({ outcome }, ms / 1000),
+    protocolError: (kind) => protocolErrors.inc({ kind }),
+    handshakeFailed: () => handshakes.inc(),
+  };
+}

@@ -1,0 +1,137 @@
+// Pure: RethinkDB's client protocol (V1_0) as the query gate needs it. The handshake's messages are relayed as they
+// are; what is decided here is where the handshake ends, how frames are cut, whether a query may be sent again, and
+// whether an answer is the refusal that makes it so. Constants from the rethinkdb driver's proto-def (ql2.proto).
+//
+// Why a retry of OP_FAILED is safe (RethinkDB 2.4.4's source): a write that meets a primary handover is refused
+// before it is queued (src/clustering/table_contract/executor/exec_primary.cc, primary_execution_t::on_write) and
+// answered OP_FAILED, "The write was not performed"; "primary replica for shard ... not available"
+// (src/clustering/query_routing/table_query_client.cc) is refused the same way. A write that may have been applied
+// is answered OP_INDETERMINATE: a multi-shard write some shards of which succeeded, a batched write an earlier batch
+// of which committed. The one case the error type does not cover is a query with several independent write terms (two
+// inserts in one r.expr([...]), a forEach): each is classified on its own, so the query can answer OP_FAILED after an
+// earlier term was applied. Those queries are never sent again.
+
+export const V1_0 = 0x34c2bdc3;
+export const QUERY = Object.freeze({ START: 1, CONTINUE: 2, STOP: 3, NOREPLY_WAIT: 4, SERVER_INFO: 5 });
+export const RESPONSE = Object.freeze({
+  SUCCESS_ATOM: 1, SUCCESS_SEQUENCE: 2, SUCCESS_PARTIAL: 3, WAIT_COMPLETE: 4, SERVER_INFO: 5, CLIENT_ERROR: 16, COMPILE_ERROR: 17, RUNTIME_ERROR: 18,
+});
+export const ERROR_TYPE = Object.freeze({ OP_FAILED: 4100000, OP_INDETERMINATE: 4200000 });
+
+// Terms that write documents: at most one of them in a query that may be sent again.
+const WRITE_TERMS = new Set([53, 54, 55, 56]); // UPDATE, DELETE, REPLACE, INSERT
+// Terms whose query is never sent again: a write per element (FOR_EACH), a changefeed, side effects outside the
+// database (HTTP, JAVASCRIPT), and administration (databases, tables, indexes, reconfiguration, permissions).
+const NEVER_RETRIED = new Map([
+  [68, 'forEach'], [152, 'changes'], [153, 'r.http'], [11, 'r.js'],
+  [57, 'dbCreate'], [58, 'dbDrop'], [60, 'tableCreate'], [61, 'tableDrop'], [75, 'indexCreate'], [76, 'indexDrop'], [156, 'indexRename'],
+  [176, 'reconfigure'], [179, 'rebalance'], [138, 'sync'], [188, 'grant'],
+]);
+
+// Whether a query may be sent again after an OP_FAILED answer: { retryable, reason }. query: the parsed JSON
+// [type, term, globalOptargs]. Only a START holding at most one write term (read-only included), with none of the
+// terms above, and not noreply.
+export function classifyQuery(query) {
+  if (!Array.isArray(query) || typeof query[0] !== 'number') return { retryable: false, reason: 'not a query' };
+  if (query[0] !== QUERY.START) return { retryable: false, reason: 'not a START' };
+  const options = query[2] && typeof query[2] === 'object' && !Array.isArray(query[2]) ? query[2] : {};
+  if (options.noreply === true) return { retryable: false, reason: 'noreply' };
+  const found = { writes: 0, never: null };
+  walk(query[1], found);
+  for (const value of Object.values(options)) walk(value, found);
+  if (found.never) return { retryable: false, reason: found.never };
+  if (found.writes > 1) return { retryable: false, reason: `${found.writes} write terms` };
+  return { retryable: true, reason: found.writes === 1 ? 'one write term' : 'read-only' };
+}
+
+// A term is [type, args, optargs]; a JSON object is a datum whose values are terms; anything else is a datum.
+function walk(term, found) {
+  if (found.never) return;
+  if (Array.isArray(term)) {
+    if (typeof term[0] !== 'number') return;
+    if (NEVER_RETRIED.has(term[0])) { found.never = NEVER_RETRIED.get(term[0]); return; }
+    if (WRITE_TERMS.has(term[0])) found.writes += 1;
+    if (Array.isArray(term[1])) for (const arg of term[1]) walk(arg, found);
+    if (term[2] && typeof term[2] === 'object' && !Array.isArray(term[2])) for (const value of Object.values(term[2])) walk(value, found);
+    return;
+  }
+  if (term && typeof term === 'object') for (const value of Object.values(term)) walk(value, found);
+}
+
+// The response type from the start of a response's JSON body, without parsing it (the server writes "t" first:
+// {"t":1,"r":[...]}); null when it is not there.
+export function peekResponseType(body) {
+  const head = body.subarray(0, 16).toString('latin1');
+  const match = /^\{\s*"t"\s*:\s*(\d+)/.exec(head);
+  return match ? Number(match[1]) : null;
+}
+
+// The error type of a RUNTIME_ERROR response body (parsed: error answers are small), or null.
+export function errorTypeOf(body) {
+  try {
+    const parsed = JSON.parse(body.toString('utf8'));
+    return typeof parsed.e === 'number' ? parsed.e : null;
+  } catch {
+    return null;
+  }
+}
+
+// A short class of an error's text, for the retry metric's label (a handover's two messages, or other).
+export function errorClassOf(body) {
+  const text = body.toString('utf8', 0, Math.min(body.length, 4096));
+  if (text.includes('primary replica is currently changing')) return 'primary_changing';
+  if (text.includes('not available')) return 'primary_not_available';
+  return 'other';
+}
+
+// The handshake, relayed as it is: the client sends the magic number, then null-terminated JSON messages; the
+// server answers with null-terminated messages, three when it succeeds (its version, the first and the last SCRAM
+// answers). The handshake is over once the server has sent three, or one with "success": false (it then closes).
+export const SERVER_HANDSHAKE_MESSAGES = 3;
+
+// Splits `buffer` at null bytes: { messages: [Buffer], rest: Buffer }.
+export function splitNullTerminated(buffer) {
+  const messages = [];
+  let start = 0;
+  for (let i = buffer.indexOf(0, start); i >= 0; i = buffer.indexOf(0, start)) {
+    messages.push(buffer.subarray(start, i));
+    start = i + 1;
+  }
+  return { messages, rest: buffer.subarray(start) };
+}
+
+export function handshakeFailed(message) {
+  try {
+    return JSON.parse(message.toString('utf8')).success === false;
+  } catch {
+    return true;
+  }
+}
+
+// Cuts frames (8-byte token, 4-byte little-endian length, body) from a stream. push(chunk) returns the frames that
+// are complete: [{ token (BigInt), body (Buffer), raw (Buffer: header and body) }]; throws FRAME_TOO_LARGE for a
+// length above maxFrameBytes, so that a peer cannot make the gate hold an unbounded buffer.
+export function createFrameReader({ maxFrameBytes }) {
+  let pending = Buffer.alloc(0);
+  return {
+    push(chunk) {
+      pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk]);
+      const frames = [];
+      while (pending.length >= 12) {
+        const length = pending.readUInt32LE(8);
+        if (length > maxFrameBytes) throw Object.assign(new Error(`a frame of ${length} bytes is over the limit of ${maxFrameBytes}`), { code: 'FRAME_TOO_LARGE' });
+        if (pending.length < 12 + length) break;
+        const raw = pending.subarray(0, 12 + length);
+        frames.push({ token: raw.readBigUInt64LE(0), body: raw.subarray(12), raw });
+        pending = pending.subarray(12 + length);
+      }
+      return frames;
+    },
+    buffered: () => pending.length,
+  };
+}
+
+// The backoff before the attempt-th retry (1-based): minMs doubling up to maxMs.
+export function retryDelayMs(attempt, { minMs, maxMs }) {
+  return Math.min(maxMs, minMs * 2 ** (attempt - 1));
+}

@@ -1,0 +1,79 @@
+// The query gate's pure protocol decisions (gate/src/protocol.js): which queries may be sent again after OP_FAILED,
+// how a response's type is read without parsing it, how frames are cut.
+
+import {
+  QUERY, classifyQuery, createFrameReader, errorClassOf, errorTypeOf, peekResponseType, retryDelayMs, splitNullTerminated,
+} from '../../gate/src/protocol.js';
+
+// Terms as drivers send them: [type, args, optargs]. 15 TABLE, 14 DB, 16 GET, 56 INSERT, 53 UPDATE, 2 MAKE_ARRAY.
+const table = [15, [[14, ['ycsb']], 'usertable']];
+const insert = (doc) => [56, [table, doc]];
+
+describe('classifyQuery', () => {
+  test.each([
+    ['a read', [QUERY.START, [16, [table, 'k1']], {}], true, 'read-only'],
+    ['one insert', [QUERY.START, insert({ id: 'k1' }), {}], true, 'one write term'],
+    ['one update with a nested read in its document', [QUERY.START, [53, [[16, [table, 'k1']], { n: [16, [table, 'k2']] }]], {}], true, 'one write term'],
+    ['two inserts in one array', [QUERY.START, [2, [insert({ id: 'a' }), insert({ id: 'b' })]], {}], false, '2 write terms'],
+    ['an insert inside an object', [QUERY.START, { a: insert({ id: 'a' }), b: insert({ id: 'b' }) }, {}], false, '2 write terms'],
+    ['a forEach', [QUERY.START, [68, [table, [69, [[2, [1]], insert({ id: 'c' })]]]], {}], false, 'forEach'],
+    ['a changefeed', [QUERY.START, [152, [table]], {}], false, 'changes'],
+    ['r.http', [QUERY.START, [153, ['http://198.18.0.1/']], {}], false, 'r.http'],
+    ['a reconfigure', [QUERY.START, [176, [table]], { shards: 2 }], false, 'reconfigure'],
+    ['a noreply insert', [QUERY.START, insert({ id: 'k1' }), { noreply: true }], false, 'noreply'],
+    ['a CONTINUE', [QUERY.CONTINUE], false, 'not a START'],
+    ['a STOP', [QUERY.STOP], false, 'not a START'],
+    ['garbage', { not: 'a query' }, false, 'not a query'],
+  ])('when the query is %s, then retryable is %s', (_, query, retryable, reason) => {
+    expect(classifyQuery(query)).toEqual({ retryable, reason });
+  });
+});
+
+describe('responses', () => {
+  const body = (object) => Buffer.from(JSON.stringify(object));
+  test('the type is read from the first bytes, without parsing', () => {
+    expect(peekResponseType(body({ t: 1, r: [1] }))).toBe(1);
+    expect(peekResponseType(body({ t: 18, e: 4100000, r: ['x'] }))).toBe(18);
+    expect(peekResponseType(Buffer.from('garbage'))).toBeNull();
+  });
+  test('an error\'s type and the class of its text', () => {
+    const changing = body({ t: 18, e: 4100000, r: ['Cannot perform write: The primary replica is currently changing from one replica to another.'] });
+    expect(errorTypeOf(changing)).toBe(4100000);
+    expect(errorClassOf(changing)).toBe('primary_changing');
+    expect(errorClassOf(body({ t: 18, e: 4100000, r: ['Cannot perform read: primary replica for shard ["", +inf) not available'] }))).toBe('primary_not_available');
+    expect(errorTypeOf(Buffer.from('{'))).toBeNull();
+  });
+});
+
+describe('frames and the handshake', () => {
+  const frame = (token, text) => {
+    const header = Buffer.alloc(12);
+    header.writeBigUInt64LE(BigInt(token), 0);
+    header.writeUInt32LE(Buffer.byteLength(text), 8);
+    return Buffer.concat([header, Buffer.from(text)]);
+  };
+
+  test('when frames arrive split and joined anyhow, then each comes out whole, once', () => {
+    const reader = createFrameReader({ maxFrameBytes: 1024 });
+    const bytes = Buffer.concat([frame(1, '[1,[1]]'), frame(2, '[2]'), frame(3, '[1,"x"]')]);
+    const out = [];
+    for (let i = 0; i < bytes.length; i += 5) out.push(...reader.push(bytes.subarray(i, i + 5)));
+    expect(out.map((f) => [Number(f.token), f.body.toString()])).toEqual([[1, '[1,[1]]'], [2, '[2]'], [3, '[1,"x"]']]);
+    expect(reader.buffered()).toBe(0);
+  });
+
+  test('when a frame says it is longer than the limit, then the reader refuses it before buffering it', () => {
+    const reader = createFrameReader({ maxFrameBytes: 16 });
+    expect(() => reader.push(frame(1, 'x'.repeat(17)))).toThrow(expect.objectContaining({ code: 'FRAME_TOO_LARGE' }));
+  });
+
+  test('null-terminated handshake messages are split, the rest kept', () => {
+    const { messages, rest } = splitNullTerminated(Buffer.from('{"a":1}\0{"b":2}\0{"c"'));
+    expect(messages.map(String)).toEqual(['{"a":1}', '{"b":2}']);
+    expect(String(rest)).toBe('{"c"');
+  });
+
+  test('the backoff doubles from the minimum up to the maximum', () => {
+    expect([1, 2, 3, 4, 5].map((n) => retryDelayMs(n, { minMs: 20, maxMs: 200 }))).toEqual([20, 40, 80, 160, 200]);
+  });
+});

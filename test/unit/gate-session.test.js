@@ -1,0 +1,246 @@
+// The query gate's sessions (gate/src/session.js, gate/src/gate.js) on loopback, against a scripted upstream that
+// speaks the V1_0 handshake and answers each query as a test says: what is sent again, what is passed through, and
+// what closes a connection. The real server and drivers are in test/real/gate.test.js.
+
+import { once } from 'node:events';
+import { connect, createServer } from 'node:net';
+import pino from 'pino';
+import { createGate } from '../../gate/src/gate.js';
+import { createGateMetrics } from '../../gate/src/metrics.js';
+import { V1_0 } from '../../gate/src/protocol.js';
+
+const logger = pino({ level: 'silent' });
+const clock = { now: () => Date.now(), sleep: (ms) => new Promise((resolve) => { setTimeout(resolve, ms); }) };
+const OP_FAILED = { t: 18, e: 4100000, r: ['Cannot perform write: The primary replica is currently changing from one replica to another.'], b: [] };
+const OP_INDETERMINATE = { t: 18, e: 4200000, r: ['Cannot perform write: lost contact with primary replica'], b: [] };
+const table = [15, [[14, ['ycsb']], 'usertable']];
+const insert = (id) => [56, [table, { id }]];
+
+const closers = [];
+afterEach(async () => { for (const close of closers.splice(0)) await close(); });
+
+function frame(token, object) {
+  const body = Buffer.from(JSON.stringify(object));
+  const header = Buffer.alloc(12);
+  header.writeBigUInt64LE(BigInt(token), 0);
+  header.writeUInt32LE(body.length, 8);
+  return Buffer.concat([header, body]);
+}
+
+// Reads frames from a socket: next() resolves with the next { token, body } (or null once closed).
+function frameStream(socket, initial = Buffer.alloc(0)) {
+  let buffer = initial;
+  const waiting = [];
+  let closed = false;
+  const pump = () => {
+    while (waiting.length > 0) {
+      if (buffer.length >= 12 && buffer.length >= 12 + buffer.readUInt32LE(8)) {
+        const length = buffer.readUInt32LE(8);
+        const out = { token: Number(buffer.readBigUInt64LE(0)), body: JSON.parse(buffer.subarray(12, 12 + length).toString()) };
+        buffer = buffer.subarray(12 + length);
+        waiting.shift()(out);
+      } else if (closed) waiting.shift()(null);
+      else return;
+    }
+  };
+  socket.on('data', (chunk) => { buffer = Buffer.concat([buffer, chunk]); pump(); });
+  socket.on('close', () => { closed = true; pump(); });
+  return { next: () => new Promise((resolve) => { waiting.push(resolve); pump(); }) };
+}
+
+// The upstream: the handshake's three server messages, then answer(query, attempt) for each frame, where attempt
+// counts the times this token was seen. Keeps every query it got.
+async function scriptedUpstream(answer) {
+  const seen = [];
+  const sockets = new Set();
+  const server = createServer((socket) => {
+    sockets.add(socket);
+    let buffer = Buffer.alloc(0);
+    let stage = 0;
+    const attempts = new Map();
+    socket.on('data', (chunk) => {
+      buffer = Buffer.concat([buffer, chunk]);
+      if (stage === 0 && buffer.length >= 4) {
+        if (buffer.readUInt32LE(0) !== V1_0) { socket.destroy(); return; }
+        buffer = buffer.subarray(4);
+        stage = 1;
+      }
+      while (stage === 1 || stage === 2) {
+        const end = buffer.indexOf(0);
+        if (end < 0) return;
+        buffer = buffer.subarray(end + 1);
+        if (stage === 1) socket.write('{"success":true,"max_protocol_version":0,"min_protocol_version":0,"server_version":"2.4.4"}\0{"success":true,"authentication":"r=x,s=y,i=4096"}\0');
+        else socket.write('{"success":true,"authentication":"v=z"}\0');
+        stage += 1;
+      }
+      while (buffer.length >= 12 && buffer.length >= 12 + buffer.readUInt32LE(8)) {
+        const length = buffer.readUInt32LE(8);
+        const token = Number(buffer.readBigUInt64LE(0));
+        const query = JSON.parse(buffer.subarray(12, 12 + length).toString());
+        buffer = buffer.subarray(12 + length);
+        const attempt = (attempts.get(token) ?? 0) + 1;
+        attempts.set(token, attempt);
+        seen.push({ token, query, attempt });
+        const reply = answer(query, attempt, token);
+        if (reply === 'close') { socket.destroy(); return; }
+        if (reply) setTimeout(() => socket.write(frame(token, reply.response ?? reply)), reply.delayMs ?? 0);
+      }
+    });
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  closers.push(() => { for (const s of sockets) s.destroy(); return new Promise((resolve) => { server.close(resolve); }); });
+  return { port: server.address().port, seen };
+}
+
+async function startGate(upstreamPort, overrides = {}) {
+  const config = {
+    port: 0, host: '127.0.0.1', upstream: { host: '127.0.0.1', port: upstreamPort }, retry: { budgetMs: 3000, minMs: 5, maxMs: 20 },
+    maxFrameBytes: 1024 * 1024, connectTimeoutMs: 1000, drainSeconds: 1, tls: { enabled: false }, upstreamTls: { enabled: false }, ...overrides,
+  };
+  const metrics = createGateMetrics();
+  const gate = createGate({ config, metrics, clock, logger });
+  const { port } = await gate.start();
+  closers.push(() => gate.stop(0));
+  return { port, metrics, gate };
+}
+
+// A client through the gate, handshake done: send(token, query) and the frames it gets back.
+async function client(port) {
+  const socket = connect(port, '127.0.0.1');
+  await once(socket, 'connect');
+  closers.push(() => socket.destroy());
+  const magic = Buffer.alloc(4);
+  magic.writeUInt32LE(V1_0, 0);
+  socket.write(Buffer.concat([magic, Buffer.from('{"protocol_version":0,"authentication_method":"SCRAM-SHA-256","authentication":"n,,n=admin,r=abc"}\0')]));
+  let got = Buffer.alloc(0);
+  const handshake = async (count) => {
+    while (got.toString('latin1').split('\0').length - 1 < count) {
+      const [chunk] = await once(socket, 'data');
+      got = Buffer.concat([got, chunk]);
+    }
+  };
+  await handshake(2);
+  socket.write('{"authentication":"c=biws,r=abc,p=proof"}\0');
+  await handshake(3);
+  socket.removeAllListeners('data');
+  const rest = got.subarray(got.lastIndexOf(0) + 1);
+  const frames = frameStream(socket, rest);
+  return { socket, send: (token, query) => socket.write(frame(token, query)), next: frames.next };
+}
+
+const value = async (metrics, name, labels = {}) => {
+  const metric = (await metrics.registry.getMetricsAsJSON()).find((m) => m.name === name);
+  return metric?.values.find((v) => Object.entries(labels).every(([k, l]) => v.labels[k] === l))?.value ?? 0;
+};
+
+describe('the query gate', () => {
+  test('when a one-write query is answered OP_FAILED twice, then it is sent again and the client gets only the success', async () => {
+    const up = await scriptedUpstream((q, attempt) => (attempt <= 2 ? OP_FAILED : { t: 1, r: [{ inserted: 1 }] }));
+    const { port, metrics } = await startGate(up.port);
+    const c = await client(port);
+    c.send(1, [1, insert('k1'), {}]);
+    expect(await c.next()).toEqual({ token: 1, body: { t: 1, r: [{ inserted: 1 }] } });
+    expect(up.seen.map((s) => s.attempt)).toEqual([1, 2, 3]);
+    expect(await value(metrics, 'rethinkdb_gate_retries_total', { class: 'primary_changing' })).toBe(2);
+  });
+
+  test.each([
+    ['an OP_INDETERMINATE answer', [1, insert('k1'), {}], OP_INDETERMINATE],
+    ['a query with two write terms', [1, [2, [insert('a'), insert('b')]], {}], OP_FAILED],
+    ['a forEach', [1, [68, [table, [69, [[2, [1]], insert('c')]]]], {}], OP_FAILED],
+  ])('when %s meets a handover, then the answer passes through and the query is sent once', async (_, query, answer) => {
+    const up = await scriptedUpstream(() => answer);
+    const { port } = await startGate(up.port);
+    const c = await client(port);
+    c.send(7, query);
+    expect(await c.next()).toEqual({ token: 7, body: answer });
+    expect(up.seen).toHaveLength(1);
+  });
+
+  test('when the retry budget runs out, then the client gets the last OP_FAILED', async () => {
+    const up = await scriptedUpstream(() => OP_FAILED);
+    const { port, metrics } = await startGate(up.port, { retry: { budgetMs: 60, minMs: 10, maxMs: 20 } });
+    const c = await client(port);
+    c.send(3, [1, insert('k3'), {}]);
+    expect(await c.next()).toEqual({ token: 3, body: OP_FAILED });
+    expect(up.seen.length).toBeGreaterThan(1);
+    expect(await value(metrics, 'rethinkdb_gate_gave_up_total', { class: 'primary_changing' })).toBe(1);
+  });
+
+  test('when one query waits for its retry, then another token on the same connection is answered meanwhile', async () => {
+    const up = await scriptedUpstream((q, attempt, token) => (token === 1 && attempt === 1 ? OP_FAILED : { t: 1, r: [token] }));
+    const { port } = await startGate(up.port, { retry: { budgetMs: 3000, minMs: 200, maxMs: 200 } });
+    const c = await client(port);
+    c.send(1, [1, insert('slow'), {}]);
+    c.send(2, [1, [16, [table, 'k2']], {}]);
+    expect(await c.next()).toEqual({ token: 2, body: { t: 1, r: [2] } });
+    expect(await c.next()).toEqual({ token: 1, body: { t: 1, r: [1] } });
+  });
+
+  test('when a noreply query is sent, then it is relayed and nothing waits for an answer', async () => {
+    const up = await scriptedUpstream((q) => (q[0] === 4 ? { t: 4, r: [] } : null));
+    const { port } = await startGate(up.port);
+    const c = await client(port);
+    c.send(1, [1, insert('n1'), { noreply: true }]);
+    c.send(2, [4]);
+    expect(await c.next()).toEqual({ token: 2, body: { t: 4, r: [] } });
+    expect(up.seen.map((s) => s.query[0])).toEqual([1, 4]);
+  });
+
+  test('when the upstream connection breaks mid-query, then the client\'s connection is closed (what was applied is unknown)', async () => {
+    const up = await scriptedUpstream(() => 'close');
+    const { port } = await startGate(up.port);
+    const c = await client(port);
+    c.send(1, [1, insert('k1'), {}]);
+    expect(await c.next()).toBeNull();
+  });
+
+  test('when a client sends a wrong magic number, then it gets an error message and is closed, and another client is served', async () => {
+    const up = await scriptedUpstream(() => ({ t: 1, r: ['fine'] }));
+    const { port, metrics } = await startGate(up.port);
+    const bad = connect(port, '127.0.0.1');
+    bad.write(Buffer.from([0x20, 0x2d, 0x0c, 0x40]));
+    let text = '';
+    bad.on('data', (c) => { text += c; });
+    await once(bad, 'close');
+    expect(text).toMatch(/^ERROR: Received an unsupported protocol version/);
+    expect(await value(metrics, 'rethinkdb_gate_protocol_errors_total', { kind: 'version' })).toBe(1);
+    const good = await client(port);
+    good.send(1, [1, [16, [table, 'k']], {}]);
+    expect(await good.next()).toEqual({ token: 1, body: { t: 1, r: ['fine'] } });
+  });
+
+  test('when a client sends a frame longer than the limit, or garbage where a query starts, then only its connection is closed', async () => {
+    const up = await scriptedUpstream(() => ({ t: 1, r: ['fine'] }));
+    const { port, metrics } = await startGate(up.port, { maxFrameBytes: 1024 });
+    const big = await client(port);
+    const header = Buffer.alloc(12);
+    header.writeUInt32LE(10 * 1024 * 1024, 8);
+    big.socket.write(header);
+    expect(await big.next()).toBeNull();
+    const garbage = await client(port);
+    garbage.socket.write(Buffer.concat([Buffer.alloc(8), Buffer.from([5, 0, 0, 0]), Buffer.from('[1,{x')]));
+    expect(await garbage.next()).toBeNull();
+    expect(await value(metrics, 'rethinkdb_gate_protocol_errors_total', { kind: 'frame_too_large' })).toBe(1);
+    expect(await value(metrics, 'rethinkdb_gate_protocol_errors_total', { kind: 'garbage' })).toBe(1);
+    const good = await client(port);
+    good.send(1, [1, [16, [table, 'k']], {}]);
+    expect(await good.next()).toEqual({ token: 1, body: { t: 1, r: ['fine'] } });
+  });
+
+  test('when the gate stops, then a query in flight is answered before its connection closes, and new clients are refused', async () => {
+    const up = await scriptedUpstream(() => ({ response: { t: 1, r: ['late'] }, delayMs: 150 }));
+    const { port, gate } = await startGate(up.port);
+    const c = await client(port);
+    c.send(1, [1, [16, [table, 'k']], {}]);
+    await new Promise((resolve) => { setTimeout(resolve, 20); });
+    const stopped = gate.stop(2000);
+    expect(await c.next()).toEqual({ token: 1, body: { t: 1, r: ['late'] } });
+    expect(await c.next()).toBeNull();
+    expect(await stopped).toEqual({ closedWithQueriesInFlight: 0 });
+    const refused = connect(port, '127.0.0.1');
+    const [err] = await once(refused, 'error');
+    expect(err.code).toBe('ECONNREFUSED');
+  });
+});
