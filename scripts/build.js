@@ -14,6 +14,8 @@ const srcDir = join(repoRoot, 'src');
 // What `npm run build` writes, relative to the repository (the Dockerfile copies it and its CMD runs the entry).
 export const DIST_DIR = 'dist';
 export const BUNDLE_ENTRY = 'server.mjs';
+// The query gate's entry in the same bundle (gate/server.js): the proxy pods run the manager's image with this.
+export const GATE_ENTRY = 'gate.mjs';
 // CommonJS dependencies (express, pino, the rethinkdb driver) call require() for Node's built-ins; an ESM bundle has
 // no require of its own. Pino is used without transports, so its worker-thread files are never looked up.
 const REQUIRE_BANNER = "import { createRequire } from 'node:module'; const require = createRequire(import.meta.url);";
@@ -50,7 +52,7 @@ export async function buildBundle({ outdir = join(repoRoot, DIST_DIR), logLevel 
   const assets = new Set();
   await rm(outdir, { recursive: true, force: true });
   const { metafile } = await build({
-    entryPoints: { [BUNDLE_ENTRY.replace(/\.mjs$/, '')]: join(srcDir, 'server.js') },
+    entryPoints: { [BUNDLE_ENTRY.replace(/\.mjs$/, '')]: join(srcDir, 'server.js'), [GATE_ENTRY.replace(/\.mjs$/, '')]: join(repoRoot, 'gate', 'server.js') },
     outdir,
     outExtension: { '.js': '.mjs' },
     // Chunks beside the entry (no subfolder): the asset URLs above are relative to whichever chunk holds the module.

@@ -181,12 +181,24 @@ describe('the Helm chart: other values', () => {
     expect(diffFromBase(objects)).toEqual({
       'Deployment/rethinkdb/rethinkdb-proxy': ['(missing)'],
       'PodDisruptionBudget/rethinkdb/rethinkdb-proxy': ['(missing)'],
-      'Service/rethinkdb/rethinkdb-client': ['.spec.selector.app'],
+      // ... and goes to the servers' driver port: the gate runs beside a proxy only.
+      'Service/rethinkdb/rethinkdb-client': ['.spec.ports[0].targetPort', '.spec.selector.app'],
     });
     const client = objects.get('Service/rethinkdb/rethinkdb-client');
     const servers = objects.get('StatefulSet/rethinkdb/rethinkdb');
     expect(client.spec.selector).toEqual(servers.spec.selector.matchLabels);
     expect(servers.spec.template.spec.containers[0].ports).toContainEqual({ name: client.spec.ports[0].targetPort, containerPort: client.spec.ports[0].port });
+  });
+
+  test('when gate.enabled is false, then the proxies run alone and rethinkdb-client goes to their driver port', () => {
+    const objects = objectsById(renderHelmChart({ set: { 'gate.enabled': false } }));
+    expect(diffFromBase(objects)).toEqual({
+      'Deployment/rethinkdb/rethinkdb-proxy': ['.spec.template.spec.containers[1]'],
+      'Service/rethinkdb/rethinkdb-client': ['.spec.ports[0].targetPort'],
+    });
+    const proxy = objects.get('Deployment/rethinkdb/rethinkdb-proxy').spec.template.spec;
+    expect(proxy.containers.map((c) => c.name)).toEqual(['rethinkdb-proxy']);
+    expect(proxy.containers[0].ports).toContainEqual({ name: objects.get('Service/rethinkdb/rethinkdb-client').spec.ports[0].targetPort, containerPort: 28015 });
   });
 
   test('when auth.mode is none, then the manager runs without checks and the hooks keep their projected token', () => {

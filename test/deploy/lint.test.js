@@ -68,13 +68,13 @@ describe('Dockerfiles', () => {
     expect(instructions(read('Dockerfile')).at(-1)).toMatch(/^CMD /);
   });
 
-  test('when the build context is sent, then .dockerignore excludes everything but the package files, the build script and src/', () => {
+  test('when the build context is sent, then .dockerignore excludes everything but the package files, the build script, src/ and gate/', () => {
     const patterns = read('.dockerignore').split('\n').map((l) => l.trim()).filter((l) => l && !l.startsWith('#'));
     expect(patterns[0]).toBe('*');
-    expect(patterns.slice(1).sort()).toEqual(['!package-lock.json', '!package.json', '!scripts/build.js', '!src/']);
+    expect(patterns.slice(1).sort()).toEqual(['!gate/', '!package-lock.json', '!package.json', '!scripts/build.js', '!src/']);
     // ... which is what the build stage copies from the context.
     const copied = instructions(read('Dockerfile')).filter((l) => /^COPY\s/i.test(l) && !/--from=/.test(l)).flatMap((l) => l.split(/\s+/).slice(1, -1));
-    expect(copied.map((source) => `!${source}${source === 'src' ? '/' : ''}`).sort()).toEqual(patterns.slice(1).sort());
+    expect(copied.map((source) => `!${source}${['src', 'gate'].includes(source) ? '/' : ''}`).sort()).toEqual(patterns.slice(1).sort());
   });
 });
 

@@ -2,6 +2,7 @@
 // Kubernetes schemas, render through the kustomization, and hold the properties an operator relies on.
 
 import { readdirSync, readFileSync } from 'node:fs';
+import { DIST_DIR, GATE_ENTRY } from '../../scripts/build.js';
 import { loadConfig } from '../../src/config.js';
 import {
   commandExists, containersOf, findResource, k8sDir, listK8sFiles, podSpecOf, readYamlFile, renderKustomization,
@@ -147,7 +148,14 @@ describe('deploy/k8s: the RethinkDB StatefulSet', () => {
     expect(selects(client.spec.selector, statefulSet.spec.template.metadata.labels)).toBe(false);
     const [port] = client.spec.ports;
     expect(port.port).toBe(28015);
-    expect(containersOf(proxy)[0].ports).toContainEqual({ name: port.targetPort, containerPort: 28015 });
+    // Through the query gate beside each proxy, which relays to the proxy's driver port in the same pod.
+    const gate = containersOf(proxy).find((c) => c.name === 'query-gate');
+    expect(gate.ports).toContainEqual({ name: port.targetPort, containerPort: 28017 });
+    const env = Object.fromEntries(gate.env.map((e) => [e.name, e.value]));
+    expect(env).toMatchObject({ GATE_PORT: '28017', GATE_UPSTREAM: '127.0.0.1:28015' });
+    expect(containersOf(proxy)[0].ports).toContainEqual({ name: 'driver', containerPort: 28015 });
+    expect(gate.image).toBe(containersOf(findResource(resources, 'Deployment', 'rethinkdb-manager'))[0].image);
+    expect(gate.command).toEqual(['node', `${DIST_DIR}/${GATE_ENTRY}`]);
   });
 
   test('when pods are disrupted, then a PodDisruptionBudget allows one at a time', () => {
