@@ -17,11 +17,13 @@ export function createGateMetrics() {
   });
   const protocolErrors = m(client.Counter, 'protocol_errors_total', 'connections closed for bad input (wrong version, oversized frame, garbage)', ['kind']);
   const handshakes = m(client.Counter, 'handshake_failures_total', 'handshakes the server refused (wrong password, unknown user)');
+  // The per-query counter's children bound once: a labelled inc() on every query costs a label lookup each time.
+  const queryKinds = { retryable: queries.labels('retryable'), not_retryable: queries.labels('not_retryable') };
   return {
     registry,
     connectionOpened: () => { open.inc(); opened.inc(); },
     connectionClosed: () => open.dec(),
-    query: (kind) => queries.inc({ kind }),
+    query: (kind) => queryKinds[kind].inc(),
     retry: (cls) => retries.inc({ class: cls }),
     gaveUp: (cls) => gaveUp.inc({ class: cls }),
     held: (ms, outcome) => held.observe({ outcome }, ms / 1000),

@@ -62,7 +62,9 @@ export function createSession({
       return;
     }
     if (phase === 'handshake') { relayClientHandshake(chunk); return; }
-    for (const frame of fromClient.push(chunk)) sendQuery(frame);
+    // The bytes go up as they came (the gate never changes a query); the frames are read for the bookkeeping only.
+    for (const frame of fromClient.push(chunk)) noteQuery(frame);
+    write(upstream, chunk, client);
   }
 
   function openUpstream(first) {
@@ -120,14 +122,24 @@ export function createSession({
       serverHandshake = null;
       const held = clientHandshake.held;
       clientHandshake = { seen: CLIENT_HANDSHAKE_MESSAGES, held: [] };
-      for (const chunkHeld of held) for (const frame of fromClient.push(chunkHeld)) sendQuery(frame);
+      for (const chunkHeld of held) {
+        for (const frame of fromClient.push(chunkHeld)) noteQuery(frame);
+        write(upstream, chunkHeld, client);
+      }
       if (after.length > 0) for (const frame of fromUpstream.push(after)) onResponse(frame);
       return;
     }
-    for (const frame of fromUpstream.push(chunk)) onResponse(frame);
+    // The answers of one chunk go down in one write (cork), all but those held for a retry.
+    client.cork();
+    try {
+      for (const frame of fromUpstream.push(chunk)) onResponse(frame);
+    } finally {
+      process.nextTick(() => client.uncork());
+    }
   }
 
-  function sendQuery(frame) {
+  // A query on its way up: a START is classified and kept until its answer (with its bytes, if it may be sent again).
+  function noteQuery(frame) {
     const key = frame.token.toString();
     // Only a START is classified: CONTINUE, STOP and NOREPLY_WAIT belong to a query already in flight (or none).
     if (frame.body[1] === 0x31 && frame.body[0] === 0x5b && (frame.body[2] === 0x2c || frame.body[2] === 0x5d)) {
@@ -137,7 +149,6 @@ export function createSession({
       const noreply = query[2]?.noreply === true;
       if (!noreply) inFlight.set(key, { raw: verdict.retryable ? Buffer.from(frame.raw) : null, retryable: verdict.retryable, attempts: 0, firstSentAt: clock.now(), timer: null });
     }
-    write(upstream, frame.raw, client);
   }
 
   function onResponse(frame) {

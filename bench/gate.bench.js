@@ -1,0 +1,144 @@
+// The query gate's cost (npm run bench:gate): a real RethinkDB 2.4.4 cluster (3 servers) and a `rethinkdb proxy` on
+// loopback, the gate as its own process (node gate/server.js) in front of the proxy, and the official driver.
+//   1. steady state: point reads at a fixed rate (200 and 1,000 ops/s, 10 s each), straight to the proxy and through
+//      the gate, alternating; p50 and p99 of each, and the gate's added latency;
+//   2. throughput: point reads as fast as 64 pipelined clients can send them for 10 s through the gate; reads per
+//      second, and per CPU-second of the gate process (its utime + stime);
+//   3. memory: 1,000 idle client connections through the gate (each past its handshake); the gate's RSS before and
+//      after.
+// The load generator shares this machine's cores with the servers, the proxy and the gate: the figures are for this
+// machine. Prints numbers; asserts nothing.
+
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import r from 'rethinkdb';
+import { percentile } from './evaluate/stats.js';
+import { createRethinkDbCluster, resolveBinary } from './lab/rethinkdb-cluster.js';
+import { cpuSecondsOf } from './lab/proc-stat.js';
+
+const GATE = fileURLToPath(new URL('../gate/server.js', import.meta.url));
+const seconds = Number(process.env.GATE_BENCH_SECONDS ?? 10);
+const sleep = (ms) => new Promise((resolve) => { setTimeout(resolve, ms); });
+const rssMb = (pid) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))[1]) / 1024;
+
+async function startGate(upstream) {
+  const env = {
+    ...process.env, GATE_UPSTREAM: `${upstream.host}:${upstream.driverPort}`, GATE_PORT: '0', GATE_METRICS_PORT: '0', GATE_HOST: '127.0.0.1', LOG_LEVEL: 'info',
+  };
+  // GATE_BENCH_PROFILE=dir: the gate writes a CPU profile there (node --cpu-prof) when it stops.
+  const profile = process.env.GATE_BENCH_PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${process.env.GATE_BENCH_PROFILE}`] : [];
+  const child = spawn(process.execPath, [...profile, GATE], { env, stdio: ['ignore', 'pipe', 'inherit'] });
+  const port = await new Promise((resolve, reject) => {
+    let text = '';
+    child.stdout.on('data', (chunk) => {
+      text += chunk;
+      const line = text.split('\n').find((l) => l.includes('query gate listening'));
+      if (line) resolve(JSON.parse(line).port);
+    });
+    child.once('exit', (code) => reject(new Error(`the gate exited (${code})`)));
+  });
+  return { child, port };
+}
+
+// Point reads at `rate` per second for `durationS`, on `clients` connections; latencies in ms.
+async function fixedRate(port, rate, durationS, ids, clients = 8) {
+  const conns = await Promise.all(Array.from({ length: clients }, () => r.connect({ host: '127.0.0.1', port })));
+  const table = r.db('bench').table('kv');
+  const latencies = [];
+  const failures = [];
+  const started = performance.now();
+  const total = rate * durationS;
+  const inFlight = [];
+  for (let i = 0; i < total; i += 1) {
+    const due = started + (i * 1000) / rate;
+    const wait = due - performance.now();
+    if (wait > 1) await sleep(wait);
+    // From when it was due if it went late (a generator that falls behind does not hide the wait), from when it was
+    // sent if it went early (up to 1 ms, the loop does not sleep less).
+    const t0 = Math.min(due, performance.now());
+    inFlight.push(table.get(ids[i % ids.length]).run(conns[i % clients]).then(() => latencies.push(performance.now() - t0), (err) => failures.push(err.message)));
+  }
+  await Promise.all(inFlight);
+  await Promise.all(conns.map((c) => c.close()));
+  latencies.sort((a, b) => a - b);
+  return { n: latencies.length, failures: failures.length, p50: percentile(latencies, 50), p99: percentile(latencies, 99) };
+}
+
+async function throughput(port, durationS, ids, clients = 64) {
+  const conns = await Promise.all(Array.from({ length: clients }, () => r.connect({ host: '127.0.0.1', port })));
+  const table = r.db('bench').table('kv');
+  let done = 0;
+  const until = performance.now() + durationS * 1000;
+  await Promise.all(conns.map(async (c, k) => {
+    for (let i = k; performance.now() < until; i += clients) {
+      await table.get(ids[i % ids.length]).run(c);
+      done += 1;
+    }
+  }));
+  await Promise.all(conns.map((c) => c.close()));
+  return done;
+}
+
+async function main() {
+  const cluster = createRethinkDbCluster({ binary: resolveBinary(), size: 3, network: 'loopback' });
+  await cluster.start();
+  let gate = null;
+  try {
+    await cluster.withConnection(async (c) => {
+      await r.dbCreate('bench').run(c);
+      await r.db('bench').tableCreate('kv', { shards: 2, replicas: 3 }).run(c);
+      await r.db('bench').table('kv').wait().run(c);
+      await r.db('bench').table('kv').insert(Array.from({ length: 1000 }, (_, i) => ({ id: `k${i}`, v: 'x'.repeat(100) }))).run(c);
+    });
+    const ids = Array.from({ length: 1000 }, (_, i) => `k${i}`);
+    const proxy = await cluster.addProxy();
+    gate = await startGate(proxy);
+    process.stdout.write(`gate pid ${gate.child.pid}, port ${gate.port}; proxy ${proxy.driverPort}; ${seconds} s per run\n\n`);
+
+    process.stdout.write('1. steady state, point reads (8 connections)\n');
+    process.stdout.write('   rate     path    ops     failed  p50 ms  p99 ms\n');
+    for (const rate of [200, 1000]) {
+      const rows = {};
+      for (const [name, port] of [['proxy', proxy.driverPort], ['gate', gate.port], ['proxy', proxy.driverPort], ['gate', gate.port]]) {
+        const res = await fixedRate(port, rate, seconds / 2, ids);
+        rows[name] = rows[name] ? merge(rows[name], res) : res;
+      }
+      for (const name of ['proxy', 'gate']) {
+        const x = rows[name];
+        process.stdout.write(`   ${String(rate).padEnd(8)} ${name.padEnd(7)} ${String(x.n).padEnd(7)} ${String(x.failures).padEnd(7)} ${x.p50.toFixed(2).padEnd(7)} ${x.p99.toFixed(2)}\n`);
+      }
+      process.stdout.write(`   gate - proxy at ${rate}/s: p50 ${(rows.gate.p50 - rows.proxy.p50).toFixed(2)} ms, p99 ${(rows.gate.p99 - rows.proxy.p99).toFixed(2)} ms\n`);
+    }
+
+    process.stdout.write('\n2. throughput through one gate process (64 clients, pipelined point reads)\n');
+    const cpu0 = cpuSecondsOf(gate.child.pid);
+    const t0 = performance.now();
+    const reads = await throughput(gate.port, seconds, ids);
+    const elapsedS = (performance.now() - t0) / 1000;
+    const cpu = cpuSecondsOf(gate.child.pid) - cpu0;
+    process.stdout.write(`   ${reads} reads in ${elapsedS.toFixed(1)} s: ${(reads / elapsedS).toFixed(0)}/s; gate CPU ${cpu.toFixed(2)} s (${(cpu / elapsedS).toFixed(2)} cores): ${(reads / cpu).toFixed(0)} reads per gate CPU-second\n`);
+
+    process.stdout.write('\n3. memory at 1,000 idle client connections\n');
+    const before = rssMb(gate.child.pid);
+    const idle = [];
+    for (let i = 0; i < 1000; i += 1) idle.push(await r.connect({ host: '127.0.0.1', port: gate.port }));
+    await sleep(500);
+    const after = rssMb(gate.child.pid);
+    process.stdout.write(`   gate RSS ${before.toFixed(1)} MB before, ${after.toFixed(1)} MB with 1,000 idle connections (${((after - before) * 1024 / 1000).toFixed(1)} KB each)\n`);
+    await Promise.all(idle.map((c) => c.close({ noreplyWait: false }).catch(() => {})));
+  } finally {
+    gate?.child.kill('SIGTERM');
+    await cluster.destroy();
+  }
+}
+
+function merge(a, b) {
+  // Percentiles of two runs cannot be merged exactly: the mean of each (the runs are equal in length).
+  return { n: a.n + b.n, failures: a.failures + b.failures, p50: (a.p50 + b.p50) / 2, p99: (a.p99 + b.p99) / 2 };
+}
+
+main().catch((err) => {
+  process.stderr.write(`${err.stack}\n`);
+  process.exit(1);
+});
