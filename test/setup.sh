@@ -41,6 +41,13 @@ fi
 step "$(promtool --version | sed -n 1p)"
 step "$(etcd --version | sed -n 1p)"  # sed reads to the end: head would let etcd die of SIGPIPE under pipefail
 step "$(go version)"
+# The official Python driver, for the query gate's corpus (test/real/gate.test.js), in a virtualenv of its own.
+python_venv=test/.python-rethinkdb
+if ! "$python_venv/bin/python" -c 'import rethinkdb' 2> /dev/null; then
+  step "the official Python driver (rethinkdb 2.4.10.post1 from PyPI) in $python_venv"
+  python3 -m venv "$python_venv"
+  "$python_venv/bin/pip" install -q --disable-pip-version-check rethinkdb==2.4.10.post1
+fi
 step "kube-apiserver (test/kube/build-kube-apiserver.sh)"
 bash test/kube/build-kube-apiserver.sh
 step "helm (test/helm/build-helm.sh)"
