@@ -62,9 +62,19 @@ export function createSession({
       return;
     }
     if (phase === 'handshake') { relayClientHandshake(chunk); return; }
-    // The bytes go up as they came (the gate never changes a query); the frames are read for the bookkeeping only.
-    for (const frame of fromClient.push(chunk)) noteQuery(frame);
-    write(upstream, chunk, client);
+    sendFrames(fromClient.push(chunk));
+  }
+
+  // Whole frames only go up (in one corked write): a retried query is sent again between two frames, never inside
+  // one that arrived split across chunks.
+  function sendFrames(frames) {
+    if (frames.length === 0) return;
+    upstream.cork();
+    for (const frame of frames) {
+      noteQuery(frame);
+      write(upstream, frame.raw, client);
+    }
+    process.nextTick(() => upstream.uncork());
   }
 
   function openUpstream(first) {
@@ -122,10 +132,7 @@ export function createSession({
       serverHandshake = null;
       const held = clientHandshake.held;
       clientHandshake = { seen: CLIENT_HANDSHAKE_MESSAGES, held: [] };
-      for (const chunkHeld of held) {
-        for (const frame of fromClient.push(chunkHeld)) noteQuery(frame);
-        write(upstream, chunkHeld, client);
-      }
+      for (const chunkHeld of held) sendFrames(fromClient.push(chunkHeld));
       if (after.length > 0) for (const frame of fromUpstream.push(after)) onResponse(frame);
       return;
     }

@@ -76,7 +76,16 @@ async function scriptedUpstream(answer) {
       while (buffer.length >= 12 && buffer.length >= 12 + buffer.readUInt32LE(8)) {
         const length = buffer.readUInt32LE(8);
         const token = Number(buffer.readBigUInt64LE(0));
-        const query = JSON.parse(buffer.subarray(12, 12 + length).toString());
+        let query;
+        try {
+          query = JSON.parse(buffer.subarray(12, 12 + length).toString());
+        } catch {
+          // What RethinkDB answers a frame it cannot read (and a test sees as corruption).
+          seen.push({ token, corrupt: buffer.subarray(12, 12 + length).toString() });
+          buffer = buffer.subarray(12 + length);
+          socket.write(frame(token, { t: 16, r: ['Client is buggy (failed to deserialize query).'] }));
+          continue;
+        }
         buffer = buffer.subarray(12 + length);
         const attempt = (attempts.get(token) ?? 0) + 1;
         attempts.set(token, attempt);
@@ -143,6 +152,23 @@ describe('the query gate', () => {
     expect(await c.next()).toEqual({ token: 1, body: { t: 1, r: [{ inserted: 1 }] } });
     expect(up.seen.map((s) => s.attempt)).toEqual([1, 2, 3]);
     expect(await value(metrics, 'rethinkdb_gate_retries_total', { class: 'primary_changing' })).toBe(2);
+  });
+
+  test('when a query is sent again while the client is midway through sending another, then the other arrives whole', async () => {
+    const up = await scriptedUpstream((q, attempt, token) => (token === 1 && attempt === 1 ? OP_FAILED : { t: 1, r: [token] }));
+    const { port } = await startGate(up.port, { retry: { budgetMs: 3000, minMs: 200, maxMs: 200 } });
+    const c = await client(port);
+    c.socket.setNoDelay(true);
+    c.send(1, [1, insert('retried'), {}]);
+    const second = frame(2, [1, insert('split across two chunks'), {}]);
+    // The first part well before the retry (200 ms), the rest well after it.
+    await new Promise((resolve) => { setTimeout(resolve, 50); });
+    c.socket.write(second.subarray(0, 20));
+    await new Promise((resolve) => { setTimeout(resolve, 400); });
+    c.socket.write(second.subarray(20));
+    const answers = [await c.next(), await c.next()].sort((a, b) => a.token - b.token);
+    expect(answers).toEqual([{ token: 1, body: { t: 1, r: [1] } }, { token: 2, body: { t: 1, r: [2] } }]);
+    expect(up.seen.filter((s) => s.corrupt)).toEqual([]);
   });
 
   test.each([
