@@ -7,7 +7,9 @@ import { availableParallelism } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { runOnce } from './lab-run.js';
-import { compareArms, figurePanels, formatTable, runFigures } from './report.js';
+import {
+  ARMS, compareAllArms, compareArms, figurePanels, formatArmsTable, formatTable, runFigures,
+} from './report.js';
 import { SCENARIOS } from './scenarios.js';
 import { renderFigure } from './svg.js';
 
@@ -25,12 +27,14 @@ function options() {
       network: { type: 'string', default: process.getuid?.() === 0 ? 'netns' : 'loopback' },
       'manager-env': { type: 'string', default: '' },
       'node-cpus': { type: 'string', default: 'isolated' },
+      arms: { type: 'string', default: 'none,manager' },
       help: { type: 'boolean', default: false },
     },
   });
   if (values.help) {
     process.stdout.write(`usage: npm run evaluate -- [--scenarios ${Object.keys(SCENARIOS).join(',')}] [--runs 3] [--rate 200] `
-      + '[--keys 20000] [--seed 1] [--out evaluation] [--network netns|loopback] [--manager-env K=V,K=V] [--node-cpus isolated|shared]\n');
+      + '[--keys 20000] [--seed 1] [--out evaluation] [--network netns|loopback] [--manager-env K=V,K=V] [--node-cpus isolated|shared] '
+      + `[--arms ${ARMS.join(',')}]\n`);
     process.exit(0);
   }
   const scenarios = values.scenarios.split(',').map((name) => {
@@ -42,19 +46,22 @@ function options() {
   if (values['node-cpus'] === 'isolated' && availableParallelism() < 2) {
     throw new Error(`--node-cpus isolated gives the hot node a CPU of its own and needs 2 CPUs; this machine has ${availableParallelism()} (use --node-cpus shared)`);
   }
+  const arms = values.arms.split(',').filter(Boolean);
+  for (const arm of arms) if (!ARMS.includes(arm)) throw new Error(`unknown arm "${arm}" (known: ${ARMS.join(', ')})`);
   const managerEnv = Object.fromEntries(values['manager-env'].split(',').filter(Boolean).map((kv) => kv.split('=')));
   return {
     scenarios, runs: Number(values.runs), rate: Number(values.rate), keyCount: Number(values.keys), seed: Number(values.seed),
-    out: resolve(values.out), network: values.network, managerEnv, nodeCpus: values['node-cpus'],
+    out: resolve(values.out), network: values.network, managerEnv, nodeCpus: values['node-cpus'], arms,
   };
 }
 
-// Pair i runs both arms with seed + i; which arm goes first alternates, so drift over time hits both alike.
-function schedule(scenarios, runs) {
+// Pair i runs every arm with seed + i; which arm goes first rotates, so drift over time hits all alike (two arms
+// alternate).
+function schedule(scenarios, runs, armList = ['none', 'manager']) {
   const plan = [];
   for (let i = 0; i < runs; i += 1) {
     for (const scenario of scenarios) {
-      const arms = i % 2 === 0 ? ['none', 'manager'] : ['manager', 'none'];
+      const arms = armList.map((_, k) => armList[(k + i) % armList.length]);
       for (const arm of arms) plan.push({ scenario, arm, pair: i });
     }
   }
@@ -64,7 +71,7 @@ function schedule(scenarios, runs) {
 async function main() {
   const opts = options();
   mkdirSync(opts.out, { recursive: true });
-  const plan = schedule(opts.scenarios.filter((s) => !s.needs || s.needs === opts.network), opts.runs);
+  const plan = schedule(opts.scenarios.filter((s) => !s.needs || s.needs === opts.network), opts.runs, opts.arms);
   const figures = [];
   const firstRuns = {};
   const started = Date.now();
@@ -86,13 +93,19 @@ async function main() {
     firstRuns[step.scenario.name][step.arm] ??= run;
   }
   const rows = compareArms(figures);
-  const table = formatTable(rows);
+  const armRows = compareAllArms(figures);
+  // The manager-against-none table where both ran; every arm's figures always.
+  const table = [
+    ...(opts.arms.includes('none') && opts.arms.includes('manager') ? [formatTable(rows)] : []), formatArmsTable(armRows),
+  ].join('\n\n');
   process.stdout.write(`\n${table}\n`);
   for (const [name, runs] of Object.entries(firstRuns)) {
     const svg = renderFigure({ title: `${SCENARIOS[name].title} (first pair)`, panels: figurePanels(runs), xLabel: 'seconds' });
     writeFileSync(join(opts.out, `${name}.svg`), svg);
   }
-  const record = { at: new Date().toISOString(), options: { ...opts, scenarios: opts.scenarios.map((s) => s.name) }, rows, runs: figures };
+  const record = {
+    at: new Date().toISOString(), options: { ...opts, scenarios: opts.scenarios.map((s) => s.name) }, rows, arms: armRows, runs: figures,
+  };
   writeFileSync(join(opts.out, 'evaluation.json'), `${JSON.stringify(record, null, 1)}\n`);
   writeFileSync(join(opts.out, 'evaluation.md'), `${table}\n`);
   process.stderr.write(`wrote ${opts.out}/evaluation.json, evaluation.md and one SVG per scenario\n`);

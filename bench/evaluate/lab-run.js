@@ -1,6 +1,8 @@
 // One evaluation run: a fresh real cluster, the paper's tables with a pinned layout, the manager (or not), YCSB-A
 // load through three servers (or a proxy), a scenario's timeline of infrastructure events, and the op records it produced.
 
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import r from 'rethinkdb';
 import { createLabKube } from '../lab/lab-kube.js';
 import { createLabManager } from '../lab/lab-manager.js';
@@ -8,10 +10,15 @@ import { createRethinkDbCluster, resolveBinary } from '../lab/rethinkdb-cluster.
 import { createLoadGenerator } from './load-generator.js';
 import { createKeyChooser } from './zipf.js';
 
+const GATE = fileURLToPath(new URL('../../gate/server.js', import.meta.url));
 const sleep = (ms) => new Promise((res) => { setTimeout(res, Math.max(0, ms)); });
 
 // options: { network, rate, keyCount, seed, hotServer, entryServers, log, managerEnv }
+// arm: 'none', 'manager', 'gate' (clients through the query gate, one process in front of each entry) or
+// 'manager+gate'.
 export async function runOnce(scenario, arm, options) {
+  const withManager = arm === 'manager' || arm === 'manager+gate';
+  const withGate = arm === 'gate' || arm === 'manager+gate';
   const {
     network, rate, keyCount, seed, hotServer = 1, entryServers = [0, 2, 3], log = () => {}, nodeCpus = 'shared',
   } = options;
@@ -21,6 +28,7 @@ export async function runOnce(scenario, arm, options) {
     binary: resolveBinary(), size: 4, network, cacheSizeMb: 128, coresPerNode: scenario.coresPerNode ?? null, isolateNodes: nodeCpus === 'isolated' ? [hotServer] : [],
   });
   let manager = null;
+  const gates = [];
   try {
     log({ arm }, 'starting the cluster');
     await cluster.start();
@@ -34,15 +42,23 @@ export async function runOnce(scenario, arm, options) {
     // A scenario may shape the cluster further before the load starts, the same in both arms.
     const prepared = scenario.prepare ? await scenario.prepare({ cluster, layout, hotServer }) : null;
     if (prepared) log(prepared, 'prepared');
-    if (arm === 'manager') {
+    if (withManager) {
       manager = await startManager(cluster, {
         via: entryServers[0], env: { ...scenario.managerEnv, ...options.managerEnv }, kube: scenario.coresPerNode ? createLabKube(cluster) : null,
       });
     }
     // scenario.entry 'proxy': every client enters through a query router (rethinkdb proxy) instead of three servers.
-    const entries = scenario.entry === 'proxy'
+    const direct = scenario.entry === 'proxy'
       ? [await cluster.addProxy()].map((p) => ({ name: p.name, host: p.host, port: p.driverPort }))
       : entryServers.map((i) => ({ name: cluster.servers[i].name, host: cluster.servers[i].host, port: cluster.servers[i].driverPort }));
+    // The gate's arms: a gate process in front of each entry, on loopback (as beside each proxy in a pod).
+    const entries = [];
+    for (const entry of direct) {
+      if (!withGate) { entries.push(entry); continue; }
+      const gate = await startGate(entry);
+      gates.push(gate);
+      entries.push({ name: `gate-${entry.name}`, host: '127.0.0.1', port: gate.port });
+    }
     const load = createLoadGenerator({ r, entries, db: 'ycsb', table: 'usertable', rateOpsPerSec: rate, keyCount, seed, opTimeoutMs: 5000 });
     const { t0 } = await load.start();
     log({}, 'load running');
@@ -59,8 +75,28 @@ export async function runOnce(scenario, arm, options) {
     return { scenario: scenario.name, arm, t0, records, events, examples, layout, notes, window: scenario.window ?? null, phases: scenario.phases ?? [] };
   } finally {
     await manager?.stop();
+    for (const gate of gates) gate.child.kill('SIGTERM');
     await cluster.destroy();
   }
+}
+
+// node gate/server.js in front of `entry`; resolves once it listens, with its port.
+async function startGate(entry) {
+  const env = {
+    ...process.env, GATE_UPSTREAM: `${entry.host}:${entry.port}`, GATE_PORT: '0', GATE_METRICS_PORT: '0', GATE_HOST: '127.0.0.1', LOG_LEVEL: 'warn',
+  };
+  const child = spawn(process.execPath, [GATE], { env: { ...env, LOG_LEVEL: 'info' }, stdio: ['ignore', 'pipe', 'inherit'] });
+  const port = await new Promise((resolve, reject) => {
+    let text = '';
+    const onData = (chunk) => {
+      text += chunk;
+      const line = text.split('\n').find((l) => l.includes('query gate listening'));
+      if (line) { child.stdout.off('data', onData); child.stdout.resume(); resolve(JSON.parse(line).port); }
+    };
+    child.stdout.on('data', onData);
+    child.once('exit', (code) => reject(new Error(`the query gate exited (${code}) before it listened`)));
+  });
+  return { child, port };
 }
 
 // usertable: the busiest shard (for this seed's key stream) has its primary on hotServer, the others one per other

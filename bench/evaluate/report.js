@@ -14,6 +14,7 @@ export function runFigures(run, { steadySeconds = 10 } = {}) {
     failed: all.failed,
     failedByKind: all.failedByKind,
     p99Ms: all.latency?.p99 ?? null,
+    maxMs: all.latency?.max ?? null,
     steadyP99Ms: steady.latency?.p99 ?? null,
     failedAfterEvent: failedAfterEvents(run),
     recovery: run.window ? recoveryOf(run, { ...run.window, steadyP99Ms: steady.latency?.p99 ?? null }) : null,
@@ -80,7 +81,7 @@ export function median(values) {
 // Per scenario: the medians of each arm, the ratio manager / none, and each pair's failed ops.
 export function compareArms(figures) {
   const byScenario = new Map();
-  for (const f of figures) {
+  for (const f of figures.filter((x) => x.arm === 'none' || x.arm === 'manager')) {
     if (!byScenario.has(f.scenario)) byScenario.set(f.scenario, { none: [], manager: [] });
     byScenario.get(f.scenario)[f.arm].push(f);
   }
@@ -132,17 +133,55 @@ export function formatTable(rows) {
   return [row(head), `|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`, ...lines.map(row)].join('\n');
 }
 
+// The arms this evaluation knows, in the order its tables and figures list them: without the manager, the manager,
+// the query gate alone (clients through gate/ in front of each entry), and both.
+export const ARMS = Object.freeze(['none', 'manager', 'gate', 'manager+gate']);
+const ARM_LABELS = { none: 'no manager', manager: 'manager', gate: 'gate alone', 'manager+gate': 'manager and gate' };
+
+// Per scenario and arm, for every arm that ran: each pair's failed ops, their median, the failures by error kind
+// (summed over the runs), the slowest operation and the median p99 (what the gate's arms are judged by).
+export function compareAllArms(figures) {
+  const rows = [];
+  const scenarios = [...new Set(figures.map((f) => f.scenario))];
+  for (const scenario of scenarios) {
+    for (const arm of ARMS) {
+      const runs = figures.filter((f) => f.scenario === scenario && f.arm === arm).sort((a, b) => a.pair - b.pair);
+      if (runs.length === 0) continue;
+      const byKind = {};
+      for (const f of runs) for (const [kind, n] of Object.entries(f.failedByKind ?? {})) byKind[kind] = (byKind[kind] ?? 0) + n;
+      rows.push({
+        scenario, arm, runs: runs.length, failed: runs.map((f) => f.failed), medianFailed: median(runs.map((f) => f.failed)), failedByKind: byKind,
+        slowestMs: Math.max(...runs.map((f) => f.maxMs ?? 0)), medianP99Ms: median(runs.map((f) => f.p99Ms)),
+      });
+    }
+  }
+  return rows;
+}
+
+export function formatArmsTable(rows) {
+  const head = ['scenario', 'arm', 'runs', 'failed ops (each run)', 'median', 'failed by kind (all runs)', 'slowest op ms', 'p99 ms (median)'];
+  const lines = rows.map((row) => [
+    row.scenario, ARM_LABELS[row.arm] ?? row.arm, String(row.runs), row.failed.join(', '), fmt(row.medianFailed),
+    Object.entries(row.failedByKind).map(([k, n]) => `${k} ${n}`).join(', ') || '-', fmt(row.slowestMs), fmt(row.medianP99Ms),
+  ]);
+  const widths = head.map((h, i) => Math.max(h.length, ...lines.map((l) => l[i].length)));
+  const row = (cells) => `| ${cells.map((c, i) => c.padEnd(widths[i])).join(' | ')} |`;
+  return [row(head), `|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`, ...lines.map(row)].join('\n');
+}
+
 const fmt = (x) => (x === null || x === undefined ? 'n/a' : x.toFixed(1));
 
 // The panels of one scenario's figure: p99 latency and throughput per second, and failed ops per second, for a
 // run of each arm; the events of the manager's run are marked.
 export function figurePanels(runsByArm) {
-  const colors = { none: '#c0392b', manager: '#2471a3' };
-  const label = { none: 'no manager', manager: 'manager' };
+  const colors = {
+    none: '#c0392b', manager: '#2471a3', gate: '#27ae60', 'manager+gate': '#8e44ad',
+  };
+  const label = ARM_LABELS;
   const series = (pick) => Object.entries(runsByArm).map(([arm, run]) => ({
     label: label[arm], color: colors[arm], points: bucketPoints(bucketize(run.records, { t0: run.t0 }), pick),
   }));
-  const events = (runsByArm.manager ?? runsByArm.none).events.map((e) => ({ t: e.t, label: e.label }));
+  const events = (runsByArm.manager ?? runsByArm['manager+gate'] ?? runsByArm.none ?? Object.values(runsByArm)[0]).events.map((e) => ({ t: e.t, label: e.label }));
   return [
     { title: 'p99 latency', yLabel: 'ms', yLog: true, series: series((b) => b.latency?.p99 ?? null), events },
     { title: 'throughput', yLabel: 'ops/s', series: series((b) => b.throughput), events },

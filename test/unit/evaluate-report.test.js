@@ -1,7 +1,7 @@
 // The evaluation's report: how long a disturbance kept p99 above twice the steady p99, on hand-made runs.
 
 import {
-  compareArms, formatTable, phaseFigures, recoveryOf, runFigures,
+  compareAllArms, compareArms, formatArmsTable, formatTable, phaseFigures, recoveryOf, runFigures,
 } from '../../bench/evaluate/report.js';
 
 const T0 = 5_000;
@@ -75,5 +75,25 @@ describe('phaseFigures', () => {
   test('when the end event is missing (the arm without the manager), then the phase has no figures', () => {
     expect(phaseFigures(run(() => 5, [{ t: 12, label: 'start' }]), { name: 'migration', from: 'start', to: 'done' }))
       .toEqual({ name: 'migration', seconds: null, p99Ms: null, maxMs: null, p99ByKind: null, failed: null });
+  });
+});
+
+describe('compareAllArms', () => {
+  const figure = (arm, pair, failed, byKind, maxMs) => ({
+    scenario: 'planned-stop', arm, pair, failed, failedByKind: byKind, maxMs, p99Ms: 10 + failed,
+  });
+  test('when the gate\'s arms ran beside the others, then each arm has its row: runs, failed per run, kinds, slowest op; the two-arm table ignores them', () => {
+    const figures = [
+      figure('none', 0, 120, { op_failed: 120 }, 900), figure('gate', 0, 0, {}, 700), figure('manager+gate', 0, 1, { op_indeterminate: 1 }, 650),
+      figure('none', 1, 100, { op_failed: 99, other: 1 }, 800), figure('gate', 1, 2, { op_failed: 2 }, 3100), figure('manager+gate', 1, 0, {}, 600),
+    ];
+    const rows = compareAllArms(figures);
+    expect(rows.map((r) => [r.arm, r.failed, r.medianFailed, r.failedByKind, r.slowestMs])).toEqual([
+      ['none', [120, 100], 110, { op_failed: 219, other: 1 }, 900],
+      ['gate', [0, 2], 1, { op_failed: 2 }, 3100],
+      ['manager+gate', [1, 0], 0.5, { op_indeterminate: 1 }, 650],
+    ]);
+    expect(formatArmsTable(rows)).toMatch(/\| planned-stop \| manager and gate \| 2 +\| 1, 0 /);
+    expect(compareArms(figures)).toEqual([expect.objectContaining({ scenario: 'planned-stop', failedNone: [120, 100], failedManager: [] })]);
   });
 });
