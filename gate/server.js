@@ -29,7 +29,10 @@ async function main() {
     res.statusCode = 404;
     res.end('not found\n');
   });
-  await new Promise((resolve) => { probes.listen(config.metricsPort, config.host, resolve); });
+  await new Promise((resolve, reject) => {
+    probes.once('error', reject);
+    probes.listen(config.metricsPort, config.host, () => { probes.off('error', reject); resolve(); });
+  });
   logger.info({ port, metricsPort: probes.address().port, upstream: `${config.upstream.host}:${config.upstream.port}`, retryBudgetMs: config.retry.budgetMs }, 'query gate listening');
   let stopping = false;
   const stop = async (signal) => {

@@ -9,7 +9,7 @@ const KEYS = [
   { env: 'GATE_RETRY_BUDGET_MS', field: 'retry.budgetMs', parse: integer(0, 60000), default: 3000 },
   { env: 'GATE_RETRY_MIN_MS', field: 'retry.minMs', parse: integer(1, 10000), default: 20 },
   { env: 'GATE_RETRY_MAX_MS', field: 'retry.maxMs', parse: integer(1, 60000), default: 200 },
-  { env: 'GATE_MAX_FRAME_BYTES', field: 'maxFrameBytes', parse: integer(1024, 1024 * 1024 * 1024), default: 128 * 1024 * 1024 },
+  { env: 'GATE_MAX_FRAME_BYTES', field: 'maxFrameBytes', parse: integer(1024, 1024 * 1024 * 1024), default: 64 * 1024 * 1024 },
   { env: 'GATE_CONNECT_TIMEOUT_MS', field: 'connectTimeoutMs', parse: integer(100, 600000), default: 5000 },
   { env: 'GATE_DRAIN_SECONDS', field: 'drainSeconds', parse: integer(0, 3600), default: 20 },
   { env: 'GATE_TLS_CERT_FILE', field: 'tls.certFile', parse: nonEmpty, default: undefined },
@@ -36,6 +36,7 @@ export function loadGateConfig(env) {
     setPath(config, key.field, value);
   }
   if (!config.upstream) problems.push('GATE_UPSTREAM is required: host:port of a RethinkDB proxy or server (its driver port)');
+  if (config.port !== 0 && config.port === config.metricsPort) problems.push('GATE_PORT and GATE_METRICS_PORT must differ');
   if (config.retry.minMs > config.retry.maxMs) problems.push('GATE_RETRY_MIN_MS must not exceed GATE_RETRY_MAX_MS');
   if (Boolean(config.tls.certFile) !== Boolean(config.tls.keyFile)) problems.push('GATE_TLS_CERT_FILE and GATE_TLS_KEY_FILE go together');
   config.tls.enabled = Boolean(config.tls.certFile && config.tls.keyFile);
@@ -57,7 +58,7 @@ function setPath(target, path, value) {
 
 function integer(min, max) {
   return (raw) => {
-    const n = Number(raw);
+    const n = /^\s*\d+\s*$/.test(raw) ? Number(raw) : NaN;
     return Number.isInteger(n) && n >= min && n <= max ? { value: n } : { error: `must be an integer between ${min} and ${max}` };
   };
 }

@@ -11,6 +11,8 @@ import { createSession } from './session.js';
 export function createGate({ config, metrics, clock, logger }) {
   const log = logger.child({ module: 'gate' });
   const sessions = new Set();
+  // Every client socket accepted and not closed yet, whatever its session's state (stop() destroys what is left).
+  const sockets = new Set();
   let server = null;
   let accepting = false;
 
@@ -31,6 +33,8 @@ export function createGate({ config, metrics, clock, logger }) {
 
   function accept(client) {
     if (!accepting) { client.destroy(); return; }
+    sockets.add(client);
+    client.once('close', () => sockets.delete(client));
     client.setNoDelay(true);
     const session = createSession({
       client, connectUpstream, config, metrics, clock, logger: log, onClose: () => sessions.delete(session),
@@ -53,7 +57,8 @@ export function createGate({ config, metrics, clock, logger }) {
     });
   }
 
-  // Stops accepting; each session closes once nothing of it is in flight; what is left after drainMs is closed.
+  // Stops accepting; each session closes once nothing of it is in flight; what is left after drainMs is closed. Never
+  // waits longer than drainMs and a second: a socket that does not close by itself is destroyed.
   async function stop(drainMs = config.drainSeconds * 1000) {
     accepting = false;
     const closedServer = new Promise((resolve) => { if (server) server.close(() => resolve()); else resolve(); });
@@ -62,7 +67,8 @@ export function createGate({ config, metrics, clock, logger }) {
     while (sessions.size > 0 && clock.now() < until) await clock.sleep(Math.min(50, until - clock.now()));
     const left = sessions.size;
     for (const session of [...sessions]) session.destroy('the gate stopped before the query finished');
-    await closedServer;
+    await Promise.race([closedServer, clock.sleep(1000)]);
+    for (const socket of sockets) socket.destroy();
     return { closedWithQueriesInFlight: left };
   }
 

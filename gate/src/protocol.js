@@ -25,8 +25,13 @@ const WRITE_TERMS = new Set([53, 54, 55, 56]); // UPDATE, DELETE, REPLACE, INSER
 const NEVER_RETRIED = new Map([
   [68, 'forEach'], [152, 'changes'], [153, 'r.http'], [11, 'r.js'],
   [57, 'dbCreate'], [58, 'dbDrop'], [60, 'tableCreate'], [61, 'tableDrop'], [75, 'indexCreate'], [76, 'indexDrop'], [156, 'indexRename'],
-  [176, 'reconfigure'], [179, 'rebalance'], [138, 'sync'], [188, 'grant'],
+  [176, 'reconfigure'], [179, 'rebalance'], [138, 'sync'], [188, 'grant'], [189, 'setWriteHook'],
 ]);
+const DB_TERM = 14;
+const SYSTEM_DB = 'rethinkdb';
+
+// A global optarg as the server reads it: a bare value, or a DATUM term ([1, value]).
+const datumOf = (value) => (Array.isArray(value) && value[0] === 1 && value.length === 2 ? value[1] : value);
 
 // Whether a query may be sent again after an OP_FAILED answer: { retryable, reason }. query: the parsed JSON
 // [type, term, globalOptargs]. Only a START holding at most one write term (read-only included), with none of the
@@ -35,7 +40,7 @@ export function classifyQuery(query) {
   if (!Array.isArray(query) || typeof query[0] !== 'number') return { retryable: false, reason: 'not a query' };
   if (query[0] !== QUERY.START) return { retryable: false, reason: 'not a START' };
   const options = query[2] && typeof query[2] === 'object' && !Array.isArray(query[2]) ? query[2] : {};
-  if (options.noreply === true) return { retryable: false, reason: 'noreply' };
+  if (datumOf(options.noreply) === true) return { retryable: false, reason: 'noreply' };
   const found = { writes: 0, never: null };
   walk(query[1], found);
   for (const value of Object.values(options)) walk(value, found);
@@ -50,6 +55,8 @@ function walk(term, found) {
   if (Array.isArray(term)) {
     if (typeof term[0] !== 'number') return;
     if (NEVER_RETRIED.has(term[0])) { found.never = NEVER_RETRIED.get(term[0]); return; }
+    // The system tables (users, permissions, table_config...) are administration too.
+    if (term[0] === DB_TERM && Array.isArray(term[1]) && term[1][0] === SYSTEM_DB) { found.never = 'the rethinkdb system database'; return; }
     if (WRITE_TERMS.has(term[0])) found.writes += 1;
     if (Array.isArray(term[1])) for (const arg of term[1]) walk(arg, found);
     if (term[2] && typeof term[2] === 'object' && !Array.isArray(term[2])) for (const value of Object.values(term[2])) walk(value, found);
@@ -110,24 +117,41 @@ export function handshakeFailed(message) {
 
 // Cuts frames (8-byte token, 4-byte little-endian length, body) from a stream. push(chunk) returns the frames that
 // are complete: [{ token (BigInt), body (Buffer), raw (Buffer: header and body) }]; throws FRAME_TOO_LARGE for a
-// length above maxFrameBytes, so that a peer cannot make the gate hold an unbounded buffer.
+// length above maxFrameBytes, so that a peer cannot make the gate hold an unbounded buffer. The chunks of a frame
+// are kept in a list and joined once, when it is complete (joining at every chunk cost time in the square of a large
+// frame's size).
 export function createFrameReader({ maxFrameBytes }) {
-  let pending = Buffer.alloc(0);
+  let chunks = [];
+  let total = 0;
+  let need = null;
+  const join = () => {
+    if (chunks.length > 1) chunks = [Buffer.concat(chunks, total)];
+    return chunks[0];
+  };
   return {
     push(chunk) {
-      pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk]);
+      chunks.push(chunk);
+      total += chunk.length;
       const frames = [];
-      while (pending.length >= 12) {
-        const length = pending.readUInt32LE(8);
-        if (length > maxFrameBytes) throw Object.assign(new Error(`a frame of ${length} bytes is over the limit of ${maxFrameBytes}`), { code: 'FRAME_TOO_LARGE' });
-        if (pending.length < 12 + length) break;
-        const raw = pending.subarray(0, 12 + length);
+      for (;;) {
+        if (need === null) {
+          if (total < 12) break;
+          const length = (chunks[0].length >= 12 ? chunks[0] : join()).readUInt32LE(8);
+          if (length > maxFrameBytes) throw Object.assign(new Error(`a frame of ${length} bytes is over the limit of ${maxFrameBytes}`), { code: 'FRAME_TOO_LARGE' });
+          need = 12 + length;
+        }
+        if (total < need) break;
+        const buffer = join();
+        const raw = buffer.subarray(0, need);
         frames.push({ token: raw.readBigUInt64LE(0), body: raw.subarray(12), raw });
-        pending = pending.subarray(12 + length);
+        const rest = buffer.subarray(need);
+        chunks = rest.length > 0 ? [rest] : [];
+        total = rest.length;
+        need = null;
       }
       return frames;
     },
-    buffered: () => pending.length,
+    buffered: () => total,
   };
 }
 

@@ -11,6 +11,11 @@ import {
 } from './protocol.js';
 
 const CLIENT_HANDSHAKE_MESSAGES = 2;
+// What a client may send after its handshake before the server has finished its side; more is not a driver.
+const MAX_HELD_BYTES = 1024 * 1024;
+// A connection closed gracefully (its last bytes sent) is destroyed if it has not closed by itself after this.
+const GRACEFUL_CLOSE_MS = 2000;
+const QUERY_TYPE = { START: 1, CONTINUE: 2, STOP: 3, NOREPLY_WAIT: 4, SERVER_INFO: 5 };
 const TERMINAL = new Set([RESPONSE.SUCCESS_ATOM, RESPONSE.SUCCESS_SEQUENCE, RESPONSE.WAIT_COMPLETE, RESPONSE.SERVER_INFO,
   RESPONSE.CLIENT_ERROR, RESPONSE.COMPILE_ERROR, RESPONSE.RUNTIME_ERROR]);
 
@@ -27,10 +32,15 @@ export function createSession({
   let serverHandshake = { seen: 0, partial: Buffer.alloc(0) };
   const fromClient = createFrameReader({ maxFrameBytes: config.maxFrameBytes });
   const fromUpstream = createFrameReader({ maxFrameBytes: config.maxFrameBytes });
-  // token (string) -> { raw, retryable, attempts, firstSentAt, timer }
+  // token (string) -> { raw, retryable, attempts, firstSentAt, timer, lastError, streaming, awaiting }: the queries
+  // sent and not finally answered. streaming: answered SUCCESS_PARTIAL (a cursor or a changefeed); awaiting: a CONTINUE
+  // of it is out. A drain waits for every entry but the streaming ones with nothing out.
   const inFlight = new Map();
   let closed = false;
   let draining = false;
+  // A noreply write was sent and no WAIT_COMPLETE has come since: a drain waits for the client's noreplyWait (a
+  // driver's close sends one), so that closing does not cut it off.
+  let noreplyOutstanding = false;
 
   metrics.connectionOpened();
   client.on('data', (chunk) => guard(() => onClientData(chunk)));
@@ -42,7 +52,7 @@ export function createSession({
       fn();
     } catch (err) {
       log.warn({ err: err.message, code: err.code }, 'connection closed: protocol error');
-      metrics.protocolError(err.code === 'FRAME_TOO_LARGE' ? 'frame_too_large' : 'garbage');
+      metrics.protocolError({ FRAME_TOO_LARGE: 'frame_too_large', HELD_TOO_MUCH: 'held_too_much' }[err.code] ?? 'garbage');
       close(err.message);
     }
   }
@@ -70,10 +80,7 @@ export function createSession({
   function sendFrames(frames) {
     if (frames.length === 0) return;
     upstream.cork();
-    for (const frame of frames) {
-      noteQuery(frame);
-      write(upstream, frame.raw, client);
-    }
+    for (const frame of frames) if (noteQuery(frame)) write(upstream, frame.raw, client);
     process.nextTick(() => upstream.uncork());
   }
 
@@ -93,7 +100,7 @@ export function createSession({
   // The client's handshake messages go up as they are; bytes after its last one are frames, held until the server
   // has finished its side (a driver waits for it; held only in case one does not).
   function relayClientHandshake(chunk) {
-    if (clientHandshake.seen >= CLIENT_HANDSHAKE_MESSAGES) { clientHandshake.held.push(chunk); return; }
+    if (clientHandshake.seen >= CLIENT_HANDSHAKE_MESSAGES) { hold(chunk); return; }
     let offset = 0;
     while (clientHandshake.seen < CLIENT_HANDSHAKE_MESSAGES) {
       const end = chunk.indexOf(0, offset);
@@ -103,32 +110,40 @@ export function createSession({
     }
     const handshakeBytes = clientHandshake.seen >= CLIENT_HANDSHAKE_MESSAGES ? chunk.subarray(0, offset) : chunk;
     write(upstream, handshakeBytes, client);
-    if (clientHandshake.seen >= CLIENT_HANDSHAKE_MESSAGES && offset < chunk.length) clientHandshake.held.push(chunk.subarray(offset));
+    if (clientHandshake.seen >= CLIENT_HANDSHAKE_MESSAGES && offset < chunk.length) hold(chunk.subarray(offset));
+  }
+
+  function hold(bytes) {
+    clientHandshake.held.push(bytes);
+    clientHandshake.heldBytes = (clientHandshake.heldBytes ?? 0) + bytes.length;
+    if (clientHandshake.heldBytes > MAX_HELD_BYTES) throw Object.assign(new Error(`the client sent more than ${MAX_HELD_BYTES} bytes before the handshake ended`), { code: 'HELD_TOO_MUCH' });
   }
 
   function onUpstreamData(chunk) {
     if (phase !== 'frames') {
-      const { messages, rest } = splitNullTerminated(Buffer.concat([serverHandshake.partial, chunk]));
-      const upTo = [];
+      const bytes = Buffer.concat([serverHandshake.partial, chunk]);
+      const { messages, rest } = splitNullTerminated(bytes);
+      // Where the handshake's messages end in these bytes: what follows is frames, relayed as such.
+      let end = 0;
       for (const message of messages) {
-        upTo.push(message, Buffer.from([0]));
+        end += message.length + 1;
         serverHandshake.seen += 1;
         if (handshakeFailed(message)) {
-          write(client, Buffer.concat(upTo), upstream);
+          write(client, bytes.subarray(0, end), upstream);
           metrics.handshakeFailed();
           close('the server refused the handshake', { graceful: true });
           return;
         }
         if (serverHandshake.seen === SERVER_HANDSHAKE_MESSAGES) break;
       }
-      if (upTo.length > 0) write(client, Buffer.concat(upTo), upstream);
+      if (end > 0) write(client, bytes.subarray(0, end), upstream);
       if (serverHandshake.seen < SERVER_HANDSHAKE_MESSAGES) {
         serverHandshake.partial = rest;
         return;
       }
       // Done: both sides speak frames from here on.
       phase = 'frames';
-      const after = Buffer.concat(messages.slice(SERVER_HANDSHAKE_MESSAGES).flatMap((m) => [m, Buffer.from([0])]).concat([rest]));
+      const after = bytes.subarray(end);
       serverHandshake = null;
       const held = clientHandshake.held;
       clientHandshake = { seen: CLIENT_HANDSHAKE_MESSAGES, held: [] };
@@ -146,16 +161,41 @@ export function createSession({
   }
 
   // A query on its way up: a START is classified and kept until its answer (with its bytes, if it may be sent again).
+  // Returns whether the frame goes up: a STOP for a query waiting to be sent again ends it here (see below).
   function noteQuery(frame) {
     const key = frame.token.toString();
-    // Only a START is classified: CONTINUE, STOP and NOREPLY_WAIT belong to a query already in flight (or none).
-    if (frame.body[1] === 0x31 && frame.body[0] === 0x5b && (frame.body[2] === 0x2c || frame.body[2] === 0x5d)) {
-      const query = JSON.parse(frame.body.toString('utf8'));
-      const verdict = classifyQuery(query);
+    const type = queryTypeOf(frame.body);
+    const entry = inFlight.get(key);
+    if (type === QUERY_TYPE.START) {
+      // A token used again: whatever was kept for it is over (a retry still waiting is not sent).
+      if (entry?.timer) clearTimeout(entry.timer);
+      let query = null;
+      try { query = JSON.parse(frame.body.toString('utf8')); } catch { /* relayed as it is: the server answers CLIENT_ERROR */ }
+      const verdict = query ? classifyQuery(query) : { retryable: false };
       metrics.query(verdict.retryable ? 'retryable' : 'not_retryable');
-      const noreply = query[2]?.noreply === true;
-      if (!noreply) inFlight.set(key, { raw: verdict.retryable ? Buffer.from(frame.raw) : null, retryable: verdict.retryable, attempts: 0, firstSentAt: clock.now(), timer: null });
+      if (query && isNoreply(query)) { inFlight.delete(key); noreplyOutstanding = true; return true; }
+      inFlight.set(key, {
+        raw: verdict.retryable ? Buffer.from(frame.raw) : null, retryable: verdict.retryable, attempts: 0, firstSentAt: clock.now(), timer: null, lastError: null,
+        streaming: false, awaiting: false,
+      });
+      return true;
     }
+    if (type === QUERY_TYPE.STOP && entry?.timer) {
+      // The client gives up on a query the gate holds to send again: it is not sent, and the client gets the error
+      // that query met (the write was not performed), as if the gate had not held it.
+      clearTimeout(entry.timer);
+      inFlight.delete(key);
+      metrics.gaveUp('stopped');
+      write(client, entry.lastError, upstream);
+      return false;
+    }
+    if (type === QUERY_TYPE.CONTINUE && entry) entry.awaiting = true;
+    if (type === QUERY_TYPE.NOREPLY_WAIT || type === QUERY_TYPE.SERVER_INFO) {
+      inFlight.set(key, {
+        raw: null, retryable: false, attempts: 0, firstSentAt: clock.now(), timer: null, lastError: null, streaming: false, awaiting: false,
+      });
+    }
+    return true;
   }
 
   function onResponse(frame) {
@@ -163,13 +203,25 @@ export function createSession({
     const entry = inFlight.get(key);
     const type = peekResponseType(frame.body);
     if (entry?.retryable && type === RESPONSE.RUNTIME_ERROR && errorTypeOf(frame.body) === ERROR_TYPE.OP_FAILED && retryLater(key, entry, frame)) return;
-    if (entry && type === RESPONSE.SUCCESS_PARTIAL) entry.retryable = false;
+    if (entry && type === RESPONSE.SUCCESS_PARTIAL) {
+      // Streaming: never sent again, its bytes no longer kept; it holds a drain only while a CONTINUE is out.
+      Object.assign(entry, { retryable: false, raw: null, streaming: true, awaiting: false });
+    }
+    if (type === RESPONSE.WAIT_COMPLETE) noreplyOutstanding = false;
     if (entry && (type === null || TERMINAL.has(type))) {
+      if (entry.timer) clearTimeout(entry.timer);
       inFlight.delete(key);
       if (entry.attempts > 0) metrics.held(clock.now() - entry.firstSentAt, type === RESPONSE.RUNTIME_ERROR ? 'gave_up' : 'answered');
     }
     write(client, frame.raw, upstream);
-    if (draining && inFlight.size === 0) close('drained', { graceful: true });
+    if (draining && pendingCount() === 0) close('drained', { graceful: true });
+  }
+
+  // The queries a drain waits for: all but the streaming ones with no CONTINUE out (a changefeed never ends).
+  function pendingCount() {
+    let n = noreplyOutstanding ? 1 : 0;
+    for (const entry of inFlight.values()) if (!entry.streaming || entry.awaiting) n += 1;
+    return n;
   }
 
   // Sends the query again after its backoff if the budget allows; false when it does not (the error goes to the client).
@@ -180,6 +232,7 @@ export function createSession({
       return false;
     }
     entry.attempts += 1;
+    entry.lastError = Buffer.from(frame.raw);
     metrics.retry(errorClassOf(frame.body));
     entry.timer = setTimeout(() => {
       entry.timer = null;
@@ -203,6 +256,8 @@ export function createSession({
     if (graceful) {
       client.end();
       upstream?.end();
+      // A peer that never reads (its FIN queued behind unsent bytes) or never closes its side is not waited for.
+      setTimeout(() => { client.destroy(); upstream?.destroy(); }, GRACEFUL_CLOSE_MS).unref();
     } else {
       client.destroy();
       upstream?.destroy();
@@ -216,9 +271,22 @@ export function createSession({
     // SIGTERM: close once nothing is in flight (at once if nothing is).
     drain() {
       draining = true;
-      if (inFlight.size === 0) close('drained', { graceful: true });
+      if (pendingCount() === 0) close('drained', { graceful: true });
     },
     destroy: (reason = 'the gate is stopping') => close(reason),
-    inFlight: () => inFlight.size,
+    inFlight: () => pendingCount(),
   };
+}
+
+// The query's type from its first bytes ([1, ... for a START, [2] for a CONTINUE ...), without parsing it; null if
+// it does not start like a query.
+function queryTypeOf(body) {
+  if (body[0] !== 0x5b || body[1] < 0x31 || body[1] > 0x35 || (body[2] !== 0x2c && body[2] !== 0x5d)) return null;
+  return body[1] - 0x30;
+}
+
+// noreply as the server reads it: true, or a DATUM term holding true.
+function isNoreply(query) {
+  const value = query[2]?.noreply;
+  return value === true || (Array.isArray(value) && value[0] === 1 && value[1] === true);
 }

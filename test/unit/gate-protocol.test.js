@@ -21,6 +21,9 @@ describe('classifyQuery', () => {
     ['r.http', [QUERY.START, [153, ['http://198.18.0.1/']], {}], false, 'r.http'],
     ['a reconfigure', [QUERY.START, [176, [table]], { shards: 2 }], false, 'reconfigure'],
     ['a noreply insert', [QUERY.START, insert({ id: 'k1' }), { noreply: true }], false, 'noreply'],
+    ['a noreply insert, noreply as a DATUM term', [QUERY.START, insert({ id: 'k1' }), { noreply: [1, true] }], false, 'noreply'],
+    ['a write to a system table', [QUERY.START, [56, [[15, [[14, ['rethinkdb']], 'users']], { id: 'u', password: 'p' }]], {}], false, 'the rethinkdb system database'],
+    ['a setWriteHook', [QUERY.START, [189, [table, null]], {}], false, 'setWriteHook'],
     ['a CONTINUE', [QUERY.CONTINUE], false, 'not a START'],
     ['a STOP', [QUERY.STOP], false, 'not a START'],
     ['garbage', { not: 'a query' }, false, 'not a query'],
@@ -60,6 +63,15 @@ describe('frames and the handshake', () => {
     for (let i = 0; i < bytes.length; i += 5) out.push(...reader.push(bytes.subarray(i, i + 5)));
     expect(out.map((f) => [Number(f.token), f.body.toString()])).toEqual([[1, '[1,[1]]'], [2, '[2]'], [3, '[1,"x"]']]);
     expect(reader.buffered()).toBe(0);
+  });
+
+  test('when an 8 MB frame arrives in 16 KB chunks, then it comes out whole, once', () => {
+    const reader = createFrameReader({ maxFrameBytes: 16 * 1024 * 1024 });
+    const big = frame(4, JSON.stringify([1, 'y'.repeat(8 * 1024 * 1024)]));
+    const out = [];
+    for (let i = 0; i < big.length; i += 16384) out.push(...reader.push(big.subarray(i, i + 16384)));
+    expect(out).toHaveLength(1);
+    expect(out[0].raw.equals(big)).toBe(true);
   });
 
   test('when a frame says it is longer than the limit, then the reader refuses it before buffering it', () => {

@@ -237,7 +237,7 @@ describe('the query gate', () => {
     expect(await good.next()).toEqual({ token: 1, body: { t: 1, r: ['fine'] } });
   });
 
-  test('when a client sends a frame longer than the limit, or garbage where a query starts, then only its connection is closed', async () => {
+  test('when a client sends a frame longer than the limit, then only its connection is closed; garbage where a query starts is relayed (the server answers it)', async () => {
     const up = await scriptedUpstream(() => ({ t: 1, r: ['fine'] }));
     const { port, metrics } = await startGate(up.port, { maxFrameBytes: 1024 });
     const big = await client(port);
@@ -247,12 +247,78 @@ describe('the query gate', () => {
     expect(await big.next()).toBeNull();
     const garbage = await client(port);
     garbage.socket.write(Buffer.concat([Buffer.alloc(8), Buffer.from([5, 0, 0, 0]), Buffer.from('[1,{x')]));
-    expect(await garbage.next()).toBeNull();
+    expect(await garbage.next()).toEqual({ token: 0, body: { t: 16, r: ['Client is buggy (failed to deserialize query).'] } });
+    garbage.send(9, [1, [16, [table, 'k']], {}]);
+    expect(await garbage.next()).toEqual({ token: 9, body: { t: 1, r: ['fine'] } });
     expect(await value(metrics, 'rethinkdb_gate_protocol_errors_total', { kind: 'frame_too_large' })).toBe(1);
-    expect(await value(metrics, 'rethinkdb_gate_protocol_errors_total', { kind: 'garbage' })).toBe(1);
     const good = await client(port);
     good.send(1, [1, [16, [table, 'k']], {}]);
     expect(await good.next()).toEqual({ token: 1, body: { t: 1, r: ['fine'] } });
+  });
+
+  test('when the client STOPs a query the gate holds for a retry, then it is never sent again and the client gets the error it met', async () => {
+    const up = await scriptedUpstream((q, attempt) => (q[0] === 3 ? { t: 16, r: ['Token 1 not in stream cache.'] } : attempt === 1 ? OP_FAILED : { t: 1, r: [{ inserted: 1 }] }));
+    const { port } = await startGate(up.port, { retry: { budgetMs: 3000, minMs: 200, maxMs: 200 } });
+    const c = await client(port);
+    c.send(1, [1, insert('stopped'), {}]);
+    await new Promise((resolve) => { setTimeout(resolve, 50); });
+    c.send(1, [3]);
+    expect(await c.next()).toEqual({ token: 1, body: OP_FAILED });
+    await new Promise((resolve) => { setTimeout(resolve, 300); });
+    expect(up.seen.map((s) => s.query[0])).toEqual([1]);
+  });
+
+  test('when the gate stops with a NOREPLY_WAIT in flight, then it is answered first; an open changefeed does not hold the drain', async () => {
+    const up = await scriptedUpstream((q) => {
+      if (q[0] === 4) return { response: { t: 4, r: [] }, delayMs: 200 };
+      if (q[0] === 1 && q[1][0] === 152) return { t: 3, r: [] };
+      return null;
+    });
+    const { port, gate } = await startGate(up.port);
+    const feed = await client(port);
+    feed.send(1, [1, [152, [table]], {}]);
+    expect(await feed.next()).toMatchObject({ token: 1, body: { t: 3 } });
+    const c = await client(port);
+    c.send(2, [1, insert('nr'), { noreply: true }]);
+    await new Promise((resolve) => { setTimeout(resolve, 20); });
+    const startedAt = Date.now();
+    const stopped = gate.stop(5000);
+    // The drain waits for the noreply write's noreplyWait, sent after it began (as a driver's close sends it).
+    await new Promise((resolve) => { setTimeout(resolve, 50); });
+    c.send(3, [4]);
+    expect(await c.next()).toEqual({ token: 3, body: { t: 4, r: [] } });
+    expect(await stopped).toEqual({ closedWithQueriesInFlight: 0 });
+    expect(Date.now() - startedAt).toBeLessThan(2000);
+  });
+
+  test('when a client half-closes and never closes, then stop() still returns by its deadline', async () => {
+    const up = await scriptedUpstream(() => ({ t: 1, r: ['fine'] }));
+    const { port, gate } = await startGate(up.port);
+    const c = await client(port);
+    c.socket.end();
+    const startedAt = Date.now();
+    await gate.stop(300);
+    expect(Date.now() - startedAt).toBeLessThan(2500);
+  });
+
+  test('when a client sends more than 1 MiB before the server finished the handshake, then its connection is closed', async () => {
+    // An upstream that accepts and never answers the handshake.
+    const accepted = [];
+    const server = createServer((s) => accepted.push(s));
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    closers.push(() => { for (const s of accepted) s.destroy(); return new Promise((resolve) => { server.close(resolve); }); });
+    const { port, metrics } = await startGate(server.address().port);
+    const socket = connect(port, '127.0.0.1');
+    closers.push(() => socket.destroy());
+    await once(socket, 'connect');
+    const magic = Buffer.alloc(4);
+    magic.writeUInt32LE(V1_0, 0);
+    const closed = new Promise((resolve) => { socket.on('close', resolve); });
+    socket.on('error', () => {}); // the gate resets the connection while the client is still writing
+    socket.write(Buffer.concat([magic, Buffer.from('{}\0{}\0'), Buffer.alloc(2 * 1024 * 1024, 0x20)]));
+    await closed;
+    expect(await value(metrics, 'rethinkdb_gate_protocol_errors_total', { kind: 'held_too_much' })).toBe(1);
   });
 
   test('when the gate stops, then a query in flight is answered before its connection closes, and new clients are refused', async () => {
