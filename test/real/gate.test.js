@@ -68,6 +68,19 @@ const metric = async (name, labels = {}) => {
   return (m?.values ?? []).filter((v) => Object.entries(labels).every(([k, l]) => v.labels[k] === l)).reduce((n, v) => n + v.value, 0);
 };
 
+// Moves every usertable shard's primary to its next replica, `rounds` times, each once the last has settled, through
+// the driver (as a raw config write, not through the manager).
+async function movePrimaries(rounds) {
+  for (let round = 0; round < rounds; round += 1) {
+    await cluster.withConnection(async (conn) => {
+      const conf = await r.db('ycsb').table('usertable').config().run(conn);
+      const shards = conf.shards.map((s) => ({ ...s, primary_replica: s.replicas[(s.replicas.indexOf(s.primary_replica) + 1) % s.replicas.length] }));
+      await r.db('ycsb').table('usertable').config().update({ shards }).run(conn);
+    });
+    await eventually(() => settled(cluster), { timeoutMs: 30000, what: 'the moved primaries acting' });
+  }
+}
+
 // [name, (conn) => a promise of a comparable result]
 const CORPUS = [
   ['an atom', (c) => r.expr({ a: 1, b: [1, 2, 3], s: 'text' }).run(c)],
@@ -174,14 +187,7 @@ describe('the query gate on real RethinkDB servers, with the JavaScript driver',
       }
     };
     const writers = [0, 1, 2, 3].map(writer);
-    for (let round = 0; round < 4; round += 1) {
-      await cluster.withConnection(async (conn) => {
-        const conf = await r.db('ycsb').table('usertable').config().run(conn);
-        const shards = conf.shards.map((s) => ({ ...s, primary_replica: s.replicas[(s.replicas.indexOf(s.primary_replica) + 1) % s.replicas.length] }));
-        await r.db('ycsb').table('usertable').config().update({ shards }).run(conn);
-      });
-      await eventually(() => settled(cluster), { timeoutMs: 30000, what: 'the moved primaries acting' });
-    }
+    await movePrimaries(4);
     stop = true;
     await Promise.all(writers);
     const retries = await metric('rethinkdb_gate_retries_total') - retriesBefore;
@@ -227,14 +233,7 @@ describe('the query gate on real RethinkDB servers, with the JavaScript driver',
         ...[0, 1].map((w) => loop('double', (i) => r.expr([table.insert({ id: `two-${w}-${i}-a` }), table.insert({ id: `two-${w}-${i}-b` })]).run(gated))),
         ...[0, 1].map((w) => loop('single', (i) => table.insert({ id: `nobudget-${w}-${i}` }).run(unbudgeted))),
       ];
-      for (let round = 0; round < 3; round += 1) {
-        await cluster.withConnection(async (conn) => {
-          const conf = await r.db('ycsb').table('usertable').config().run(conn);
-          const shards = conf.shards.map((s) => ({ ...s, primary_replica: s.replicas[(s.replicas.indexOf(s.primary_replica) + 1) % s.replicas.length] }));
-          await r.db('ycsb').table('usertable').config().update({ shards }).run(conn);
-        });
-        await eventually(() => settled(cluster), { timeoutMs: 30000, what: 'the moved primaries acting' });
-      }
+      await movePrimaries(3);
       stop = true;
       await Promise.all(loops);
       const gaveUp = await noBudgetMetrics.registry.getMetricsAsJSON().then((all) => all.find((x) => x.name === 'rethinkdb_gate_gave_up_total').values.reduce((n, v) => n + v.value, 0));
