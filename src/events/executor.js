@@ -30,135 +30,135 @@ export function createExecutor({ store, actions, marks: realMarks, operations, c
 
   // The steps, on a set of marks: the real ones, or a dry run's copy.
   function stepsOn(marks) {
-  return {
-    // The manager's own connection leaves the servers about to stop or be drained (and those already marked).
-    async 'move-connection'({ servers }, { dryRun }) {
-      if (dryRun) return { moved: false, reason: 'dry run' };
-      const moved = await store.steerAwayFrom([...new Set([...(await marks.drainingIds()), ...servers.map((s) => s.id)])])
-        .catch((err) => ({ moved: false, reason: err.message }));
-      if (moved.moved) log.info({ from: moved.from, to: moved.to }, 'connection moved off a server about to be drained');
-      return moved;
-    },
-    // origin: { kind: 'prestop' | 'operator' }; the mark keeps it with who asked.
-    async 'mark-draining'({ servers, origin, reason }, { actor }) {
-      for (const s of servers) {
-        await marks.markDraining(s.id, { reason, origin: { ...origin, by: actor ? describeActor(actor) : null }, serverName: s.name, pod: s.pod });
-      }
-      return { marked: servers.map((s) => s.name) };
-    },
-    async 'mark-perf-warning'({ servers, warning }) {
-      // A new warning also cancels a restore that was waiting to give the server its primaries back.
-      for (const s of servers) await marks.setPerfWarning(s.id, warning, { serverName: s.name, pod: s.pod });
-      return { marked: servers.map((s) => s.name) };
-    },
-    // An escalated warning becomes long once its migration has started: the mark as it is now (with what the
-    // demotion just added to it), long.
-    async 'mark-perf-warning-long'({ servers, decision, at }) {
-      const marked = [];
-      for (const s of servers) {
-        const current = await marks.getPerfWarning(s.id);
-        if (!current) continue;
-        await marks.setPerfWarning(s.id, { ...current, long: true, decision, escalatedAt: at }, { serverName: s.name, pod: s.pod });
-        marked.push(s.name);
-      }
-      return { marked };
-    },
-    // One plan for every server named; what each lost is kept with its mark ('draining' or 'perfwarning') so
-    // that it can be given back.
-    async demote({ servers, node = null, pods = null, mark, reason }, { actor, dryRun, deadlineSeconds, snapshot }) {
-      const report = await actions.movePrimariesFromServers({
-        servers: servers.map((s) => s.id), node, pods, dryRun, deadlineSeconds, reason, actor, snapshot, marksView: marks,
-      });
-      if (!dryRun) {
-        for (const s of servers) await marks.noteDemoted(s.id, mark, report.changes.filter((c) => c.from === s.name));
-      }
-      return report;
-    },
-    // After a demotion: the tables each server leads in Raft get another leader, while its mark lasts (whileMarked:
-    // its perf warning, or for a PRESTOP its draining mark). A failure is reported, not thrown: the demotion before it
-    // is what the warning or the PRESTOP is for. { reports: [one per server] }
-    async 'move-raft-leadership'({ servers, reason, whileMarked = 'perfwarning' }, { actor, deadlineSeconds, decided }) {
-      const reports = [];
-      for (const s of servers) {
-        const stillWanted = async () => Boolean(await (whileMarked === 'draining' ? marks.getDraining(s.id) : marks.getPerfWarning(s.id)));
-        reports.push(await actions.moveRaftLeadership({ server: s.id, reason, actor, deadlineSeconds, stillWanted, decided }).catch((err) => {
-          log.warn({ server: s.name, err: err.message }, 'Raft leadership not moved');
-          return failedMoveReport(s.name, reason, err);
-        }));
-      }
-      return { reports };
-    },
-    // Marks the departure first, so that a manager restarted after the write still restores the heartbeat.
-    // A failure is reported, not thrown: the demotion before it is what the PRESTOP is for.
-    async 'lower-heartbeat'({ server, seconds, windowSeconds }, { decided }) {
-      try {
-        const current = (decided ?? await store.readCluster()).heartbeatTimeoutSecs;
-        const plan = decideHeartbeatLowering({ current, departures: await marks.departures(), seconds, windowSeconds, now: clock.now() });
-        if (!plan.departure) return { lowered: false, reason: plan.reason };
-        await marks.setDeparture(server.id, plan.departure, { serverName: server.name, pod: server.pod });
-        if (plan.write !== null) await store.writeHeartbeatTimeout(plan.write);
-        log.info({ server: server.name, from: current, to: seconds, until: plan.departure.until }, 'heartbeat timeout lowered for a departing server');
-        return { lowered: true, from: current, to: seconds, until: plan.departure.until, reason: plan.reason };
-      } catch (err) {
-        log.warn({ server: server.name, err: err.message }, 'heartbeat timeout not lowered');
-        return { lowered: false, reason: `not lowered: ${err.message}` };
-      }
-    },
-    async 'set-heartbeat'({ seconds, reason }) {
-      await store.writeHeartbeatTimeout(seconds);
-      log.info({ seconds, reason }, 'heartbeat timeout set');
-      return { seconds };
-    },
-    async 'end-departure'({ servers }) {
-      for (const id of servers) await marks.clearDeparture(id);
-      return { ended: servers };
-    },
-    // The action's answer: the operation started, or with dryRun the plan.
-    // whileWarned: only while the server still has its perf warning (an escalation whose warning was ended during
-    // its demotion starts no migration).
-    async 'migrate-replicas-off'({ server, reason, whileWarned = false }, { actor, dryRun, deadlineSeconds, snapshot }) {
-      if (whileWarned && !(await marks.getPerfWarning(server.id))) return { operation: null, skipped: 'the perf warning ended before the migration started' };
-      return actions.migrateReplicasOff({ server: server.id, reason, actor, dryRun, deadlineSeconds, snapshot, marksView: marks });
-    },
-    // released: those that were draining.
-    async release({ servers }) {
-      const released = [];
-      for (const id of servers) if (await marks.release(id)) released.push(id);
-      return { released };
-    },
-    async 'clear-perf-warning'({ server }) {
-      return { cleared: await marks.clearPerfWarning(server.id) };
-    },
-    // Persisted, so that a restarted manager still gives the primaries back once the server is healthy.
-    async 'await-health'({ server, warning, reason }, { actor, pod }) {
-      await marks.setRestore(server.id, { warning, reason, actor }, { serverName: server.name, pod });
-      return { waiting: true };
-    },
-    // Ready on the snapshot, or on the first read that shows it, which the next intents plan on.
-    async 'wait-for-replicas-ready'({ server }, { snapshot, observe }) {
-      return { ready: await waitForReplicasReady(server.id, snapshot, observe) };
-    },
-    // prefer: shards to give back ([{ tableId, shard }] to `server`, or [{ tableId, shard, serverId }]), e.g. what a
-    // server held before it was demoted.
-    // byLoad: level with the least busy shards (client traffic from rethinkdb.stats); `prefer` then breaks ties.
-    async 'rebalance-primaries'({ server = null, prefer = [], byLoad = false, reason, clearsRestore = false }, {
-      actor, pod, dryRun, deadlineSeconds, snapshot,
-    }) {
-      if (clearsRestore) await marks.clearRestore(server.id);
-      return actions.rebalancePrimaries({
-        reason, actor, pod, dryRun, deadlineSeconds, prefer: prefer.map((d) => ({ serverId: server?.id, ...d })), byLoad, snapshot, marksView: marks,
-      });
-    },
-    async 'add-server'({ server, reason, clearsRestore = false, wait = true }, { actor, snapshot }) {
-      if (clearsRestore) await marks.clearRestore(server.id);
-      const started = await actions.addServer({ server: server.id, reason, actor, snapshot });
-      return wait ? operations.wait(started.operation.id) : { id: started.operation.id, status: started.operation.status };
-    },
-    async 'replace-server'({ lost, server, reason }, { actor, snapshot }) {
-      const started = await actions.replaceServer({ lost, server: server.id, reason, actor, snapshot });
-      return operations.wait(started.operation.id);
-    },
-  };
+    return {
+      // The manager's own connection leaves the servers about to stop or be drained (and those already marked).
+      async 'move-connection'({ servers }, { dryRun }) {
+        if (dryRun) return { moved: false, reason: 'dry run' };
+        const moved = await store.steerAwayFrom([...new Set([...(await marks.drainingIds()), ...servers.map((s) => s.id)])])
+          .catch((err) => ({ moved: false, reason: err.message }));
+        if (moved.moved) log.info({ from: moved.from, to: moved.to }, 'connection moved off a server about to be drained');
+        return moved;
+      },
+      // origin: { kind: 'prestop' | 'operator' }; the mark keeps it with who asked.
+      async 'mark-draining'({ servers, origin, reason }, { actor }) {
+        for (const s of servers) {
+          await marks.markDraining(s.id, { reason, origin: { ...origin, by: actor ? describeActor(actor) : null }, serverName: s.name, pod: s.pod });
+        }
+        return { marked: servers.map((s) => s.name) };
+      },
+      async 'mark-perf-warning'({ servers, warning }) {
+        // A new warning also cancels a restore that was waiting to give the server its primaries back.
+        for (const s of servers) await marks.setPerfWarning(s.id, warning, { serverName: s.name, pod: s.pod });
+        return { marked: servers.map((s) => s.name) };
+      },
+      // An escalated warning becomes long once its migration has started: the mark as it is now (with what the
+      // demotion just added to it), long.
+      async 'mark-perf-warning-long'({ servers, decision, at }) {
+        const marked = [];
+        for (const s of servers) {
+          const current = await marks.getPerfWarning(s.id);
+          if (!current) continue;
+          await marks.setPerfWarning(s.id, { ...current, long: true, decision, escalatedAt: at }, { serverName: s.name, pod: s.pod });
+          marked.push(s.name);
+        }
+        return { marked };
+      },
+      // One plan for every server named; what each lost is kept with its mark ('draining' or 'perfwarning') so
+      // that it can be given back.
+      async demote({ servers, node = null, pods = null, mark, reason }, { actor, dryRun, deadlineSeconds, snapshot }) {
+        const report = await actions.movePrimariesFromServers({
+          servers: servers.map((s) => s.id), node, pods, dryRun, deadlineSeconds, reason, actor, snapshot, marksView: marks,
+        });
+        if (!dryRun) {
+          for (const s of servers) await marks.noteDemoted(s.id, mark, report.changes.filter((c) => c.from === s.name));
+        }
+        return report;
+      },
+      // After a demotion: the tables each server leads in Raft get another leader, while its mark lasts (whileMarked:
+      // its perf warning, or for a PRESTOP its draining mark). A failure is reported, not thrown: the demotion before it
+      // is what the warning or the PRESTOP is for. { reports: [one per server] }
+      async 'move-raft-leadership'({ servers, reason, whileMarked = 'perfwarning' }, { actor, deadlineSeconds, decided }) {
+        const reports = [];
+        for (const s of servers) {
+          const stillWanted = async () => Boolean(await (whileMarked === 'draining' ? marks.getDraining(s.id) : marks.getPerfWarning(s.id)));
+          reports.push(await actions.moveRaftLeadership({ server: s.id, reason, actor, deadlineSeconds, stillWanted, decided }).catch((err) => {
+            log.warn({ server: s.name, err: err.message }, 'Raft leadership not moved');
+            return failedMoveReport(s.name, reason, err);
+          }));
+        }
+        return { reports };
+      },
+      // Marks the departure first, so that a manager restarted after the write still restores the heartbeat.
+      // A failure is reported, not thrown: the demotion before it is what the PRESTOP is for.
+      async 'lower-heartbeat'({ server, seconds, windowSeconds }, { decided }) {
+        try {
+          const current = (decided ?? await store.readCluster()).heartbeatTimeoutSecs;
+          const plan = decideHeartbeatLowering({ current, departures: await marks.departures(), seconds, windowSeconds, now: clock.now() });
+          if (!plan.departure) return { lowered: false, reason: plan.reason };
+          await marks.setDeparture(server.id, plan.departure, { serverName: server.name, pod: server.pod });
+          if (plan.write !== null) await store.writeHeartbeatTimeout(plan.write);
+          log.info({ server: server.name, from: current, to: seconds, until: plan.departure.until }, 'heartbeat timeout lowered for a departing server');
+          return { lowered: true, from: current, to: seconds, until: plan.departure.until, reason: plan.reason };
+        } catch (err) {
+          log.warn({ server: server.name, err: err.message }, 'heartbeat timeout not lowered');
+          return { lowered: false, reason: `not lowered: ${err.message}` };
+        }
+      },
+      async 'set-heartbeat'({ seconds, reason }) {
+        await store.writeHeartbeatTimeout(seconds);
+        log.info({ seconds, reason }, 'heartbeat timeout set');
+        return { seconds };
+      },
+      async 'end-departure'({ servers }) {
+        for (const id of servers) await marks.clearDeparture(id);
+        return { ended: servers };
+      },
+      // The action's answer: the operation started, or with dryRun the plan.
+      // whileWarned: only while the server still has its perf warning (an escalation whose warning was ended during
+      // its demotion starts no migration).
+      async 'migrate-replicas-off'({ server, reason, whileWarned = false }, { actor, dryRun, deadlineSeconds, snapshot }) {
+        if (whileWarned && !(await marks.getPerfWarning(server.id))) return { operation: null, skipped: 'the perf warning ended before the migration started' };
+        return actions.migrateReplicasOff({ server: server.id, reason, actor, dryRun, deadlineSeconds, snapshot, marksView: marks });
+      },
+      // released: those that were draining.
+      async release({ servers }) {
+        const released = [];
+        for (const id of servers) if (await marks.release(id)) released.push(id);
+        return { released };
+      },
+      async 'clear-perf-warning'({ server }) {
+        return { cleared: await marks.clearPerfWarning(server.id) };
+      },
+      // Persisted, so that a restarted manager still gives the primaries back once the server is healthy.
+      async 'await-health'({ server, warning, reason }, { actor, pod }) {
+        await marks.setRestore(server.id, { warning, reason, actor }, { serverName: server.name, pod });
+        return { waiting: true };
+      },
+      // Ready on the snapshot, or on the first read that shows it, which the next intents plan on.
+      async 'wait-for-replicas-ready'({ server }, { snapshot, observe }) {
+        return { ready: await waitForReplicasReady(server.id, snapshot, observe) };
+      },
+      // prefer: shards to give back ([{ tableId, shard }] to `server`, or [{ tableId, shard, serverId }]), e.g. what a
+      // server held before it was demoted.
+      // byLoad: level with the least busy shards (client traffic from rethinkdb.stats); `prefer` then breaks ties.
+      async 'rebalance-primaries'({ server = null, prefer = [], byLoad = false, reason, clearsRestore = false }, {
+        actor, pod, dryRun, deadlineSeconds, snapshot,
+      }) {
+        if (clearsRestore) await marks.clearRestore(server.id);
+        return actions.rebalancePrimaries({
+          reason, actor, pod, dryRun, deadlineSeconds, prefer: prefer.map((d) => ({ serverId: server?.id, ...d })), byLoad, snapshot, marksView: marks,
+        });
+      },
+      async 'add-server'({ server, reason, clearsRestore = false, wait = true }, { actor, snapshot }) {
+        if (clearsRestore) await marks.clearRestore(server.id);
+        const started = await actions.addServer({ server: server.id, reason, actor, snapshot });
+        return wait ? operations.wait(started.operation.id) : { id: started.operation.id, status: started.operation.status };
+      },
+      async 'replace-server'({ lost, server, reason }, { actor, snapshot }) {
+        const started = await actions.replaceServer({ lost, server: server.id, reason, actor, snapshot });
+        return operations.wait(started.operation.id);
+      },
+    };
   }
 
   async function waitForReplicasReady(serverId, snapshot, observe) {
