@@ -5,6 +5,7 @@
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { createServer, request as httpsRequest } from 'node:https';
+import { RELAY_HEADERS } from './auth/relay-credentials.js';
 import { listenFailureMessage } from './lib/listen-errors.js';
 
 // How long a client has to send one whole request (headers and body) to either port (HTTP_REQUEST_TIMEOUT_SECONDS):
@@ -86,7 +87,7 @@ function sendReview(leaderWebhook, review, {
     const req = httpsRequest(url, {
       method: 'POST', ca, servername: serverName,
       headers: {
-        'content-type': 'application/json', 'content-length': body.length, 'x-rethinkdb-manager-relayed-by': relayedBy, 'x-rethinkdb-manager-relay-token': token,
+        'content-type': 'application/json', 'content-length': body.length, [RELAY_HEADERS.relayedBy]: relayedBy, [RELAY_HEADERS.credential]: token,
       },
     }, (res) => {
       const chunks = [];

@@ -40,7 +40,7 @@ export function classifyQuery(query) {
   if (!Array.isArray(query) || typeof query[0] !== 'number') return { retryable: false, reason: 'not a query' };
   if (query[0] !== QUERY.START) return { retryable: false, reason: 'not a START' };
   const options = query[2] && typeof query[2] === 'object' && !Array.isArray(query[2]) ? query[2] : {};
-  if (datumOf(options.noreply) === true) return { retryable: false, reason: 'noreply' };
+  if (isNoreplyQuery(query)) return { retryable: false, reason: 'noreply' };
   const found = { writes: 0, never: null };
   walk(query[1], found);
   for (const value of Object.values(options)) walk(value, found);
@@ -63,6 +63,19 @@ function walk(term, found) {
     return;
   }
   if (term && typeof term === 'object') for (const value of Object.values(term)) walk(value, found);
+}
+
+// noreply as the server reads it (a bare true, or a DATUM term holding true): no answer will come.
+export function isNoreplyQuery(query) {
+  const options = query[2] && typeof query[2] === 'object' && !Array.isArray(query[2]) ? query[2] : {};
+  return datumOf(options.noreply) === true;
+}
+
+// The query's type from its first bytes ([1, ... for a START, [2] for a CONTINUE ...), without parsing it; null if
+// it does not start like a query.
+export function queryTypeOf(body) {
+  if (body[0] !== 0x5b || body[1] < 0x31 || body[1] > 0x35 || (body[2] !== 0x2c && body[2] !== 0x5d)) return null;
+  return body[1] - 0x30;
 }
 
 // The response type from the start of a response's JSON body, without parsing it (the server writes "t" first:

@@ -6,8 +6,8 @@
 // know what was applied.
 
 import {
-  ERROR_TYPE, RESPONSE, SERVER_HANDSHAKE_MESSAGES, V1_0, classifyQuery, createFrameReader, errorClassOf, errorTypeOf, handshakeFailed,
-  peekResponseType, retryDelayMs, splitNullTerminated,
+  ERROR_TYPE, QUERY, RESPONSE, SERVER_HANDSHAKE_MESSAGES, V1_0, classifyQuery, createFrameReader, errorClassOf, errorTypeOf, handshakeFailed,
+  isNoreplyQuery, peekResponseType, queryTypeOf, retryDelayMs, splitNullTerminated,
 } from './protocol.js';
 
 const CLIENT_HANDSHAKE_MESSAGES = 2;
@@ -15,7 +15,6 @@ const CLIENT_HANDSHAKE_MESSAGES = 2;
 const MAX_HELD_BYTES = 1024 * 1024;
 // A connection closed gracefully (its last bytes sent) is destroyed if it has not closed by itself after this.
 const GRACEFUL_CLOSE_MS = 2000;
-const QUERY_TYPE = { START: 1, CONTINUE: 2, STOP: 3, NOREPLY_WAIT: 4, SERVER_INFO: 5 };
 const TERMINAL = new Set([RESPONSE.SUCCESS_ATOM, RESPONSE.SUCCESS_SEQUENCE, RESPONSE.WAIT_COMPLETE, RESPONSE.SERVER_INFO,
   RESPONSE.CLIENT_ERROR, RESPONSE.COMPILE_ERROR, RESPONSE.RUNTIME_ERROR]);
 
@@ -166,21 +165,21 @@ export function createSession({
     const key = frame.token.toString();
     const type = queryTypeOf(frame.body);
     const entry = inFlight.get(key);
-    if (type === QUERY_TYPE.START) {
+    if (type === QUERY.START) {
       // A token used again: whatever was kept for it is over (a retry still waiting is not sent).
       if (entry?.timer) clearTimeout(entry.timer);
       let query = null;
       try { query = JSON.parse(frame.body.toString('utf8')); } catch { /* relayed as it is: the server answers CLIENT_ERROR */ }
       const verdict = query ? classifyQuery(query) : { retryable: false };
       metrics.query(verdict.retryable ? 'retryable' : 'not_retryable');
-      if (query && isNoreply(query)) { inFlight.delete(key); noreplyOutstanding = true; return true; }
+      if (query && isNoreplyQuery(query)) { inFlight.delete(key); noreplyOutstanding = true; return true; }
       inFlight.set(key, {
         raw: verdict.retryable ? Buffer.from(frame.raw) : null, retryable: verdict.retryable, attempts: 0, firstSentAt: clock.now(), timer: null, lastError: null,
         streaming: false, awaiting: false,
       });
       return true;
     }
-    if (type === QUERY_TYPE.STOP && entry?.timer) {
+    if (type === QUERY.STOP && entry?.timer) {
       // The client gives up on a query the gate holds to send again: it is not sent, and the client gets the error
       // that query met (the write was not performed), as if the gate had not held it.
       clearTimeout(entry.timer);
@@ -189,8 +188,8 @@ export function createSession({
       write(client, entry.lastError, upstream);
       return false;
     }
-    if (type === QUERY_TYPE.CONTINUE && entry) entry.awaiting = true;
-    if (type === QUERY_TYPE.NOREPLY_WAIT || type === QUERY_TYPE.SERVER_INFO) {
+    if (type === QUERY.CONTINUE && entry) entry.awaiting = true;
+    if (type === QUERY.NOREPLY_WAIT || type === QUERY.SERVER_INFO) {
       inFlight.set(key, {
         raw: null, retryable: false, attempts: 0, firstSentAt: clock.now(), timer: null, lastError: null, streaming: false, awaiting: false,
       });
@@ -278,15 +277,3 @@ export function createSession({
   };
 }
 
-// The query's type from its first bytes ([1, ... for a START, [2] for a CONTINUE ...), without parsing it; null if
-// it does not start like a query.
-function queryTypeOf(body) {
-  if (body[0] !== 0x5b || body[1] < 0x31 || body[1] > 0x35 || (body[2] !== 0x2c && body[2] !== 0x5d)) return null;
-  return body[1] - 0x30;
-}
-
-// noreply as the server reads it: true, or a DATUM term holding true.
-function isNoreply(query) {
-  const value = query[2]?.noreply;
-  return value === true || (Array.isArray(value) && value[0] === 1 && value[1] === true);
-}

@@ -8,6 +8,32 @@
 import { createHash } from 'node:crypto';
 import { readFile as readFileAsync, stat as statAsync } from 'node:fs/promises';
 
+// The relay's headers (src/routes/leader-relay.js, the webhook's review relay).
+export const RELAY_HEADERS = Object.freeze({
+  // Set on a relayed request: the replica that relayed it. A replica never relays a relayed request again.
+  relayedBy: 'x-rethinkdb-manager-relayed-by',
+  // The milliseconds left of the caller's budget when relayed: the leader's preStop answers within them.
+  deadlineMs: 'x-rethinkdb-manager-deadline-ms',
+  // On the answer: the replica that served it.
+  servedBy: 'x-rethinkdb-manager-served-by',
+  // The relaying replica's own token for the relay's audience: proof that it is a manager replica.
+  credential: 'x-rethinkdb-manager-relay-token',
+});
+
+// The relay's claim in a request's headers, checked with verify (credentials.verify): { claimed: false } when it
+// makes none; { claimed: true, peer: { relayedBy, deadlineMs } } from a proven replica; { claimed: true, peer: null,
+// reason, claimedBy } from anyone else, whose relay headers are then not to be believed.
+export async function checkRelayClaim(headers, verify) {
+  const by = headers[RELAY_HEADERS.relayedBy];
+  const deadline = headers[RELAY_HEADERS.deadlineMs];
+  const token = headers[RELAY_HEADERS.credential];
+  if (by === undefined && deadline === undefined) return { claimed: false, peer: null };
+  const verdict = token === undefined ? { ok: false, reason: 'no relay token' } : await verify(token);
+  if (!verdict.ok) return { claimed: true, peer: null, reason: verdict.reason, claimedBy: String(by ?? '').slice(0, 100) };
+  const left = Number(deadline);
+  return { claimed: true, peer: { relayedBy: String(by ?? verdict.username), deadlineMs: Number.isFinite(left) && left > 0 ? left : null } };
+}
+
 // A verdict on a peer's token is kept this long (a relayed PRESTOP should not wait for a TokenReview each time).
 const VERDICT_CACHE_MS = 60_000;
 const MAX_CACHED_VERDICTS = 64;

@@ -9,20 +9,12 @@
 
 import { request as httpRequest } from 'node:http';
 import { Router } from 'express';
+import { RELAY_HEADERS, checkRelayClaim } from '../auth/relay-credentials.js';
 import { AppError } from '../errors.js';
 import { relayRoute } from '../policy/leadership.js';
 import { bodyLimitBytes, mountRoute } from './validation.js';
 
-export const RELAY_HEADERS = Object.freeze({
-  // Set on a relayed request: the replica that relayed it. A replica never relays a relayed request again.
-  relayedBy: 'x-rethinkdb-manager-relayed-by',
-  // The milliseconds left of the caller's budget when relayed: the leader's preStop answers within them.
-  deadlineMs: 'x-rethinkdb-manager-deadline-ms',
-  // On the answer: the replica that served it.
-  servedBy: 'x-rethinkdb-manager-served-by',
-  // The relaying replica's own token for the relay's audience: proof that it is a manager replica.
-  credential: 'x-rethinkdb-manager-relay-token',
-});
+export { RELAY_HEADERS };
 
 // Where to send a relayed request, from the address the Lease names: { hostname, port } of an http://host:port
 // address, or { problem } for anything else (a path, credentials, another scheme), which is never relayed to.
@@ -65,20 +57,15 @@ export function createLeaderRelay({
   // The relay's headers as a proven peer replica sent them ({ relayedBy, deadlineMs }), or null. From anyone else they
   // are removed, so that nothing after this reads them; the token itself is removed from every request.
   async function acceptPeer(req) {
-    const token = req.headers[RELAY_HEADERS.credential];
+    const claim = await checkRelayClaim(req.headers, credentials.verify);
     delete req.headers[RELAY_HEADERS.credential];
-    const claimed = req.headers[RELAY_HEADERS.relayedBy] !== undefined || req.headers[RELAY_HEADERS.deadlineMs] !== undefined;
-    if (!claimed) return null;
-    const verdict = token === undefined ? { ok: false, reason: 'no relay token' } : await credentials.verify(token);
-    if (!verdict.ok) {
-      log.info({ method: req.method, path: req.path, claimedBy: String(req.headers[RELAY_HEADERS.relayedBy] ?? '').slice(0, 100), reason: verdict.reason }, 'relay headers from a caller that is not a manager replica ignored');
-      delete req.headers[RELAY_HEADERS.relayedBy];
-      delete req.headers[RELAY_HEADERS.deadlineMs];
-      return null;
-    }
-    const left = Number(req.headers[RELAY_HEADERS.deadlineMs]);
-    return { relayedBy: String(req.headers[RELAY_HEADERS.relayedBy] ?? verdict.username), deadlineMs: Number.isFinite(left) && left > 0 ? left : null };
+    if (claim.peer || !claim.claimed) return claim.peer;
+    log.info({ method: req.method, path: req.path, claimedBy: claim.claimedBy, reason: claim.reason }, 'relay headers from a caller that is not a manager replica ignored');
+    delete req.headers[RELAY_HEADERS.relayedBy];
+    delete req.headers[RELAY_HEADERS.deadlineMs];
+    return null;
   }
+
 
   async function relay(req, res, next) {
     const peer = await acceptPeer(req);

@@ -4,6 +4,7 @@
 // autoscaler retry it. Served over TLS on its own port (src/webhook-server.js), never on the API port.
 
 import express from 'express';
+import { checkRelayClaim } from '../auth/relay-credentials.js';
 import { AppError, fromBodyParserError, logLevelForStatus } from '../errors.js';
 
 const API_VERSION = 'admission.k8s.io/v1';
@@ -25,14 +26,11 @@ export function createWebhookApp({
   // Who passed the review on, when a peer replica proves it did (its relay token); null otherwise. A claim without
   // the proof is ignored, so that nobody can make a follower review an eviction itself instead of asking the leader.
   async function peerRelay(req, ask) {
-    const claimed = req.headers['x-rethinkdb-manager-relayed-by'];
-    const token = req.headers['x-rethinkdb-manager-relay-token'];
-    if (claimed === undefined) return null;
-    const verdict = token === undefined ? { ok: false, reason: 'no relay token' } : await credentials.verify(token);
-    if (verdict.ok) return String(claimed);
-    log.info({ pod: ask.pod, claimedBy: String(claimed).slice(0, 100), reason: verdict.reason }, 'relay headers from a caller that is not a manager replica ignored');
-    return null;
+    const claim = await checkRelayClaim(req.headers, credentials.verify);
+    if (claim.claimed && !claim.peer) log.info({ pod: ask.pod, claimedBy: claim.claimedBy, reason: claim.reason }, 'relay headers from a caller that is not a manager replica ignored');
+    return claim.peer?.relayedBy ?? null;
   }
+
 
   app.post('/v1/admission/eviction', async (req, res) => {
     // A malformed review throws BAD_REQUEST here, before anything is done or passed on.
