@@ -37,6 +37,7 @@ required_version() {
 # empty otherwise. Only reads files: used for the version -X flags the projects' own builds set from git.
 origin_commit() {
   local escaped info
+  # shellcheck disable=SC2001 # \L (lower-case) has no parameter-expansion equivalent
   escaped=$(sed 's/[A-Z]/!\L&/g' <<< "$1") # the module cache's case-encoding: A -> !a
   info=$(go env GOMODCACHE)/cache/download/$escaped/@v/$2.info
   if [[ -f $info ]]; then

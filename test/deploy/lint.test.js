@@ -104,3 +104,20 @@ describe('shell scripts in the manifests', () => {
     expect(result.status).toBe(0);
   });
 });
+
+// The repository's own scripts (the test set-up, the builds, the Kubernetes lab, the webhook certificate): every
+// tracked *.sh file and .ci/run, each with the shell its first line names.
+describe('the repository\'s shell scripts', () => {
+  const tracked = spawnSync('git', ['ls-files', '*.sh', '.ci/run'], { cwd: repoRoot, encoding: 'utf8' }).stdout.split('\n').filter(Boolean);
+
+  test('when the scripts are listed, then the lab\'s, the builds\' and the set-up\'s are among them', () => {
+    expect(tracked).toEqual(expect.arrayContaining(['lab/kube/lab.sh', 'lab/kube/build.sh', 'lab/images/build.sh', 'test/setup.sh', '.ci/run']));
+  });
+
+  test.each(tracked)('when %s is checked with shellcheck, then it has no finding', (file) => {
+    if (!commandExists('shellcheck')) throw new Error('shellcheck is not installed: run `apt-get install shellcheck`');
+    const result = spawnSync('shellcheck', ['--severity=style', '--external-sources', file], { cwd: repoRoot, encoding: 'utf8' });
+    expect(result.stdout + result.stderr).toBe('');
+    expect(result.status).toBe(0);
+  });
+});
