@@ -2,15 +2,17 @@
 // waiting for RethinkDB to act on a new configuration. A hook or an action answers with it (`timings`), so that an
 // operator can tell the manager's own share from RethinkDB's, and the scale benchmark can print it.
 // Attribution follows the async context (AsyncLocalStorage): code outside a traced request records nothing.
+// The clock is the trace's own (traced(fn, { now })): performance.now() by default, a virtual one in the tests.
 
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { performance } from 'node:perf_hooks';
 
 const storage = new AsyncLocalStorage();
 
-function newTrace() {
+function newTrace(now) {
   return {
-    startedAt: performance.now(),
+    now,
+    startedAt: now(),
     reads: { count: 0, ms: 0 },
     // ms: wall time (concurrent writes overlap); sumMs: the writes' own durations added up.
     writes: { count: 0, ms: 0, sumMs: 0 },
@@ -21,11 +23,13 @@ function newTrace() {
 }
 
 // Runs fn in a new trace. Returns { result, timings }; a failure propagates as it is.
-export async function traced(fn) {
-  const trace = newTrace();
+export async function traced(fn, { now = () => performance.now() } = {}) {
+  const trace = newTrace(now);
   const result = await storage.run({ trace, phase: null }, fn);
-  return { result, timings: summarize(trace) };
+  return { result, timings: summarize(trace, now()) };
 }
+
+const clockOf = (ctx) => ctx?.trace.now ?? (() => performance.now());
 
 // A query's duration, as 'read' or 'write'. Reads made while waiting count as waiting.
 export function recordQuery(kind, ms) {
@@ -49,11 +53,12 @@ export function recordQuery(kind, ms) {
 
 // Runs one query (fn) and records its duration as kind.
 export async function timeQuery(kind, fn) {
-  const startedAt = performance.now();
+  const now = clockOf(storage.getStore());
+  const startedAt = now();
   try {
     return await fn();
   } finally {
-    recordQuery(kind, performance.now() - startedAt);
+    recordQuery(kind, now() - startedAt);
   }
 }
 
@@ -61,11 +66,11 @@ export async function timeQuery(kind, fn) {
 async function timeBatch(phase, bucket, fn) {
   const ctx = storage.getStore();
   if (!ctx || ctx.phase) return fn();
-  const start = performance.now();
+  const start = ctx.trace.now();
   try {
     return await storage.run({ ...ctx, phase }, fn);
   } finally {
-    ctx.trace[bucket].ms += performance.now() - start;
+    ctx.trace[bucket].ms += ctx.trace.now() - start;
   }
 }
 
@@ -76,13 +81,13 @@ export const timeReading = (fn) => timeBatch('read', 'reads', fn);
 export function timePlanning(fn) {
   const ctx = storage.getStore();
   if (!ctx || ctx.trace.planning) return fn();
-  const start = performance.now();
+  const start = ctx.trace.now();
   ctx.trace.planning = true;
   try {
     return fn();
   } finally {
     ctx.trace.planning = false;
-    ctx.trace.planMs += performance.now() - start;
+    ctx.trace.planMs += ctx.trace.now() - start;
   }
 }
 
@@ -91,18 +96,18 @@ export function timePlanning(fn) {
 export async function timeWaiting(fn) {
   const ctx = storage.getStore();
   if (!ctx || ctx.phase === 'wait') return fn();
-  const start = performance.now();
+  const start = ctx.trace.now();
   try {
     return await storage.run({ ...ctx, phase: 'wait' }, fn);
   } finally {
-    ctx.trace.waiting.ms += performance.now() - start;
+    ctx.trace.waiting.ms += ctx.trace.now() - start;
   }
 }
 
 const round = (ms) => Math.round(ms * 10) / 10;
 
 // Milliseconds, one decimal. otherMs: the rest (locks, marks, audit, the policy, the event loop).
-export function summarize(trace, now = performance.now()) {
+export function summarize(trace, now = trace.now()) {
   const totalMs = now - trace.startedAt;
   const accounted = trace.reads.ms + trace.writes.ms + trace.waiting.ms + trace.planMs;
   return {
