@@ -3,9 +3,22 @@
 
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { SCENARIOS, formatTimeline, runScenario } from '../src/sandbox/scenarios.js';
+import {
+  SCENARIOS, formatTimeline, parseScenarioArgs, runScenario,
+} from '../src/sandbox/scenarios.js';
 
-const ids = process.argv.slice(2).length > 0 ? process.argv.slice(2) : SCENARIOS.map((s) => s.id);
+const usage = `usage: npm run scenarios [-- ID ...]   replays the paper's scenarios on the sandbox (all when no ID is given)\n${
+  SCENARIOS.map((s) => `  ${s.id}  ${s.title}`).join('\n')}\n`;
+const parsed = parseScenarioArgs(process.argv.slice(2));
+if (parsed.help) {
+  process.stdout.write(usage);
+  process.exit(0);
+}
+if (parsed.error) {
+  process.stderr.write(`npm run scenarios: ${parsed.error}\n(npm run scenarios -- --help lists them)\n`);
+  process.exit(2);
+}
+const { ids } = parsed;
 const dir = process.env.SCENARIO_RECORDS_DIR ?? 'scenario-records';
 mkdirSync(dir, { recursive: true });
 for (const id of ids) {

@@ -109,6 +109,21 @@ function monitorDecision(d) {
 }
 
 // Runs one scenario and returns its record.
+// `npm run scenarios [ID ...]`'s arguments: { help: true } for -h/--help, else { ids } (every scenario when none is
+// given; an ID in any case, IV-B2 or iv-b2), or { error } naming what is wrong and what is known. Pure.
+export function parseScenarioArgs(args) {
+  if (args.some((a) => a === '-h' || a === '--help')) return { help: true };
+  const unknownOption = args.find((a) => a.startsWith('-'));
+  if (unknownOption) return { error: `unknown option ${unknownOption} (the only option is --help)` };
+  const ids = [];
+  for (const arg of args) {
+    const scenario = SCENARIOS.find((s) => s.id.toLowerCase() === arg.toLowerCase());
+    if (!scenario) return { error: `unknown scenario ${arg} (known: ${SCENARIOS.map((s) => s.id).join(', ')})` };
+    ids.push(scenario.id);
+  }
+  return { ids: ids.length > 0 ? ids : SCENARIOS.map((s) => s.id) };
+}
+
 export async function runScenario(id, options = {}) {
   const scenario = SCENARIOS.find((s) => s.id === id);
   if (!scenario) throw new Error(`unknown scenario ${id} (known: ${SCENARIOS.map((s) => s.id).join(', ')})`);
