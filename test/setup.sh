@@ -3,7 +3,8 @@
 # Debian's shellcheck (lints deploy/k8s's scripts), etcd-server (for the real kube-apiserver) and chromium (the status
 # page's browser tests, through playwright-core, which downloads no browser); promtool taken out of Debian's
 # prometheus package (lints /metrics and the alert rules); then kube-apiserver and helm built from their pinned Go
-# modules (test/kube, test/helm; about 10 minutes the first time, seconds when up to date). Installing needs root;
+# modules (test/kube, test/helm), and the Kubernetes lab's other commands and images (lab/kube/build.sh,
+# lab/images/build.sh); about 25 minutes the first time on 2 cores, seconds when up to date. Installing needs root;
 # what is already there is not installed again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,6 +13,15 @@ missing=()
 command -v shellcheck > /dev/null || missing+=(shellcheck)
 command -v etcd > /dev/null || missing+=(etcd-server)
 [ -x /usr/bin/chromium ] || missing+=(chromium)
+# The Kubernetes lab (lab/kube/lab.sh, test/kube-lab/): a containerd, runc and the CNI plugins per node, iptables and
+# conntrack for kube-proxy, mmdebstrap and gcc for the images (lab/images/build.sh).
+command -v containerd > /dev/null || missing+=(containerd)
+command -v runc > /dev/null || missing+=(runc)
+[ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)
+command -v iptables > /dev/null || missing+=(iptables)
+command -v conntrack > /dev/null || missing+=(conntrack)
+command -v mmdebstrap > /dev/null || missing+=(mmdebstrap)
+command -v gcc > /dev/null || missing+=(gcc libc6-dev)
 need_promtool=false
 command -v promtool > /dev/null || need_promtool=true
 if [ "${#missing[@]}" -gt 0 ] || [ "$need_promtool" = true ]; then
@@ -52,4 +62,8 @@ step "kube-apiserver (test/kube/build-kube-apiserver.sh)"
 bash test/kube/build-kube-apiserver.sh
 step "helm (test/helm/build-helm.sh)"
 bash test/helm/build-helm.sh
+step "the Kubernetes lab's commands, etcd, CoreDNS and metrics-server (lab/kube/build.sh)"
+bash lab/kube/build.sh
+step "the lab's images (lab/images/build.sh)"
+bash lab/images/build.sh
 step "done"

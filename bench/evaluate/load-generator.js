@@ -52,7 +52,10 @@ function connectWithin({ r, entry, connectTimeoutMs, timers }) {
       done = true;
       reject(new Error(`Could not connect to ${entry.name} (${entry.host}:${entry.port}) within ${connectTimeoutMs} ms`));
     }, connectTimeoutMs);
-    r.connect({ host: entry.host, port: entry.port, timeout: Math.max(1, Math.ceil(connectTimeoutMs / 1000)) }).then(
+    // An entry may carry credentials (the chart's servers have an admin password); without them the driver logs in
+    // as admin with no password, as the process labs' servers expect.
+    const credentials = entry.user ? { user: entry.user, password: entry.password ?? '' } : {};
+    r.connect({ host: entry.host, port: entry.port, timeout: Math.max(1, Math.ceil(connectTimeoutMs / 1000)), ...credentials }).then(
       (conn) => {
         timers.clearTimeout(timer);
         if (done) conn.close({ noreplyWait: false }).catch(() => {});

@@ -10,6 +10,7 @@
 #                   files); then runs `leftovers`.
 #   lab.sh leftovers  prints what of the lab is still on the machine, one line each; nothing when clean.
 #   lab.sh env      prints the lab's KUBECONFIG and PATH lines for a shell.
+#   lab.sh node-kill N / node-restore N   node-N dies (every process of it killed, its link down) / comes back.
 #
 # Addresses are all in the benchmark range 198.18.0.0/15 (never 10.x, 172.16-31.x or 192.168.x) and no traffic
 # leaves the machine: the nodes hang off a host bridge with no uplink, pods get no masquerade, CoreDNS forwards
@@ -521,10 +522,37 @@ leftovers() {
   return 0
 }
 
+# A node dying: its kubelet, kube-proxy and containerd, its shims and every container killed (SIGKILL), and its link
+# to the bridge down, so that nothing reaches it and it reaches nothing. node-restore brings the link and the
+# daemons back; the kubelet then restarts the node's pods as after a power cut.
+node_kill() {
+  local i=$1 p pids
+  [[ -e /run/netns/rkl-node-$i ]] || die "no node-$i"
+  ip link set "rkl-v$i" down
+  pids=$(
+    for p in kubelet kube-proxy containerd; do cat "$LAB_DIR/pids/$p-$i.pid" 2> /dev/null || true; done
+    pgrep -f -- "$RUN_DIR/node-$i/" || true
+    for p in /sys/fs/cgroup/*/rkl-node-"$i"; do [[ -d $p ]] && find "$p" -name cgroup.procs -exec cat {} + 2> /dev/null; done
+  )
+  # shellcheck disable=SC2086
+  [[ -n $pids ]] && kill -KILL $pids 2> /dev/null
+  step "node-$i killed: its link is down, $(wc -w <<< "$pids") processes killed"
+}
+
+node_restore() {
+  local i=$1
+  [[ -e /run/netns/rkl-node-$i ]] || die "no node-$i"
+  ip link set "rkl-v$i" up
+  start_node "$i"
+  step "node-$i restored: its link is up, containerd, kubelet and kube-proxy started"
+}
+
 case ${1:-} in
   up) up ;;
   down) down ;;
   leftovers) leftovers ;;
+  node-kill) node_kill "${2:?node number}" ;;
+  node-restore) node_restore "${2:?node number}" ;;
   env) echo "export KUBECONFIG=$KUBECONFIG"; echo "export PATH=$BIN:$(dirname "$HELM_BIN"):\$PATH" ;;
-  *) echo "usage: lab.sh up|down|leftovers|env" >&2; exit 2 ;;
+  *) echo "usage: lab.sh up|down|leftovers|env|node-kill N|node-restore N" >&2; exit 2 ;;
 esac

@@ -2,7 +2,7 @@
 // up), run kubectl against it, reach the RethinkDB pods with the official driver over their pod addresses (the
 // host routes to every node's pod network), and take it down, checking that nothing is left behind.
 
-import { execFile, execFileSync } from 'node:child_process';
+import { execFile, execFileSync, spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import r from 'rethinkdb';
@@ -25,6 +25,10 @@ export function labUp({ log = () => {} } = {}) {
 export function labDown() {
   return execFileSync('bash', [LAB_SCRIPT, 'down'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
 }
+
+// lab.sh node-kill N / node-restore N: node-N dies (all its processes killed, its link down) / comes back.
+export const labNode = (verb, nodeName) => execFileSync('bash', [LAB_SCRIPT, `node-${verb}`, nodeName.replace(/^node-/, '')],
+  { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
 
 export const labLeftovers = () => execFileSync('bash', [LAB_SCRIPT, 'leftovers'], { encoding: 'utf8' }).trim();
 
@@ -53,3 +57,58 @@ export async function connectPod(kubectl, podName, password) {
 }
 
 export { r };
+
+// A client pod (lab/kube/client.js) in the namespace, from the manager's image with this repository mounted
+// read-only: open-loop load through the Service rethinkdb-client until `stopClientPod`.
+export async function startClientPod(kubectl, name, {
+  table = 'usertable', rate = 200, keys = 1000, hosts = null, records = false,
+} = {}) {
+  const pod = {
+    apiVersion: 'v1', kind: 'Pod',
+    metadata: { name, namespace: NAMESPACE, labels: { app: 'lab-client' } },
+    spec: {
+      restartPolicy: 'Never',
+      terminationGracePeriodSeconds: 5,
+      securityContext: { runAsNonRoot: true, runAsUser: 1000, runAsGroup: 1000 },
+      containers: [{
+        name: 'client',
+        image: 'rethinkdb-k8s-manager:0.1.0',
+        imagePullPolicy: 'Never',
+        command: ['node', '/repo/lab/kube/client.js'],
+        env: [
+          { name: 'RETHINKDB_PASSWORD', valueFrom: { secretKeyRef: { name: 'rethinkdb-admin', key: 'password' } } },
+          { name: 'TABLE', value: table }, { name: 'RATE', value: String(rate) }, { name: 'KEYS', value: String(keys) },
+          { name: 'RECORDS', value: records ? '1' : '0' }, ...(hosts ? [{ name: 'CLIENT_HOSTS', value: hosts.join(',') }] : []),
+        ],
+        volumeMounts: [{ name: 'repo', mountPath: '/repo', readOnly: true }],
+      }],
+      volumes: [{ name: 'repo', hostPath: { path: REPO.replace(/\/$/, ''), type: 'Directory' } }],
+    },
+  };
+  await kubectl.ns('delete', 'pod', name, '--ignore-not-found', '--wait=true');
+  const applied = spawnSync(KUBECTL, ['apply', '-f', '-'], { input: JSON.stringify(pod), env: kubectl.env, encoding: 'utf8' });
+  if (applied.status !== 0) throw new Error(`client pod: ${applied.stderr}`);
+}
+
+// Lines of the client pod's output that are JSON (its start and its summary).
+export async function clientLines(kubectl, name) {
+  const out = await kubectl.ns('logs', name).catch(() => '');
+  return out.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
+}
+
+// Tells the client to stop, waits for it to finish, and returns its summary (and, if it printed them, its records
+// and its start: { summary, records, start }).
+export async function stopClientPod(kubectl, name, { timeoutMs = 60000, withRecords = false } = {}) {
+  await kubectl.ns('exec', name, '--', 'touch', '/tmp/stop');
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const lines = await clientLines(kubectl, name);
+    if (lines.some((l) => l.done)) {
+      const summary = lines.find((l) => l.summary)?.summary;
+      if (!withRecords) return summary;
+      return { summary, start: lines.find((l) => l.started), records: lines.filter((l) => l.records).flatMap((l) => l.records) };
+    }
+    if (Date.now() > deadline) throw new Error(`client pod ${name} gave no summary within ${timeoutMs} ms`);
+    await new Promise((resolve) => { setTimeout(resolve, 500); });
+  }
+}

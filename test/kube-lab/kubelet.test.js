@@ -7,7 +7,8 @@
 
 import { jest } from '@jest/globals';
 import {
-  NAMESPACE, adminPassword, connectPod, createKubectl, labDown, labLeftovers, labUp, podReady, r,
+  adminPassword, clientLines, connectPod, createKubectl, labDown, labLeftovers, labNode, labUp, podReady, r,
+  startClientPod, stopClientPod,
 } from '../helpers/kube-lab.js';
 
 jest.setTimeout(15 * 60 * 1000);
@@ -64,6 +65,8 @@ beforeAll(() => {
   kubectl = createKubectl(kubeconfig);
 }, 40 * 60 * 1000);
 
+beforeAll(async () => { password = await adminPassword(kubectl); });
+
 afterAll(() => {
   if (process.env.LAB_KEEP === '1') return;
   labDown();
@@ -71,7 +74,6 @@ afterAll(() => {
 }, 5 * 60 * 1000);
 
 test('the chart is installed by helm and everything it made is Ready on real kubelets', async () => {
-  password = await adminPassword(kubectl);
   const nodes = (await kubectl.json('get', 'nodes')).items;
   expect(nodes.length).toBeGreaterThanOrEqual(4);
   const all = (await kubectl.nsJson('get', 'pods')).items;
@@ -139,6 +141,10 @@ test('a pod deleted: the kubelet runs its preStop, the manager moves its primari
     { timeoutMs: 180000 });
   watching = false;
   await watch;
+  // The hooks came from the pod (curl in the container, run by the kubelet), as the manager's request log shows.
+  const logs = await kubectl.ns('logs', '-l', 'app=rethinkdb-manager', '--tail=-1', '--prefix');
+  expect(logs).toContain(`"url":"/v1/hooks/prestop?pod=${victim}"`);
+  expect(logs).toContain(`"url":"/v1/hooks/poststart?pod=${victim}"`);
   const events = (await kubectl.nsJson('get', 'events', '--field-selector', `involvedObject.name=${victim}`)).items;
   expect(events.filter((e) => e.reason === 'FailedPreStopHook').map((e) => e.message)).toEqual([]);
   await conn.close();
@@ -168,6 +174,9 @@ test('kubectl drain: the webhook demotes before the eviction, the PDB holds the 
   expect(secondDone).toBe(false);
   const stillThere = await pod('rethinkdb-0');
   expect(stillThere.metadata.deletionTimestamp).toBeUndefined();
+  // The disruption controller's view: with rethinkdb-1 away, the PDB allows no other RethinkDB pod to go.
+  const pdb = await kubectl.nsJson('get', 'pdb', 'rethinkdb');
+  expect(pdb.status.disruptionsAllowed).toBe(0);
 
   // Uncordon the first node: rethinkdb-1 comes back, the PDB allows the next eviction, the second drain completes.
   await kubectl('uncordon', first);
@@ -184,4 +193,120 @@ test('kubectl drain: the webhook demotes before the eviction, the PDB holds the 
   }, { timeoutMs: 300000 });
   await conn.close().catch(() => {});
   await conn0.close().catch(() => {});
+});
+
+test('kubectl rollout restart statefulset under client load through rethinkdb-client: every server restarted, the clients served', async () => {
+  const conn = await observer('none');
+  await ensureTable(conn, 'usertable');
+  await startClientPod(kubectl, 'client-rollout', { table: 'usertable' });
+  await until('the client is loaded and running', async () => (await clientLines(kubectl, 'client-rollout')).some((l) => l.started));
+  const before = Object.fromEntries((await pods()).map((p) => [p.metadata.name, p.metadata.uid]));
+  await sleep(5000);
+  const t0 = Date.now();
+  await kubectl.ns('rollout', 'restart', 'statefulset/rethinkdb');
+  await kubectl.ns('rollout', 'status', 'statefulset/rethinkdb', '--timeout=900s');
+  const rolloutSeconds = (Date.now() - t0) / 1000;
+  await sleep(10000);
+  const summary = await stopClientPod(kubectl, 'client-rollout');
+  process.stderr.write(`rollout restart: ${rolloutSeconds.toFixed(0)} s; client: ${JSON.stringify(summary)}\n`);
+
+  const after = await pods();
+  for (const p of after) expect({ pod: p.metadata.name, restarted: p.metadata.uid !== before[p.metadata.name] }).toEqual({ pod: p.metadata.name, restarted: true });
+  const c = await observer('none');
+  try {
+    expect((await connectedServers(c)).sort()).toEqual(['rethinkdb_0', 'rethinkdb_1', 'rethinkdb_2']);
+  } finally { await c.close(); }
+  // The clients were served throughout: at most 1 % of the ops failed (the figures are printed above).
+  expect(summary.ok).toBeGreaterThan(0);
+  expect(summary.failed).toBeLessThanOrEqual(Math.ceil(summary.attempted * 0.01));
+  await kubectl.ns('delete', 'pod', 'client-rollout', '--wait=false');
+  await conn.close();
+});
+
+test('a node dies (kubelet, containerd and containers killed, network cut): RethinkDB keeps the table writable, Kubernetes marks the node, and it comes back', async () => {
+  const victim = 'rethinkdb-1';
+  const node = (await pod(victim)).spec.nodeName;
+  let conn = await observer(victim);
+  await ensureTable(conn, 'nodeloss');
+  const killedAt = Date.now();
+  labNode('kill', node);
+  try {
+    await until('rethinkdb_1 leaves the cluster', async () => !(await connectedServers(conn)).includes('rethinkdb_1'), { timeoutMs: 60000 });
+    // Two of three replicas remain: after RethinkDB's own failover, a write to every shard succeeds.
+    const writable = await until('the table takes writes again', async () => {
+      const docs = Array.from({ length: 30 }, (_, k) => ({ id: `after-loss-${k}` }));
+      const result = await r.db(DB).table('nodeloss').insert(docs, { conflict: 'replace' }).run(conn);
+      return result.errors === 0 ? Date.now() : false;
+    }, { timeoutMs: 90000, intervalMs: 1000 });
+    // Kubernetes: no kubelet heartbeat, so the node turns not Ready (the controller-manager's grace period).
+    const notReadyAt = await until('the node is marked not Ready', async () => {
+      const n = await kubectl.json('get', 'node', node);
+      return n.status.conditions.find((c) => c.type === 'Ready').status !== 'True' ? Date.now() : false;
+    }, { timeoutMs: 120000, intervalMs: 1000 });
+    process.stderr.write(`node loss: writes again after ${writable - killedAt} ms; node not Ready after ${notReadyAt - killedAt} ms\n`);
+  } finally {
+    labNode('restore', node);
+  }
+  await until('the node is Ready again', async () => {
+    const n = await kubectl.json('get', 'node', node);
+    return n.status.conditions.find((c) => c.type === 'Ready').status === 'True';
+  }, { timeoutMs: 180000, intervalMs: 1000 });
+  await until('rethinkdb-1 is Ready again', async () => podReady(await pod(victim)), { timeoutMs: 300000, intervalMs: 1000 });
+  await conn.close().catch(() => {});
+  conn = await observer('none');
+  await until('rethinkdb_1 is back in the cluster', async () => (await connectedServers(conn)).includes('rethinkdb_1'), { timeoutMs: 120000 });
+  await r.db(DB).table('nodeloss').wait({ waitFor: 'all_replicas_ready', timeout: 120 }).run(conn);
+  await conn.close();
+});
+
+test('the manager\'s leader pod deleted mid-migration: the other replica takes the lease and finishes the migration', async () => {
+  const conn = await observer('none');
+  const dbs = await r.dbList().run(conn);
+  if (!dbs.includes(DB)) await r.dbCreate(DB).run(conn);
+  // migrate-replicas-off moves every table's replicas: only this one (2 replicas on 3 servers) has somewhere to go.
+  for (const t of await r.db(DB).tableList().run(conn)) if (t !== 'leader') await r.db(DB).tableDrop(t).run(conn);
+  if (!(await r.db(DB).tableList().run(conn)).includes('leader')) await r.db(DB).tableCreate('leader', { shards: 3, replicas: 2 }).run(conn);
+  await r.db(DB).table('leader').wait({ waitFor: 'all_replicas_ready', timeout: 60 }).run(conn);
+  // About 60 MB, so that backfilling a replica takes seconds and the leader can be deleted while it runs.
+  const filler = 'x'.repeat(1000);
+  for (let b = 0; b < 60; b += 1) {
+    const docs = Array.from({ length: 1000 }, (_, k) => ({ id: `doc-${b}-${k}`, filler }));
+    await r.db(DB).table('leader').insert(docs, { conflict: 'replace', durability: 'soft' }).run(conn);
+  }
+  const replicasOn = async (server) => (await r.db(DB).table('leader').config().run(conn)).shards
+    .filter((s) => s.replicas.includes(server)).length;
+  const servers = ['rethinkdb_0', 'rethinkdb_1', 'rethinkdb_2'];
+  const counts = await Promise.all(servers.map(replicasOn));
+  const source = servers[counts.indexOf(Math.max(...counts))];
+
+  const lease = await kubectl.nsJson('get', 'lease', 'rethinkdb-manager');
+  const leaderPod = lease.spec.holderIdentity.split('_')[0];
+  const leader = await pod(leaderPod);
+  const token = (await kubectl.ns('create', 'token', 'rethinkdb-manager-operator', '--audience', 'rethinkdb-manager')).trim();
+  const answer = await fetch(`http://${leader.status.podIP}:8080/v1/actions/migrate-replicas-off`, {
+    method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+    body: JSON.stringify({ server: source, reason: 'lab test: the leader deleted mid-migration' }),
+  });
+  expect(answer.status).toBe(202);
+  const { operation } = await answer.json();
+  await sleep(1000);
+  // Mid-migration, as RethinkDB shows it: the source still holds replicas.
+  expect(await replicasOn(source)).toBeGreaterThan(0);
+  await kubectl.ns('delete', 'pod', leaderPod, '--force', '--grace-period=0');
+
+  await until('another manager replica holds the lease', async () => {
+    const l = await kubectl.nsJson('get', 'lease', 'rethinkdb-manager');
+    return l.spec.holderIdentity && !l.spec.holderIdentity.startsWith(`${leaderPod}_`);
+  }, { timeoutMs: 120000, intervalMs: 1000 });
+  // Through the driver: every replica of the table left the source, and each shard still has two.
+  await until(`no replica of ${DB}.leader on ${source}`, async () => (await replicasOn(source)) === 0, { timeoutMs: 300000, intervalMs: 1000 });
+  const config = await r.db(DB).table('leader').config().run(conn);
+  expect(config.shards.map((s) => s.replicas.length)).toEqual([2, 2, 2]);
+  await r.db(DB).table('leader').wait({ waitFor: 'all_replicas_ready', timeout: 120 }).run(conn);
+  // The new leader picked the migration up from the state its predecessor left (src/state), and said so.
+  const logs = await kubectl.ns('logs', '-l', 'app=rethinkdb-manager', '--tail=-1', '--prefix');
+  const reconciled = logs.split('\n').filter((l) => l.includes('"msg":"state reconciled"')).map((l) => JSON.parse(l.slice(l.indexOf('{'))));
+  process.stderr.write(`leader deleted mid-migration (operation ${operation?.id}): ${JSON.stringify(reconciled.map((x) => ({ loaded: x.loaded, resumed: x.resumed })))}\n`);
+  expect(reconciled.some((x) => x.resumed > 0)).toBe(true);
+  await conn.close();
 });

@@ -1,0 +1,55 @@
+// A RethinkDB client for the Kubernetes lab, run in a pod (test/kube-lab/ starts it from the manager's image with
+// this repository mounted read-only): the evaluation's open-loop YCSB load (bench/evaluate/load-generator.js)
+// through the shipped client entry, the Service rethinkdb-client, so through the proxies and their query gates.
+// It loads the table, runs until the file STOP_FILE exists (or MAX_SECONDS pass), and prints one JSON line, the
+// summary: ops attempted, ok, failed by error kind, latency percentiles and the slowest op, the first message of each
+// error kind. Environment: CLIENT_HOST (rethinkdb-client), CLIENT_PORT (28015), RETHINKDB_PASSWORD, DB, TABLE,
+// RATE (ops/s, 200), KEYS (1000), MAX_SECONDS (600), STOP_FILE (/tmp/stop), RECORDS (1: print every op too),
+// CLIENT_HOSTS (host:port,... instead of CLIENT_HOST: several entries, e.g. the proxies' own driver ports).
+
+import { existsSync } from 'node:fs';
+import r from 'rethinkdb';
+import { createLoadGenerator } from '../../bench/evaluate/load-generator.js';
+import { summarize } from '../../bench/evaluate/stats.js';
+
+const env = (name, fallback) => process.env[name] ?? fallback;
+const credentials = { user: 'admin', password: env('RETHINKDB_PASSWORD', '') };
+const entries = process.env.CLIENT_HOSTS
+  ? process.env.CLIENT_HOSTS.split(',').map((hostPort, i) => {
+    const [host, port] = hostPort.split(':');
+    return { name: `entry-${i}`, host, port: Number(port ?? 28015), ...credentials };
+  })
+  : [{ name: 'client', host: env('CLIENT_HOST', 'rethinkdb-client'), port: Number(env('CLIENT_PORT', '28015')), ...credentials }];
+const db = env('DB', 'lab');
+const table = env('TABLE', 'usertable');
+const keyCount = Number(env('KEYS', '1000'));
+const maxMs = Number(env('MAX_SECONDS', '600')) * 1000;
+const stopFile = env('STOP_FILE', '/tmp/stop');
+const sleep = (ms) => new Promise((resolve) => { setTimeout(resolve, ms); });
+
+const load = createLoadGenerator({
+  r, entries, db, table, rateOpsPerSec: Number(env('RATE', '200')), readFraction: 0.5, keyCount,
+  connectionsPerEntry: 4, opTimeoutMs: 5000, seed: 7,
+});
+await load.load(keyCount);
+const { t0 } = await load.start();
+// t0Wall: the wall clock at t0, so that whoever reads the records can place its own events (npm run evaluate -- --lab kube).
+console.log(JSON.stringify({ started: true, t0, t0Wall: Date.now() }));
+const began = Date.now();
+while (!existsSync(stopFile) && Date.now() - began < maxMs) await sleep(250);
+const { records, examples, reconnects } = await load.stop();
+const all = summarize(records, { t0 });
+console.log(JSON.stringify({
+  summary: {
+    attempted: all.attempted, ok: all.ok, failed: all.failed, failedByKind: all.failedByKind, latencyMs: all.latency,
+    examples, reconnects, seconds: Math.round((Date.now() - began) / 1000),
+  },
+}));
+// RECORDS=1: every op, 300 a line (a container runtime splits long log lines): [startMs, endMs, ok, kind, errorKind],
+// times since t0.
+if (env('RECORDS', '0') === '1') {
+  const rows = records.map((rec) => [+(rec.startMs - t0).toFixed(1), rec.endMs === null ? null : +(rec.endMs - t0).toFixed(1), rec.ok ? 1 : 0, rec.kind, rec.errorKind]);
+  for (let i = 0; i < rows.length; i += 300) console.log(JSON.stringify({ records: rows.slice(i, i + 300) }));
+}
+console.log(JSON.stringify({ done: true }));
+process.exit(0);
