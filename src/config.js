@@ -112,8 +112,16 @@ export function loadConfig(env) {
     problems.push('MANAGER_BACKEND=rethinkdb needs RETHINKDB_HOST');
   }
   // auto: in-cluster inside a pod, a kubeconfig when KUBECONFIG is set, otherwise no Kubernetes API.
+  // modeFrom: how the mode was chosen, for the start-up log (an 'off' chosen by auto is not one asked for).
   if (config.kubernetes.mode === 'auto') {
     config.kubernetes.mode = env.KUBERNETES_SERVICE_HOST ? 'in-cluster' : env.KUBECONFIG ? 'kubeconfig' : 'off';
+    config.kubernetes.modeFrom = {
+      'in-cluster': 'KUBERNETES_MODE=auto: KUBERNETES_SERVICE_HOST is set (in a pod)',
+      kubeconfig: 'KUBERNETES_MODE=auto: KUBECONFIG is set',
+      off: 'KUBERNETES_MODE=auto: neither KUBERNETES_SERVICE_HOST (in a pod) nor KUBECONFIG is set',
+    }[config.kubernetes.mode];
+  } else {
+    config.kubernetes.modeFrom = `KUBERNETES_MODE=${config.kubernetes.mode}`;
   }
   problems.push(...resolveAuth(config));
   if (config.rethinkdb.reconnectMinMs > config.rethinkdb.reconnectMaxMs) {

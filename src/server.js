@@ -184,14 +184,14 @@ async function buildRethinkDb(config, clock, logger, { staticToken, metrics }) {
 async function buildKube(config, clock, logger) {
   const k = config.kubernetes;
   if (k.mode === 'off') {
-    logger.warn('no Kubernetes API configured (KUBERNETES_MODE=off): node actions answer 503');
+    logger.warn(`no Kubernetes API (${k.modeFrom ?? 'KUBERNETES_MODE=off'}): node actions answer 503`);
     return null;
   }
   const { KubeConfig, createKubeAdapter } = await import('./kubernetes/kube-adapter.js');
   const kubeConfig = new KubeConfig();
   if (k.mode === 'in-cluster') kubeConfig.loadFromCluster();
   else kubeConfig.loadFromDefault();
-  logger.info({ mode: k.mode, namespace: k.namespace, selector: k.podLabelSelector, statefulSet: k.statefulSetName }, 'using the Kubernetes API');
+  logger.info({ mode: k.mode, modeFrom: k.modeFrom, namespace: k.namespace, selector: k.podLabelSelector, statefulSet: k.statefulSetName }, 'using the Kubernetes API');
   return createKubeAdapter({ kubeConfig, namespace: k.namespace, podLabelSelector: k.podLabelSelector, statefulSetName: k.statefulSetName, clock, requestTimeoutMs: k.requestTimeoutMs });
 }
 

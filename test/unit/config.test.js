@@ -135,6 +135,14 @@ describe('loadConfig: Kubernetes', () => {
     expect(loadConfig(env).kubernetes.mode).toBe(mode);
   });
 
+  test.each([
+    [{}, 'KUBERNETES_MODE=auto: neither KUBERNETES_SERVICE_HOST (in a pod) nor KUBECONFIG is set'],
+    [{ KUBECONFIG: '/home/op/.kube/config' }, 'KUBERNETES_MODE=auto: KUBECONFIG is set'],
+    [{ KUBERNETES_MODE: 'off' }, 'KUBERNETES_MODE=off'],
+  ])('when the environment is %j, then the start-up log can say how the mode was chosen: %s', (env, from) => {
+    expect(loadConfig(env).kubernetes.modeFrom).toBe(from);
+  });
+
   test('when the namespace is not a DNS label, then it is refused', () => {
     expect(() => loadConfig({ KUBERNETES_NAMESPACE: 'Rethink_DB' })).toThrow(/KUBERNETES_NAMESPACE="Rethink_DB": must be a DNS label/);
   });
