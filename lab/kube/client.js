@@ -39,17 +39,19 @@ const began = Date.now();
 while (!existsSync(stopFile) && Date.now() - began < maxMs) await sleep(250);
 const { records, examples, reconnects } = await load.stop();
 const all = summarize(records, { t0 });
-console.log(JSON.stringify({
+const lines = [JSON.stringify({
   summary: {
     attempted: all.attempted, ok: all.ok, failed: all.failed, failedByKind: all.failedByKind, latencyMs: all.latency,
     examples, reconnects, seconds: Math.round((Date.now() - began) / 1000),
   },
-}));
-// RECORDS=1: every op, 300 a line (a container runtime splits long log lines): [startMs, endMs, ok, kind, errorKind],
-// times since t0.
+})];
+// RECORDS=1: every op, 80 a line (under 4 KiB: longer writes reached kubectl logs cut into lines of their own):
+// [startMs, endMs, ok, kind, errorKind], times since t0.
 if (env('RECORDS', '0') === '1') {
   const rows = records.map((rec) => [+(rec.startMs - t0).toFixed(1), rec.endMs === null ? null : +(rec.endMs - t0).toFixed(1), rec.ok ? 1 : 0, rec.kind, rec.errorKind]);
-  for (let i = 0; i < rows.length; i += 300) console.log(JSON.stringify({ records: rows.slice(i, i + 300) }));
+  for (let i = 0; i < rows.length; i += 80) lines.push(JSON.stringify({ records: rows.slice(i, i + 80) }));
 }
-console.log(JSON.stringify({ done: true }));
-process.exit(0);
+lines.push(JSON.stringify({ done: true }));
+// Exits once stdout has taken it all: process.exit right after console.log can drop what a pipe has not yet taken
+// (it lost the records' tail and the done line of a 15,000-op run).
+process.stdout.write(`${lines.join('\n')}\n`, () => process.exit(0));

@@ -26,7 +26,12 @@ set -euo pipefail
 
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 LAB_DIR=${RKL_DIR:-/var/lib/rethinkdb-k8s-lab}
-SHARED_DIRS="/run/containerd /var/lib/cni"
+# Fixed paths that containerd's shims, the CNI library and the kubelet use whatever their configuration says: down
+# removes one only if the lab made it (recorded at the first up), and otherwise only the lab's entries in it.
+SHARED_DIRS="/run/containerd /var/lib/cni /var/lib/kubelet /var/log/containers /usr/libexec/kubernetes /opt/containerd"
+# Machine-wide kernel settings the kubelet sets at start (pkg/kubelet/cm/container_manager_linux.go): saved at the
+# first up, put back by down, compared by leftovers.
+KUBELET_SYSCTLS="vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops kernel.keys.root_maxkeys kernel.keys.root_maxbytes"
 RUN_DIR=/run/rethinkdb-k8s-lab
 NODES=${RKL_NODES:-4}
 BIN=$REPO/lab/kube/bin
@@ -48,6 +53,9 @@ export KUBECONFIG=$LAB_DIR/admin.kubeconfig
 PATH=$BIN:${HELM_BIN%/*}:$PATH
 export PATH
 
+# Everything down kills, unmounts and removes is found under LAB_DIR: never let it be a directory of something else.
+[[ $(basename "$LAB_DIR") == rethinkdb-k8s-lab* ]] || { echo "lab: RKL_DIR must end in a directory named rethinkdb-k8s-lab*, not $LAB_DIR" >&2; exit 2; }
+
 started=$SECONDS
 step() { printf '[lab %4ds] %s\n' "$((SECONDS - started))" "$*"; }
 die() { printf 'lab: %s\n' "$*" >&2; exit 1; }
@@ -56,7 +64,8 @@ pod_cidr() { echo "198.19.$((128 + $1)).0/24"; }
 node_dir() { echo "$LAB_DIR/node-$1"; }
 node_run() { echo "$RUN_DIR/node-$1"; }
 in_node() { local i=$1; shift; nsenter --net="/run/netns/rkl-node-$i" "$@"; }
-alive() { [[ -f $1 ]] && kill -0 "$(cat "$1")" 2> /dev/null; }
+# A pid file's process is alive only if it is still the lab's (pids wrap: a stale file may name a stranger).
+alive() { [[ -f $1 ]] && grep -qF -- "$LAB_DIR" "/proc/$(cat "$1")/cmdline" 2> /dev/null; }
 
 # Starts a daemon once: its pid in $LAB_DIR/pids/NAME.pid, its output in $LAB_DIR/logs/NAME.log.
 daemon() {
@@ -67,7 +76,14 @@ daemon() {
   echo $! > "$pidfile"
 }
 
-cni_netns() { local n; for n in /run/netns/cni-*; do [[ -e $n ]] && echo "${n##*/}"; done; return 0; }
+# The pod network namespaces of the lab's containerds: those whose eth0 has an address of the lab's pod networks.
+cni_netns() {
+  local n
+  for n in /run/netns/cni-*; do
+    [[ -e $n ]] && ip -n "${n##*/}" -4 -o addr show 2> /dev/null | grep -q ' inet 198\.19\.' && echo "${n##*/}"
+  done
+  return 0
+}
 
 wait_for() { # wait_for SECONDS WHAT COMMAND...
   local limit=$1 what=$2; shift 2
@@ -214,32 +230,30 @@ start_control_plane() {
 
 # --------------------------------------------------------------------------------------------------------- network
 host_network() {
-  if [[ ! -f $LAB_DIR/ip_forward.before ]]; then sysctl -n net.ipv4.ip_forward > "$LAB_DIR/ip_forward.before"; fi
-  sysctl -qw net.ipv4.ip_forward=1
-  if ! ip link show "$BRIDGE" > /dev/null 2>&1; then
-    ip link add "$BRIDGE" type bridge
-    ip addr add "$HOST_IP/24" dev "$BRIDGE"
-    ip link set "$BRIDGE" up
-  fi
+  # The host forwards nothing (its ip_forward is left as it is): nodes and pods talk over the bridge, and the host
+  # only originates and receives. Services are reached from inside the nodes.
+  ip link show "$BRIDGE" > /dev/null 2>&1 || ip link add "$BRIDGE" type bridge
+  ip addr replace "$HOST_IP/24" dev "$BRIDGE"
+  ip link set "$BRIDGE" up
 }
 
 node_network() {
   local i=$1 ip; ip=$(node_ip "$i")
   local ns=rkl-node-$i veth=rkl-v$i
-  if [[ ! -e /run/netns/$ns ]]; then
-    ip netns add "$ns"
-    ip link add "$veth" type veth peer name eth0 netns "$ns"
-    ip link set "$veth" master "$BRIDGE" up
-    ip -n "$ns" addr add "$ip/24" dev eth0
-    ip -n "$ns" link set eth0 up
-    ip -n "$ns" link set lo up
-    ip -n "$ns" route add default via "$HOST_IP"
-    ip netns exec "$ns" sysctl -qw net.ipv4.ip_forward=1
-    ip netns exec "$ns" sysctl -qw net.bridge.bridge-nf-call-iptables=1 2> /dev/null || true
-    for ((k = 1; k <= NODES; k++)); do
-      (( k == i )) || ip -n "$ns" route add "$(pod_cidr "$k")" via "$(node_ip "$k")"
-    done
-  fi
+  # Step by step, each idempotent, so that an up that failed half-way is repaired by the next one.
+  [[ -e /run/netns/$ns ]] || ip netns add "$ns"
+  ip -n "$ns" link show eth0 > /dev/null 2>&1 || ip link add "$veth" type veth peer name eth0 netns "$ns"
+  ip link set "$veth" master "$BRIDGE" up
+  ip -n "$ns" addr replace "$ip/24" dev eth0
+  ip -n "$ns" link set eth0 up
+  ip -n "$ns" link set lo up
+  # No default route: a node (and its pods, routed through it) reaches only the lab's addresses.
+  ip -n "$ns" route del default 2> /dev/null || true
+  ip netns exec "$ns" sysctl -qw net.ipv4.ip_forward=1
+  ip netns exec "$ns" sysctl -qw net.bridge.bridge-nf-call-iptables=1 2> /dev/null || true
+  for ((k = 1; k <= NODES; k++)); do
+    (( k == i )) || ip -n "$ns" route replace "$(pod_cidr "$k")" via "$(node_ip "$k")"
+  done
   ip route replace "$(pod_cidr "$i")" via "$ip" dev "$BRIDGE"
 }
 
@@ -326,6 +340,7 @@ clusterDomain: cluster.local
 resolvConf: "$d/resolv.conf"
 podCIDR: $(pod_cidr "$i")
 podLogsDir: "$d/pod-logs"
+volumePluginDir: "$d/volume-plugins"
 tlsCertFile: "$PKI/node-$i.crt"
 tlsPrivateKeyFile: "$PKI/node-$i.key"
 serializeImagePulls: false
@@ -405,8 +420,18 @@ install_chart() {
   if ! kubectl -n "$NAMESPACE" get secret rethinkdb-admin > /dev/null 2>&1; then
     kubectl -n "$NAMESPACE" create secret generic rethinkdb-admin --from-literal=password="$(openssl rand -base64 24)" > /dev/null
   fi
-  if helm status "$RELEASE" -n "$NAMESPACE" > /dev/null 2>&1; then
-    step "chart: release $RELEASE already installed"
+  local status
+  status=$(helm status "$RELEASE" -n "$NAMESPACE" -o json 2> /dev/null | sed -n 's/.*"status":"\([a-z-]*\)".*/\1/p' | head -n1)
+  if [[ -n $status && $status != deployed ]]; then
+    step "chart: release $RELEASE is $status; uninstalling it to install again"
+    helm uninstall "$RELEASE" -n "$NAMESPACE" --wait > /dev/null
+    status=""
+  fi
+  if [[ $status == deployed ]]; then
+    # What the tests and the evaluation change out of band goes back: the manager's replicas, the client pods.
+    step "chart: release $RELEASE already installed; the manager back to 2 replicas, no client pods"
+    kubectl -n "$NAMESPACE" scale deployment/rethinkdb-manager --replicas=2 > /dev/null
+    kubectl -n "$NAMESPACE" delete pods -l app=lab-client --ignore-not-found --wait=false > /dev/null
   else
     step "chart: helm install $RELEASE deploy/helm/rethinkdb-k8s-manager (image pull policy Never)"
     helm install "$RELEASE" "$REPO/deploy/helm/rethinkdb-k8s-manager" --namespace "$NAMESPACE" \
@@ -425,14 +450,17 @@ install_chart() {
 
 up() {
   [[ $(id -u) == 0 ]] || die "the lab needs root (network namespaces, cgroups, mounts)"
+  [[ -d /sys/fs/cgroup/cpu && -d /sys/fs/cgroup/memory ]] || die "the lab runs its kubelets on cgroup v1 (or hybrid) mounts, and /sys/fs/cgroup has no cpu and memory hierarchies"
   need_packages
   [[ ${RKL_SKIP_BUILD:-} == 1 ]] || build_all
   mkdir -p "$LAB_DIR/pids" "$LAB_DIR/logs" "$RUN_DIR"
-  if [[ ! -f $LAB_DIR/netns.before ]]; then
-    cni_netns > "$LAB_DIR/netns.before"
-    # Directories that containerd's shims (/run/containerd/s, fifo) and the CNI library (/var/lib/cni) use whatever
-    # the configuration says: down removes them only if the lab made them.
-    local d; for d in $SHARED_DIRS; do [[ -e $d ]] || echo "$d"; done > "$LAB_DIR/made-dirs"
+  # Before any kubelet ran: what down puts back.
+  local d
+  if [[ ! -f $LAB_DIR/made-dirs ]]; then
+    for d in $SHARED_DIRS; do [[ -e $d ]] || echo "$d"; done > "$LAB_DIR/made-dirs"
+  fi
+  if [[ ! -f $LAB_DIR/sysctls.before ]]; then
+    for d in $KUBELET_SYSCTLS; do echo "$d=$(sysctl -n "$d")"; done > "$LAB_DIR/sysctls.before"
   fi
   make_pki
   host_network
@@ -454,9 +482,10 @@ up() {
 }
 
 # ------------------------------------------------------------------------------------------------------- tear-down
-lab_pids() { # every process of the lab: daemons, shims and containers (by cgroup), anything running its binaries
+lab_pids() { # every process of the lab: daemons and shims (their command lines name the lab's paths), containers (by cgroup)
   {
-    cat "$LAB_DIR"/pids/*.pid 2> /dev/null || true
+    local f
+    for f in "$LAB_DIR"/pids/*.pid; do alive "$f" && cat "$f"; done
     local h
     for h in /sys/fs/cgroup/*/rkl-node-*; do
       [[ -d $h ]] && find "$h" -name cgroup.procs -exec cat {} + 2> /dev/null
@@ -485,24 +514,35 @@ down() {
   local m
   for m in $(findmnt -rn -o TARGET | grep -E "^($LAB_DIR|$RUN_DIR)(/|$)" | sort -r); do umount -l "$m" 2> /dev/null || true; done
   step "removing network namespaces, links and routes"
-  local before=""; [[ -f $LAB_DIR/netns.before ]] && before=$(cat "$LAB_DIR/netns.before")
-  for m in $(cni_netns); do
-    grep -qx "$m" <<< "$before" || ip netns delete "$m" 2> /dev/null || true
-  done
+  for m in $(cni_netns); do ip netns delete "$m" 2> /dev/null || true; done
   for m in /run/netns/rkl-node-*; do [[ -e $m ]] && ip netns delete "${m##*/}"; done
   ip link show "$BRIDGE" > /dev/null 2>&1 && ip link delete "$BRIDGE"
   for m in $(ip -o link show | awk -F': ' '{print $2}' | grep '^rkl-v' | cut -d@ -f1 || true); do ip link delete "$m" 2> /dev/null || true; done
-  ip route show | awk '/^198\.19\./ {print $1}' | xargs -r -n1 ip route delete 2> /dev/null || true
   if [[ -f $LAB_DIR/ip_forward.before ]]; then sysctl -qw "net.ipv4.ip_forward=$(cat "$LAB_DIR/ip_forward.before")"; fi
+  step "putting back the kernel settings the kubelets changed"
+  local saved=""
+  if [[ -f $LAB_DIR/sysctls.before ]]; then
+    saved=$(cat "$LAB_DIR/sysctls.before")
+    while IFS='=' read -r key value; do sysctl -qw "$key=$value"; done <<< "$saved"
+  fi
   step "removing cgroups"
   local h
   for h in /sys/fs/cgroup/*/rkl-node-*; do
     if [[ -d $h ]]; then find "$h" -depth -type d -exec rmdir {} + 2> /dev/null || true; fi
   done
-  if [[ -f $LAB_DIR/made-dirs ]]; then while read -r m; do rm -rf "$m"; done < "$LAB_DIR/made-dirs"; fi
+  # In shared directories the lab did not make, only its own entries: log links into it, its CNI results.
+  find /var/log/containers -maxdepth 1 -lname "$LAB_DIR/*" -delete 2> /dev/null || true
+  find /var/lib/cni/results -maxdepth 1 -name 'rkl-*' -delete 2> /dev/null || true
+  if [[ -f $LAB_DIR/made-dirs ]]; then while read -r m; do [[ -n $m ]] && rm -rf --one-file-system "$m"; done < "$LAB_DIR/made-dirs"; fi
+  if findmnt -rn -o TARGET | grep -qE "^($LAB_DIR|$RUN_DIR)(/|$)"; then die "mounts remain under $LAB_DIR or $RUN_DIR: not removing them"; fi
   step "removing $LAB_DIR and $RUN_DIR"
-  rm -rf "$LAB_DIR" "$RUN_DIR"
-  local left; left=$(leftovers)
+  rm -rf --one-file-system "$LAB_DIR" "$RUN_DIR"
+  local left key value
+  left=$(leftovers)
+  while IFS='=' read -r key value; do
+    [[ -n $key && $(sysctl -n "$key") != "$value" ]] && left+=$'\n'"kernel setting $key is $(sysctl -n "$key"), was $value"
+  done <<< "$saved"
+  left=$(sed '/^$/d' <<< "$left")
   if [[ -n $left ]]; then printf '%s\n' "$left" >&2; die "down left the above behind"; fi
   step "down: nothing left"
 }
@@ -512,11 +552,13 @@ leftovers() {
   for p in $(lab_pids); do echo "process $p: $(tr '\0' ' ' < "/proc/$p/cmdline" 2> /dev/null | cut -c1-120)"; done
   findmnt -rn -o TARGET | grep -E "^($LAB_DIR|$RUN_DIR)(/|$)" | sed 's/^/mount /' || true
   for p in /run/netns/rkl-*; do [[ -e $p ]] && echo "netns ${p##*/}"; done
+  for p in $(cni_netns); do echo "netns $p (a pod's)"; done
+  find /var/log/containers -maxdepth 1 -lname "$LAB_DIR/*" 2> /dev/null | sed 's/^/log link /'
+  find /var/lib/cni/results -maxdepth 1 -name 'rkl-*' 2> /dev/null | sed 's/^/CNI result /' 
   ip -o link show | awk -F': ' '{print $2}' | grep -E "^(rkl|$BRIDGE)" | sed 's/^/link /' || true
   ip route show | grep -E '^198\.19\.' | sed 's/^/route /' || true
   ip -o addr show | grep -E ' 198\.19\.' | awk '{print "address " $2 " " $4}' || true
   for p in /sys/fs/cgroup/*/rkl-node-*; do [[ -e $p ]] && echo "cgroup $p"; done
-  find /run/containerd/s /run/containerd/fifo -mindepth 1 2> /dev/null | sed 's/^/shim file /' || true
   [[ -e $LAB_DIR ]] && echo "directory $LAB_DIR"
   [[ -e $RUN_DIR ]] && echo "directory $RUN_DIR"
   return 0
@@ -530,12 +572,13 @@ node_kill() {
   [[ -e /run/netns/rkl-node-$i ]] || die "no node-$i"
   ip link set "rkl-v$i" down
   pids=$(
-    for p in kubelet kube-proxy containerd; do cat "$LAB_DIR/pids/$p-$i.pid" 2> /dev/null || true; done
-    pgrep -f -- "$RUN_DIR/node-$i/" || true
+    for p in kubelet kube-proxy containerd; do alive "$LAB_DIR/pids/$p-$i.pid" && cat "$LAB_DIR/pids/$p-$i.pid"; done
+    pgrep -f -- "$RUN_DIR/node-$i/|$LAB_DIR/node-$i/" || true
     for p in /sys/fs/cgroup/*/rkl-node-"$i"; do [[ -d $p ]] && find "$p" -name cgroup.procs -exec cat {} + 2> /dev/null; done
   )
   # shellcheck disable=SC2086
   [[ -n $pids ]] && kill -KILL $pids 2> /dev/null
+  rm -f "$LAB_DIR/pids/kubelet-$i.pid" "$LAB_DIR/pids/kube-proxy-$i.pid" "$LAB_DIR/pids/containerd-$i.pid"
   step "node-$i killed: its link is down, $(wc -w <<< "$pids") processes killed"
 }
 

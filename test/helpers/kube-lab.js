@@ -61,7 +61,7 @@ export { r };
 // A client pod (lab/kube/client.js) in the namespace, from the manager's image with this repository mounted
 // read-only: open-loop load through the Service rethinkdb-client until `stopClientPod`.
 export async function startClientPod(kubectl, name, {
-  table = 'usertable', rate = 200, keys = 1000, hosts = null, records = false,
+  db = 'lab', table = 'usertable', rate = 200, keys = 1000, hosts = null, records = false,
 } = {}) {
   const pod = {
     apiVersion: 'v1', kind: 'Pod',
@@ -77,7 +77,7 @@ export async function startClientPod(kubectl, name, {
         command: ['node', '/repo/lab/kube/client.js'],
         env: [
           { name: 'RETHINKDB_PASSWORD', valueFrom: { secretKeyRef: { name: 'rethinkdb-admin', key: 'password' } } },
-          { name: 'TABLE', value: table }, { name: 'RATE', value: String(rate) }, { name: 'KEYS', value: String(keys) },
+          { name: 'DB', value: db }, { name: 'TABLE', value: table }, { name: 'RATE', value: String(rate) }, { name: 'KEYS', value: String(keys) },
           { name: 'RECORDS', value: records ? '1' : '0' }, ...(hosts ? [{ name: 'CLIENT_HOSTS', value: hosts.join(',') }] : []),
         ],
         volumeMounts: [{ name: 'repo', mountPath: '/repo', readOnly: true }],
@@ -108,7 +108,11 @@ export async function stopClientPod(kubectl, name, { timeoutMs = 60000, withReco
       if (!withRecords) return summary;
       return { summary, start: lines.find((l) => l.started), records: lines.filter((l) => l.records).flatMap((l) => l.records) };
     }
-    if (Date.now() > deadline) throw new Error(`client pod ${name} gave no summary within ${timeoutMs} ms`);
+    if (Date.now() > deadline) {
+      const tail = (await kubectl.ns('logs', name, '--tail=5').catch((err) => err.message)).slice(-2000);
+      const phase = (await kubectl.nsJson('get', 'pod', name).catch(() => null))?.status?.phase;
+      throw new Error(`client pod ${name} (${phase}) gave no summary within ${timeoutMs} ms; its last lines: ${tail}`);
+    }
     await new Promise((resolve) => { setTimeout(resolve, 500); });
   }
 }

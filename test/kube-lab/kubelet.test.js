@@ -11,7 +11,9 @@ import {
   startClientPod, stopClientPod,
 } from '../helpers/kube-lab.js';
 
-jest.setTimeout(15 * 60 * 1000);
+// Longer than any test's own waits (a drain may take 10 minutes on a loaded 2-core machine), so that a slow run
+// fails on its own message and still runs its clean-up.
+jest.setTimeout(30 * 60 * 1000);
 
 const DB = 'lab';
 let kubectl;
@@ -76,7 +78,8 @@ afterAll(() => {
 test('the chart is installed by helm and everything it made is Ready on real kubelets', async () => {
   const nodes = (await kubectl.json('get', 'nodes')).items;
   expect(nodes.length).toBeGreaterThanOrEqual(4);
-  const all = (await kubectl.nsJson('get', 'pods')).items;
+  const chart = new Set(['rethinkdb', 'rethinkdb-manager', 'rethinkdb-proxy']);
+  const all = (await kubectl.nsJson('get', 'pods')).items.filter((p) => chart.has(p.metadata.labels?.app));
   const names = all.map((p) => p.metadata.name);
   expect(names.filter((n) => /^rethinkdb-\d$/.test(n))).toHaveLength(3);
   expect(names.filter((n) => n.startsWith('rethinkdb-manager-'))).toHaveLength(2);
@@ -102,30 +105,42 @@ test('a pod deleted: the kubelet runs its preStop, the manager moves its primari
   expect(await primariesByServer(conn, 'prestop')).toContain(server);
 
   // Watch from another server: when the victim's primaries left it, and when it left the cluster.
-  const seen = { primariesMovedAt: null, disconnectedAt: null, readyWithoutServer: [] };
+  // Rounds, not times: the primaries must be seen gone in a round before the one that sees the server gone.
+  const seen = { primariesMovedRound: null, disconnectedRound: null, readyWithoutServer: [] };
   let watching = true;
+  let round = 0;
   const watch = (async () => {
     while (watching) {
+      round += 1;
       try {
-        const [primaries, connected] = await Promise.all([primariesByServer(conn, 'prestop'), connectedServers(conn)]);
-        const t = Date.now();
-        if (seen.primariesMovedAt === null && !primaries.includes(server)) seen.primariesMovedAt = t;
-        if (seen.disconnectedAt === null && !connected.includes(server)) seen.disconnectedAt = t;
+        const primaries = await primariesByServer(conn, 'prestop');
+        const connected = await connectedServers(conn);
+        if (seen.primariesMovedRound === null && !primaries.includes(server)) seen.primariesMovedRound = round;
+        if (seen.disconnectedRound === null && !connected.includes(server)) seen.disconnectedRound = round;
       } catch {
-        conn = await observer(victim).catch(() => conn);
+        const old = conn;
+        conn = await observer(victim).catch(() => old);
+        if (conn !== old) old.close().catch(() => {});
       }
       await sleep(100);
     }
   })();
-  const uidBefore = (await pod(victim)).metadata.uid;
-  await kubectl.ns('delete', 'pod', victim, '--wait=false');
-  await until('the victim server leaves the cluster', () => seen.disconnectedAt !== null);
-  expect(seen.primariesMovedAt).not.toBeNull();
-  expect(seen.primariesMovedAt).toBeLessThanOrEqual(seen.disconnectedAt);
+  try {
+    const uidBefore = (await pod(victim)).metadata.uid;
+    await kubectl.ns('delete', 'pod', victim, '--wait=false');
+    await until('the victim server leaves the cluster', () => seen.disconnectedRound !== null);
+    expect(seen.primariesMovedRound).not.toBeNull();
+    expect(seen.primariesMovedRound).toBeLessThan(seen.disconnectedRound);
+    await until('the new pod', async () => {
+      const p = await pod(victim).catch(() => null);
+      return p !== null && p.metadata.uid !== uidBefore;
+    });
+  } finally {
+    if (seen.disconnectedRound === null) { watching = false; await watch; }
+  }
 
-  // The StatefulSet makes the pod again. While it is not serving, it must not be Ready (the startup and readiness
+  // The StatefulSet made the pod again. While it is not serving, it must not be Ready (the startup and readiness
   // probes on the driver port).
-  await until('the new pod', async () => (await pod(victim).catch(() => null))?.metadata.uid !== uidBefore);
   await until('the new pod is Ready', async () => {
     const p = await pod(victim);
     if (!podReady(p)) return false;
@@ -137,10 +152,13 @@ test('a pod deleted: the kubelet runs its preStop, the manager moves its primari
   expect(seen.readyWithoutServer).toEqual([]);
   await until('the server is back in the cluster', async () => (await connectedServers(conn)).includes(server));
   // postStart: the manager levels the primaries back onto the returned server.
-  await until('the returned server holds a primary again', async () => (await primariesByServer(conn, 'prestop')).includes(server),
-    { timeoutMs: 180000 });
-  watching = false;
-  await watch;
+  try {
+    await until('the returned server holds a primary again', async () => (await primariesByServer(conn, 'prestop')).includes(server),
+      { timeoutMs: 180000 });
+  } finally {
+    watching = false;
+    await watch;
+  }
   // The hooks came from the pod (curl in the container, run by the kubelet), as the manager's request log shows.
   const logs = await kubectl.ns('logs', '-l', 'app=rethinkdb-manager', '--tail=-1', '--prefix');
   expect(logs).toContain(`"url":"/v1/hooks/prestop?pod=${victim}"`);
@@ -159,10 +177,27 @@ test('kubectl drain: the webhook demotes before the eviction, the PDB holds the 
   const servers = { 'rethinkdb-0': 'rethinkdb_0', 'rethinkdb-1': 'rethinkdb_1' };
 
   const drainArgs = (node) => ['drain', node, '--ignore-daemonsets', '--delete-emptydir-data', '--timeout=600s'];
-  // Primaries on rethinkdb_1 when the eviction reached the API server: read from another server right after drain.
-  await kubectl(...drainArgs(first));
-  const afterFirst = await primariesByServer(conn, 'drain');
-  expect(afterFirst).not.toContain('rethinkdb_1');
+  // The primaries at the moment the eviction was admitted: sampled every 100 ms, the first sample that finds the pod
+  // deleting (or gone). The webhook runs before the API server admits the eviction; the preStop hook only starts
+  // after it, when the kubelet sees the deletion, and takes seconds (its curl, the manager's moves).
+  const uid1 = (await pod('rethinkdb-1')).metadata.uid;
+  let atEviction = null;
+  let sampling = true;
+  const sampler = (async () => {
+    while (sampling && atEviction === null) {
+      const p = await pod('rethinkdb-1').catch(() => null);
+      if (p === null || p.metadata.uid !== uid1 || p.metadata.deletionTimestamp) atEviction = await primariesByServer(conn, 'drain');
+      await sleep(100);
+    }
+  })();
+  try {
+    await kubectl(...drainArgs(first));
+  } finally {
+    sampling = false;
+    await sampler;
+  }
+  expect(atEviction).not.toBeNull();
+  expect(atEviction).not.toContain('rethinkdb_1');
   // The evicted pod cannot run elsewhere: its volume is local to the cordoned node, so it stays Pending.
   await until('rethinkdb-1 is gone from the cluster', async () => !(await connectedServers(conn)).includes('rethinkdb_1'));
 
@@ -170,21 +205,28 @@ test('kubectl drain: the webhook demotes before the eviction, the PDB holds the 
   const conn0 = await observer('rethinkdb-0');
   let secondDone = false;
   const secondDrain = kubectl(...drainArgs(second)).then((out) => { secondDone = true; return out; });
-  await sleep(20000);
-  expect(secondDone).toBe(false);
-  const stillThere = await pod('rethinkdb-0');
-  expect(stillThere.metadata.deletionTimestamp).toBeUndefined();
-  // The disruption controller's view: with rethinkdb-1 away, the PDB allows no other RethinkDB pod to go.
-  const pdb = await kubectl.nsJson('get', 'pdb', 'rethinkdb');
-  expect(pdb.status.disruptionsAllowed).toBe(0);
+  secondDrain.catch(() => {});
+  try {
+    await sleep(20000);
+    expect(secondDone).toBe(false);
+    const stillThere = await pod('rethinkdb-0');
+    expect(stillThere.metadata.deletionTimestamp).toBeUndefined();
+    // The disruption controller's view: with rethinkdb-1 away, the PDB allows no other RethinkDB pod to go.
+    const pdb = await kubectl.nsJson('get', 'pdb', 'rethinkdb');
+    expect(pdb.status.disruptionsAllowed).toBe(0);
 
-  // Uncordon the first node: rethinkdb-1 comes back, the PDB allows the next eviction, the second drain completes.
-  await kubectl('uncordon', first);
-  await until('rethinkdb-1 is back', async () => (await connectedServers(conn0)).includes('rethinkdb_1'), { timeoutMs: 300000 });
-  await secondDrain;
-  expect(secondDone).toBe(true);
-  await until('rethinkdb_0 has left', async () => !(await connectedServers(conn0)).includes(servers['rethinkdb-0']));
-  await kubectl('uncordon', second);
+    // Uncordon the first node: rethinkdb-1 comes back, the PDB allows the next eviction, the second drain completes.
+    await kubectl('uncordon', first);
+    await until('rethinkdb-1 is back', async () => (await connectedServers(conn0)).includes('rethinkdb_1'), { timeoutMs: 300000 });
+    await secondDrain;
+    expect(secondDone).toBe(true);
+    await until('rethinkdb_0 has left', async () => !(await connectedServers(conn0)).includes(servers['rethinkdb-0']));
+  } finally {
+    // Whatever failed, the nodes go back to schedulable so that the next tests have their servers.
+    await kubectl('uncordon', first).catch(() => {});
+    await kubectl('uncordon', second).catch(() => {});
+    await secondDrain.catch(() => {});
+  }
   await until('rethinkdb_0 is back and holds a primary again', async () => {
     const c = await observer('none');
     try {
@@ -199,15 +241,22 @@ test('kubectl rollout restart statefulset under client load through rethinkdb-cl
   const conn = await observer('none');
   await ensureTable(conn, 'usertable');
   await startClientPod(kubectl, 'client-rollout', { table: 'usertable' });
-  await until('the client is loaded and running', async () => (await clientLines(kubectl, 'client-rollout')).some((l) => l.started));
-  const before = Object.fromEntries((await pods()).map((p) => [p.metadata.name, p.metadata.uid]));
-  await sleep(5000);
-  const t0 = Date.now();
-  await kubectl.ns('rollout', 'restart', 'statefulset/rethinkdb');
-  await kubectl.ns('rollout', 'status', 'statefulset/rethinkdb', '--timeout=900s');
-  const rolloutSeconds = (Date.now() - t0) / 1000;
-  await sleep(10000);
-  const summary = await stopClientPod(kubectl, 'client-rollout');
+  let summary;
+  let rolloutSeconds;
+  let before;
+  try {
+    await until('the client is loaded and running', async () => (await clientLines(kubectl, 'client-rollout')).some((l) => l.started));
+    before = Object.fromEntries((await pods()).map((p) => [p.metadata.name, p.metadata.uid]));
+    await sleep(5000);
+    const t0 = Date.now();
+    await kubectl.ns('rollout', 'restart', 'statefulset/rethinkdb');
+    await kubectl.ns('rollout', 'status', 'statefulset/rethinkdb', '--timeout=900s');
+    rolloutSeconds = (Date.now() - t0) / 1000;
+    await sleep(10000);
+    summary = await stopClientPod(kubectl, 'client-rollout');
+  } finally {
+    await kubectl.ns('delete', 'pod', 'client-rollout', '--wait=false').catch(() => {});
+  }
   process.stderr.write(`rollout restart: ${rolloutSeconds.toFixed(0)} s; client: ${JSON.stringify(summary)}\n`);
 
   const after = await pods();
@@ -219,7 +268,6 @@ test('kubectl rollout restart statefulset under client load through rethinkdb-cl
   // The clients were served throughout: at most 1 % of the ops failed (the figures are printed above).
   expect(summary.ok).toBeGreaterThan(0);
   expect(summary.failed).toBeLessThanOrEqual(Math.ceil(summary.attempted * 0.01));
-  await kubectl.ns('delete', 'pod', 'client-rollout', '--wait=false');
   await conn.close();
 });
 
@@ -229,8 +277,8 @@ test('a node dies (kubelet, containerd and containers killed, network cut): Reth
   let conn = await observer(victim);
   await ensureTable(conn, 'nodeloss');
   const killedAt = Date.now();
-  labNode('kill', node);
   try {
+    labNode('kill', node);
     await until('rethinkdb_1 leaves the cluster', async () => !(await connectedServers(conn)).includes('rethinkdb_1'), { timeoutMs: 60000 });
     // Two of three replicas remain: after RethinkDB's own failover, a write to every shard succeeds.
     const writable = await until('the table takes writes again', async () => {
@@ -292,6 +340,7 @@ test('the manager\'s leader pod deleted mid-migration: the other replica takes t
   await sleep(1000);
   // Mid-migration, as RethinkDB shows it: the source still holds replicas.
   expect(await replicasOn(source)).toBeGreaterThan(0);
+  const deletedAt = new Date().toISOString();
   await kubectl.ns('delete', 'pod', leaderPod, '--force', '--grace-period=0');
 
   await until('another manager replica holds the lease', async () => {
@@ -304,7 +353,7 @@ test('the manager\'s leader pod deleted mid-migration: the other replica takes t
   expect(config.shards.map((s) => s.replicas.length)).toEqual([2, 2, 2]);
   await r.db(DB).table('leader').wait({ waitFor: 'all_replicas_ready', timeout: 120 }).run(conn);
   // The new leader picked the migration up from the state its predecessor left (src/state), and said so.
-  const logs = await kubectl.ns('logs', '-l', 'app=rethinkdb-manager', '--tail=-1', '--prefix');
+  const logs = await kubectl.ns('logs', '-l', 'app=rethinkdb-manager', '--tail=-1', '--prefix', `--since-time=${deletedAt}`);
   const reconciled = logs.split('\n').filter((l) => l.includes('"msg":"state reconciled"')).map((l) => JSON.parse(l.slice(l.indexOf('{'))));
   process.stderr.write(`leader deleted mid-migration (operation ${operation?.id}): ${JSON.stringify(reconciled.map((x) => ({ loaded: x.loaded, resumed: x.resumed })))}\n`);
   expect(reconciled.some((x) => x.resumed > 0)).toBe(true);
