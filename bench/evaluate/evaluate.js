@@ -6,6 +6,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
+import { KUBE_SCENARIOS, runOnKubeLab } from './kube-lab-run.js';
 import { runOnce } from './lab-run.js';
 import {
   ARMS, compareAllArms, compareArms, figurePanels, formatArmsTable, formatTable, runFigures,
@@ -28,18 +29,24 @@ function options() {
       'manager-env': { type: 'string', default: '' },
       'node-cpus': { type: 'string', default: 'isolated' },
       arms: { type: 'string', default: 'none,manager' },
+      lab: { type: 'string', default: 'process' },
       help: { type: 'boolean', default: false },
     },
   });
   if (values.help) {
     process.stdout.write(`usage: npm run evaluate -- [--scenarios ${Object.keys(SCENARIOS).join(',')}] [--runs 3] [--rate 200] `
       + '[--keys 20000] [--seed 1] [--out evaluation] [--network netns|loopback] [--manager-env K=V,K=V] [--node-cpus isolated|shared] '
-      + `[--arms ${ARMS.join(',')}]\n`);
+      + `[--arms ${ARMS.join(',')}] [--lab process|kube]\n`
+      + `  --lab kube: on the real Kubernetes lab (npm run lab:up), scenarios ${Object.keys(KUBE_SCENARIOS).join(', ')}\n`);
     process.exit(0);
   }
-  const scenarios = values.scenarios.split(',').map((name) => {
-    if (!SCENARIOS[name]) throw new Error(`unknown scenario "${name}" (known: ${Object.keys(SCENARIOS).join(', ')})`);
-    return SCENARIOS[name];
+  if (!['process', 'kube'].includes(values.lab)) throw new Error(`--lab is process or kube, not "${values.lab}"`);
+  const known = values.lab === 'kube' ? KUBE_SCENARIOS : SCENARIOS;
+  const names = values.lab === 'kube' && values.scenarios === 'planned-stop,prestop-then-cut,hotspot-proxy,long-hotspot-crash'
+    ? Object.keys(KUBE_SCENARIOS) : values.scenarios.split(',');
+  const scenarios = names.map((name) => {
+    if (!known[name]) throw new Error(`unknown scenario "${name}" on the ${values.lab} lab (known: ${Object.keys(known).join(', ')})`);
+    return known[name];
   });
   if (!['isolated', 'shared'].includes(values['node-cpus'])) throw new Error(`--node-cpus is isolated or shared, not "${values['node-cpus']}"`);
   // Said before the first run, not when the first scenario with CPU nodes is reached.
@@ -51,7 +58,7 @@ function options() {
   const managerEnv = Object.fromEntries(values['manager-env'].split(',').filter(Boolean).map((kv) => kv.split('=')));
   return {
     scenarios, runs: Number(values.runs), rate: Number(values.rate), keyCount: Number(values.keys), seed: Number(values.seed),
-    out: resolve(values.out), network: values.network, managerEnv, nodeCpus: values['node-cpus'], arms,
+    out: resolve(values.out), network: values.network, managerEnv, nodeCpus: values['node-cpus'], arms, lab: values.lab,
   };
 }
 
@@ -84,7 +91,7 @@ async function main() {
       process.stderr.write(`${label}: no result within ${RUN_TIMEOUT_SECONDS} s; stopping (the servers are killed on exit)\n`);
       process.exit(2);
     }, (step.scenario.durationSeconds + RUN_TIMEOUT_SECONDS) * 1000);
-    const run = await runOnce(step.scenario, step.arm, { ...opts, seed: opts.seed + step.pair, log });
+    const run = await (opts.lab === 'kube' ? runOnKubeLab : runOnce)(step.scenario, step.arm, { ...opts, seed: opts.seed + step.pair, log });
     clearTimeout(watchdog);
     const f = { ...runFigures(run), pair: step.pair, layout: run.layout, examples: run.examples };
     figures.push(f);
@@ -100,7 +107,7 @@ async function main() {
   ].join('\n\n');
   process.stdout.write(`\n${table}\n`);
   for (const [name, runs] of Object.entries(firstRuns)) {
-    const svg = renderFigure({ title: `${SCENARIOS[name].title} (first pair)`, panels: figurePanels(runs), xLabel: 'seconds' });
+    const svg = renderFigure({ title: `${(opts.lab === 'kube' ? KUBE_SCENARIOS : SCENARIOS)[name].title} (first pair)`, panels: figurePanels(runs), xLabel: 'seconds' });
     writeFileSync(join(opts.out, `${name}.svg`), svg);
   }
   const record = {

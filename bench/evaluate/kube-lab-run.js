@@ -1,0 +1,126 @@
+// The evaluation's runs on the real Kubernetes lab (npm run evaluate -- --lab kube; lab/kube/lab.sh): the chart as
+// shipped, a client pod with the open-loop load (lab/kube/client.js), and the scenario done by Kubernetes itself.
+// Arms: with or without the manager (its Deployment scaled to 0: the hooks then fail at once and the webhook, whose
+// failure policy is Ignore, is skipped), with or without the query gate (the client through the Service
+// rethinkdb-client, which targets the proxies' gates, or straight to the proxies' own driver ports).
+// A run returns what bench/evaluate/lab-run.js returns (records on the client's clock, t0, events in seconds since
+// t0), so the report, the tables and the figures are the same.
+
+import {
+  adminPassword, clientLines, connectPod, createKubectl, labUp, podReady, r, startClientPod, stopClientPod,
+} from '../../test/helpers/kube-lab.js';
+
+const sleep = (ms) => new Promise((resolve) => { setTimeout(resolve, ms); });
+
+async function until(what, fn, { timeoutMs = 300000, intervalMs = 500 } = {}) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await fn().catch(() => false);
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`${what}: not after ${timeoutMs} ms`);
+    await sleep(intervalMs);
+  }
+}
+
+// What Kubernetes does in each scenario, between the client's steady start and its steady end.
+export const KUBE_SCENARIOS = {
+  'planned-stop': {
+    name: 'planned-stop', title: 'A RethinkDB pod deleted (kubectl delete pod), on real kubelets', durationSeconds: 120,
+    async act({ kubectl, mark }) {
+      const before = (await kubectl.nsJson('get', 'pod', 'rethinkdb-1')).metadata.uid;
+      mark('delete rethinkdb-1');
+      await kubectl.ns('delete', 'pod', 'rethinkdb-1', '--wait=false');
+      await until('rethinkdb-1 made again and Ready', async () => {
+        const p = await kubectl.nsJson('get', 'pod', 'rethinkdb-1');
+        return p.metadata.uid !== before && podReady(p);
+      });
+      mark('rethinkdb-1 Ready');
+    },
+  },
+  'rolling-restart': {
+    name: 'rolling-restart', title: 'kubectl rollout restart statefulset/rethinkdb, on real kubelets', durationSeconds: 300,
+    async act({ kubectl, mark }) {
+      mark('rollout restart');
+      await kubectl.ns('rollout', 'restart', 'statefulset/rethinkdb');
+      await kubectl.ns('rollout', 'status', 'statefulset/rethinkdb', '--timeout=900s');
+      mark('rollout done');
+    },
+  },
+};
+
+let lab = null;
+async function theLab(log) {
+  if (!lab) {
+    const kubectl = createKubectl(labUp({ log: (line) => log({}, line) }));
+    lab = { kubectl, password: await adminPassword(kubectl) };
+  }
+  return lab;
+}
+
+async function setManagerReplicas(kubectl, replicas) {
+  await kubectl.ns('scale', 'deployment/rethinkdb-manager', `--replicas=${replicas}`);
+  if (replicas > 0) await kubectl.ns('rollout', 'status', 'deployment/rethinkdb-manager', '--timeout=300s');
+  else await until('no manager pod', async () => (await kubectl.nsJson('get', 'pods', '-l', 'app=rethinkdb-manager')).items.length === 0);
+}
+
+// The usertable: 3 shards x 3 replicas (one server per node), all replicas ready, primaries levelled.
+async function prepareTable(kubectl, password) {
+  const conn = await connectPod(kubectl, 'rethinkdb-0', password);
+  try {
+    if (!(await r.dbList().run(conn)).includes('ycsb')) await r.dbCreate('ycsb').run(conn);
+    if (!(await r.db('ycsb').tableList().run(conn)).includes('usertable')) {
+      await r.db('ycsb').tableCreate('usertable', { shards: 3, replicas: 3 }).run(conn);
+    }
+    await r.db('ycsb').table('usertable').wait({ waitFor: 'all_replicas_ready', timeout: 120 }).run(conn);
+    await r.db('ycsb').table('usertable').rebalance().run(conn).catch(() => {});
+    await r.db('ycsb').table('usertable').wait({ waitFor: 'all_replicas_ready', timeout: 120 }).run(conn);
+    // The same layout for every run, as the process lab pins it: shard i's primary on rethinkdb_i, so that the
+    // server a scenario stops always holds one (earlier runs and the manager's hand-backs move them).
+    const config = await r.db('ycsb').table('usertable').config().run(conn);
+    const shards = config.shards.map((shard, i) => ({ ...shard, primary_replica: `rethinkdb_${i}` }));
+    const changed = await r.db('ycsb').table('usertable').config().update({ shards }).run(conn);
+    await r.db('ycsb').table('usertable').wait({ waitFor: 'all_replicas_ready', timeout: 120 }).run(conn);
+    // A handover the pinning started must be over before the load starts (its failures would count against the run).
+    if (changed.replaced > 0) await sleep(10000);
+  } finally { await conn.close(); }
+}
+
+export async function runOnKubeLab(scenario, arm, { rate, keyCount, log = () => {} }) {
+  const { kubectl, password } = await theLab(log);
+  const withManager = arm === 'manager' || arm === 'manager+gate';
+  const withGate = arm === 'gate' || arm === 'manager+gate';
+  log({ arm }, withManager ? 'the manager: 2 replicas' : 'the manager: scaled to 0');
+  await setManagerReplicas(kubectl, withManager ? 2 : 0);
+  await prepareTable(kubectl, password);
+  const proxies = (await kubectl.nsJson('get', 'pods', '-l', 'app=rethinkdb-proxy')).items.filter(podReady);
+  const hosts = withGate ? null : proxies.map((p) => `${p.status.podIP}:28015`);
+  const name = `eval-${scenario.name}-${arm.replace('+', '-')}`;
+  log({ hosts: hosts ?? 'rethinkdb-client:28015' }, 'starting the client pod');
+  await startClientPod(kubectl, name, { db: 'ycsb', table: 'usertable', rate, keys: keyCount, hosts, records: true });
+  const wallEvents = [];
+  const mark = (label) => { wallEvents.push({ label, wall: Date.now() }); log({}, label); };
+  let rows;
+  let start;
+  try {
+    await kubectl.ns('wait', `pod/${name}`, '--for=condition=Ready', '--timeout=120s');
+    await until('the client is loaded and running', async () => (await clientLines(kubectl, name)).some((l) => l.started));
+    await sleep(10000);
+    try {
+      await scenario.act({ kubectl, mark });
+    } finally {
+      await sleep(10000);
+    }
+    ({ records: rows, start } = await stopClientPod(kubectl, name, { withRecords: true, timeoutMs: 120000 }));
+  } finally {
+    // A failed run leaves no client behind; lab.sh up also puts the manager back to 2 replicas.
+    await kubectl.ns('delete', 'pod', name, '--wait=false').catch(() => {});
+  }
+  const records = rows.map(([startMs, endMs, ok, kind, errorKind], i) => ({
+    i, startMs, issuedMs: startMs, endMs, ok: ok === 1, kind, errorKind, entry: 'client',
+  }));
+  const events = wallEvents.map((e) => ({ label: e.label, t: (e.wall - start.t0Wall) / 1000 }));
+  return {
+    scenario: scenario.name, arm, records, t0: 0, events, examples: {}, layout: { lab: 'kube', gate: withGate, manager: withManager },
+    notes: { lab: 'kube', entries: hosts ?? ['rethinkdb-client:28015'] }, phases: [], window: null,
+  };
+}
