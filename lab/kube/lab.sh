@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A real Kubernetes cluster on this machine (README, "The Kubernetes lab"): a control plane (etcd, kube-apiserver,
+# A real Kubernetes cluster on this machine (README, "A real Kubernetes cluster on this machine (the lab)"): a control plane (etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler) in the host's network namespace and NODES worker nodes, each in a network
 # namespace of its own with its own containerd, kubelet and kube-proxy, CoreDNS and metrics-server as pods, a local
 # StorageClass, and the project's images imported into every node. Then the shipped chart, installed with helm.
@@ -13,8 +13,8 @@
 #   lab.sh node-kill N / node-restore N   node-N dies (every process of it killed, its link down) / comes back.
 #
 # Addresses are all in the benchmark range 198.18.0.0/15 (never 10.x, 172.16-31.x or 192.168.x) and no traffic
-# leaves the machine: the nodes hang off a host bridge with no uplink, pods get no masquerade, CoreDNS forwards
-# nowhere.
+# leaves the machine: the nodes hang off a host bridge, the host forwards nothing, the nodes have no default route,
+# pods get no masquerade, CoreDNS forwards nowhere, images are never pulled.
 #   198.19.0.1            the host's end of the bridge rkl0: the API server
 #   198.19.0.(10+i)       node-i
 #   198.19.(128+i).0/24   node-i's pods (its CNI bridge cni0 is 198.19.(128+i).1)
