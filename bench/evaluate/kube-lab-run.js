@@ -101,6 +101,8 @@ export async function runOnKubeLab(scenario, arm, { rate, keyCount, log = () => 
   const mark = (label) => { wallEvents.push({ label, wall: Date.now() }); log({}, label); };
   let rows;
   let start;
+  // Seconds the client waited for the table to take its first writes (what ran before left it unwritable).
+  let loadRetries = 0;
   try {
     await kubectl.ns('wait', `pod/${name}`, '--for=condition=Ready', '--timeout=120s');
     await until('the client is loaded and running', async () => (await clientLines(kubectl, name)).some((l) => l.started));
@@ -111,6 +113,7 @@ export async function runOnKubeLab(scenario, arm, { rate, keyCount, log = () => 
       await sleep(10000);
     }
     ({ records: rows, start } = await stopClientPod(kubectl, name, { withRecords: true, timeoutMs: 120000 }));
+    loadRetries = (await clientLines(kubectl, name)).filter((l) => l.loadRetry).length;
   } finally {
     // A failed run leaves no client behind; lab.sh up also puts the manager back to 2 replicas.
     await kubectl.ns('delete', 'pod', name, '--wait=false').catch(() => {});
@@ -121,6 +124,6 @@ export async function runOnKubeLab(scenario, arm, { rate, keyCount, log = () => 
   const events = wallEvents.map((e) => ({ label: e.label, t: (e.wall - start.t0Wall) / 1000 }));
   return {
     scenario: scenario.name, arm, records, t0: 0, events, examples: {}, layout: { lab: 'kube', gate: withGate, manager: withManager },
-    notes: { lab: 'kube', entries: hosts ?? ['rethinkdb-client:28015'] }, phases: [], window: null,
+    notes: { lab: 'kube', entries: hosts ?? ['rethinkdb-client:28015'], loadRetries }, phases: [], window: null,
   };
 }

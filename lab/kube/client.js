@@ -31,7 +31,19 @@ const load = createLoadGenerator({
   r, entries, db, table, rateOpsPerSec: Number(env('RATE', '200')), readFraction: 0.5, keyCount,
   connectionsPerEntry: 4, opTimeoutMs: 5000, seed: 7,
 });
-await load.load(keyCount);
+// The documents first, once the table takes writes: a shard left without a primary by what ran before (seen after a
+// rolling restart) would otherwise end the client before it measures anything. Up to LOAD_WAIT_SECONDS (120).
+const loadDeadline = Date.now() + Number(env('LOAD_WAIT_SECONDS', '120')) * 1000;
+for (let attempt = 1; ; attempt += 1) {
+  try {
+    await load.load(keyCount);
+    break;
+  } catch (err) {
+    if (Date.now() > loadDeadline) throw err;
+    console.log(JSON.stringify({ loadRetry: attempt, error: String(err.msg ?? err.message) }));
+    await sleep(1000);
+  }
+}
 const { t0 } = await load.start();
 // t0Wall: the wall clock at t0, so that whoever reads the records can place its own events (npm run evaluate -- --lab kube).
 console.log(JSON.stringify({ started: true, t0, t0Wall: Date.now() }));

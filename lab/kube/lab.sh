@@ -421,7 +421,8 @@ install_chart() {
     kubectl -n "$NAMESPACE" create secret generic rethinkdb-admin --from-literal=password="$(openssl rand -base64 24)" > /dev/null
   fi
   local status
-  status=$(helm status "$RELEASE" -n "$NAMESPACE" -o json 2> /dev/null | sed -n 's/.*"status":"\([a-z-]*\)".*/\1/p' | head -n1)
+  # Empty when there is no release (helm status fails: not an error here).
+  status=$(helm status "$RELEASE" -n "$NAMESPACE" -o json 2> /dev/null | sed -n 's/.*"status":"\([a-z-]*\)".*/\1/p' | head -n1 || true)
   if [[ -n $status && $status != deployed ]]; then
     step "chart: release $RELEASE is $status; uninstalling it to install again"
     helm uninstall "$RELEASE" -n "$NAMESPACE" --wait > /dev/null

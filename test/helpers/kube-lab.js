@@ -15,7 +15,13 @@ export const NAMESPACE = 'rethinkdb';
 
 // lab.sh up; its last line is KUBECONFIG=<path>. Its progress goes to `log`.
 export function labUp({ log = () => {} } = {}) {
-  const out = execFileSync('bash', [LAB_SCRIPT, 'up'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], maxBuffer: 64 << 20 });
+  let out;
+  try {
+    out = execFileSync('bash', [LAB_SCRIPT, 'up'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], maxBuffer: 64 << 20 });
+  } catch (err) {
+    // Where it stopped: the progress lines (stdout) say which step; the daemons' logs are in the lab's logs/.
+    throw new Error(`lab.sh up failed (exit ${err.status}). Its last lines:\n${String(err.stdout ?? '').split('\n').slice(-15).join('\n')}\n${err.stderr ?? ''}`);
+  }
   for (const line of out.trimEnd().split('\n')) log(line);
   const last = out.trimEnd().split('\n').at(-1);
   if (!last.startsWith('KUBECONFIG=')) throw new Error(`lab.sh up did not end with KUBECONFIG=: ${last}`);
