@@ -554,8 +554,9 @@ leftovers() {
   findmnt -rn -o TARGET | grep -E "^($LAB_DIR|$RUN_DIR)(/|$)" | sed 's/^/mount /' || true
   for p in /run/netns/rkl-*; do [[ -e $p ]] && echo "netns ${p##*/}"; done
   for p in $(cni_netns); do echo "netns $p (a pod's)"; done
-  find /var/log/containers -maxdepth 1 -lname "$LAB_DIR/*" 2> /dev/null | sed 's/^/log link /'
-  find /var/lib/cni/results -maxdepth 1 -name 'rkl-*' 2> /dev/null | sed 's/^/CNI result /' 
+  # || true: find fails where the directory does not exist (pipefail, set -e), which is the clean case.
+  find /var/log/containers -maxdepth 1 -lname "$LAB_DIR/*" 2> /dev/null | sed 's/^/log link /' || true
+  find /var/lib/cni/results -maxdepth 1 -name 'rkl-*' 2> /dev/null | sed 's/^/CNI result /' || true
   ip -o link show | awk -F': ' '{print $2}' | grep -E "^(rkl|$BRIDGE)" | sed 's/^/link /' || true
   ip route show | grep -E '^198\.19\.' | sed 's/^/route /' || true
   ip -o addr show | grep -E ' 198\.19\.' | awk '{print "address " $2 " " $4}' || true
