@@ -40,6 +40,8 @@ HELM_BIN=$REPO/test/helm/bin/helm
 IMAGES_DIR=$REPO/lab/images/out
 NAMESPACE=${RKL_NAMESPACE:-rethinkdb}
 RELEASE=rethinkdb-manager
+# The images imported into a node by this run (names of their tars): pods of a changed image are made again.
+IMAGES_CHANGED=""
 HOST_IP=198.19.0.1
 BRIDGE=rkl0
 SERVICE_CIDR=198.19.64.0/20
@@ -380,6 +382,7 @@ start_node() {
     ctr --address "$r/containerd.sock" -n k8s.io images import --no-unpack "$tar" > /dev/null
     rm -f "$d/imported.$(basename "$tar" .tar)."*
     touch "$mark"
+    IMAGES_CHANGED="$IMAGES_CHANGED $(basename "$tar" .tar)"
   done
   daemon "kubelet-$i" nsenter --net="/run/netns/rkl-node-$i" "$BIN/kubelet" \
     --config="$d/kubelet.yaml" --kubeconfig="$LAB_DIR/node-$i.kubeconfig" \
@@ -428,16 +431,26 @@ install_chart() {
     helm uninstall "$RELEASE" -n "$NAMESPACE" --wait > /dev/null
     status=""
   fi
+  local chart=(--namespace "$NAMESPACE" --set namespace.create=false --set manager.image.pullPolicy=Never --set rethinkdb.image.pullPolicy=Never)
   if [[ $status == deployed ]]; then
-    # What the tests and the evaluation change out of band goes back: the manager's replicas, the client pods.
-    step "chart: release $RELEASE already installed; the manager back to 2 replicas, no client pods"
+    # The chart as it is in the work tree (a changed template rolls what it changes), and what the tests and the
+    # evaluation change out of band goes back: the manager's replicas, the client pods.
+    step "chart: release $RELEASE already installed; helm upgrade, the manager back to 2 replicas, no client pods"
+    helm upgrade "$RELEASE" "$REPO/deploy/helm/rethinkdb-k8s-manager" "${chart[@]}" > /dev/null
     kubectl -n "$NAMESPACE" scale deployment/rethinkdb-manager --replicas=2 > /dev/null
     kubectl -n "$NAMESPACE" delete pods -l app=lab-client --ignore-not-found --wait=false > /dev/null
+    # An image rebuilt under the same tag reaches running pods only when they are made again.
+    if [[ $IMAGES_CHANGED == *manager* ]]; then
+      step "the manager's image changed: restarting the manager and the proxies (their gates run it)"
+      kubectl -n "$NAMESPACE" rollout restart deployment/rethinkdb-manager deployment/rethinkdb-proxy > /dev/null
+    fi
+    if [[ $IMAGES_CHANGED == *rethinkdb* ]]; then
+      step "the RethinkDB image changed: restarting the StatefulSet"
+      kubectl -n "$NAMESPACE" rollout restart statefulset/rethinkdb > /dev/null
+    fi
   else
     step "chart: helm install $RELEASE deploy/helm/rethinkdb-k8s-manager (image pull policy Never)"
-    helm install "$RELEASE" "$REPO/deploy/helm/rethinkdb-k8s-manager" --namespace "$NAMESPACE" \
-      --set namespace.create=false \
-      --set manager.image.pullPolicy=Never --set rethinkdb.image.pullPolicy=Never > /dev/null
+    helm install "$RELEASE" "$REPO/deploy/helm/rethinkdb-k8s-manager" "${chart[@]}" > /dev/null
   fi
   if ! kubectl -n "$NAMESPACE" get secret rethinkdb-manager-webhook-tls > /dev/null 2>&1; then
     step "webhook certificate (deploy/webhook-cert.sh)"
