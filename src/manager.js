@@ -14,6 +14,7 @@ import { createExecutor } from './events/executor.js';
 import { createLeaderElector, fenceWrites, soleLeader } from './events/leader-election.js';
 import { createMaintenance } from './events/maintenance.js';
 import { createOperatorCommands } from './events/operator-commands.js';
+import { createReadinessGate } from './events/readiness.js';
 import { createTargets } from './events/targets.js';
 import { createKeyedMutex } from './lib/keyed-mutex.js';
 import { retryUntilDone } from './lib/retry.js';
@@ -57,7 +58,12 @@ export function createManager({
   // The one writer of marks, shared by the events, the operator's commands and the start-up reconciliation.
   const executor = createExecutor({ store, actions, marks, operations, config, clock, logger });
   const targets = createTargets({ store, kube, config });
-  const events = createEvents({ store, marks, operations, kube, executor, targets, config, clock, logger });
+  const events = createEvents({
+    store, marks, operations, kube, executor, targets, config, clock, logger, audit, metrics,
+  });
+  const readinessGate = createReadinessGate({
+    kube, store, targets, audit, metrics, config, clock, logger,
+  });
   const commands = createOperatorCommands({ marks, executor, targets, audit, logger });
   const maintenance = createMaintenance({ marks, kube, executor, targets, audit, config, clock, logger });
   const monitor = createMonitor({ kube, events, marks, config, clock, logger, metrics, audit });
@@ -194,10 +200,15 @@ export function createManager({
   // One round of periodic work: expire perf warnings (and retry restores), end departures (and restore the
   // heartbeat timeout), retry unfinished migrations that are due, give back the votes a Raft leadership move still
   // owes, retry node maintenance signals that failed (and look again at nodes still signalled), release eviction
-  // drains whose eviction never happened, then poll the metrics. Nothing runs before the persisted state
+  // drains whose eviction never happened, set the pods' readiness gates, level the primaries once a rollout that
+  // deferred hand-backs has ended, then poll the metrics. Nothing runs before the persisted state
   // is loaded.
   async function tick({ poll = true } = {}) {
-    if (!work.started()) return { expired: [], heartbeat: null, retried: [], votes: [], nodes: [], holds: [], polled: null };
+    if (!work.started()) {
+      return {
+        expired: [], heartbeat: null, retried: [], votes: [], nodes: [], holds: [], readiness: null, levelling: null, polled: null,
+      };
+    }
     const unsaved = marks.retryUnsaved();
     if (unsaved.length > 0) log.info({ unsaved }, 'writing again the state a failed annotation write left unsaved');
     const expired = await events.expireDue().catch((err) => { log.warn({ err: err.message }, 'perf warning expiry failed'); return []; });
@@ -206,8 +217,13 @@ export function createManager({
     const votes = await actions.restoreOwedVotes().catch((err) => { log.warn({ err: err.message }, 'owed votes not given back; retried next tick'); return []; });
     const nodes = await maintenance.retryDueNodes();
     const holds = await maintenance.expireEvictionHolds().catch((err) => { log.warn({ err: err.message }, 'eviction holds not checked; retried next tick'); return []; });
+    const readiness = await readinessGate.reconcile().catch((err) => { log.warn({ err: err.message }, 'readiness gates not set; retried next tick'); return null; });
+    const levelling = await events.levelAfterRollout().catch((err) => { log.warn({ err: err.message }, 'levelling after the rollout failed; retried next tick'); return null; });
+    metrics.setHandBacksOwed((await marks.handBacks()).length);
     const polled = poll && monitor.view().enabled ? await monitor.pollOnce() : null;
-    return { expired, heartbeat, retried, votes, nodes, holds, polled };
+    return {
+      expired, heartbeat, retried, votes, nodes, holds, readiness, levelling, polled,
+    };
   }
 
   // Stop taking work, let running actions and operations finish within graceMs, and give the Lease up, so that

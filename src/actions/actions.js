@@ -197,7 +197,7 @@ export function createActions({
   // they count as draining for it whether or not they are marked. node (and pods): the node they share, when
   // that is why they are named together.
   async function movePrimariesFromServers({
-    servers, node = null, pods = null, dryRun = false, deadlineSeconds, reason, actor, snapshot = null, marksView = marks,
+    servers, node = null, pods = null, dryRun = false, deadlineSeconds, reason, actor, snapshot = null, marksView = marks, prefer = null,
   }) {
     const cluster = snapshot ?? await store.readCluster();
     const resolved = servers.map((ref) => resolveServer(cluster, ref));
@@ -205,7 +205,7 @@ export function createActions({
     const target = node ? { node, ...(pods ? { pods } : {}), servers: names } : { server: names.join(', ') };
     const action = node ? 'move-primaries-from-node' : 'move-primaries-from-server';
     const ids = resolved.map((s) => s.id);
-    const planFn = (c, draining, stalled = []) => planMovePrimariesFromServers(c, ids, { draining, stalled });
+    const planFn = (c, draining, stalled = []) => planMovePrimariesFromServers(c, ids, { draining, stalled, prefer });
     const pod = resolved.length === 1 ? podNameOf(resolved[0]) : null;
     return runPrimaryPlan({
       action, target, planFn, dryRun, deadlineSeconds, reason, leaving: ids, actor, pod, snapshot: cluster, busiestFirst: true, marksView,

@@ -14,35 +14,96 @@ import {
   MONITOR, OPERATOR, decideHeartbeatRestore, decidePerfWarning, decidePerfWarningEnd, decidePerfWarningEscalation, decidePoststart, decidePrestop,
   endableWarningSource, releasableDrain, warningSourceOf,
 } from '../policy/policy.js';
+import {
+  decidePrestopWait, decideRolloutLevelling, prestopPreference, rolloutOf,
+} from '../policy/rollout.js';
 import { resultOf } from './executor.js';
+
+// What a PRESTOP's wait for a ready majority leaves its demotion of the hook's deadline, at least.
+const PRESTOP_DEMOTE_RESERVE_MS = 5000;
 
 // requester (POSTSTART, PERFWARNING and its end): who asks, { kind: 'pod' | 'operator' | 'monitor' } (policy.js);
 // a pod may undo only what it did itself. actor: who acted, for the audit trail.
 export function createEvents({
-  store, marks, operations, kube, executor, targets, config, clock, logger,
+  store, marks, operations, kube, executor, targets, config, clock, logger, audit = null, metrics = null,
 }) {
   const log = logger.child({ module: 'events' });
   const { existingPod, serversForPods } = targets;
 
   async function prestop({ pod, dryRun = false, deadlineSeconds, actor = hookActor('prestop', pod) }) {
-    const { cluster, targets: [{ server }] } = await serversForPods([pod]);
+    const found = await serversForPods([pod]);
+    const { targets: [{ server }] } = found;
     const heartbeat = { seconds: config.prestop.heartbeatTimeoutSeconds, windowSeconds: config.prestop.heartbeatWindowSeconds };
-    const decision = decidePrestop({ pod, server, heartbeat, moveRaftLeader: config.prestop.moveRaftLeader });
     if (!server) {
+      const decision = decidePrestop({ pod, server, heartbeat, moveRaftLeader: config.prestop.moveRaftLeader });
       log.warn({ pod, reason: decision.reason }, 'preStop: nothing to demote');
       return { event: 'PRESTOP', pod, server: null, decision: describe(decision), outcome: 'nothing_to_do', primariesOff: true, reason: decision.reason };
     }
-    const done = await executor.run(decision.intents, { actor, pod, dryRun, deadlineSeconds, snapshot: cluster });
+    const budgetMs = (deadlineSeconds ?? config.deadlines.prestopSeconds) * 1000;
+    const { cluster, majorityWait } = await waitForMajority({ server, pod, cluster: found.cluster, budgetMs, dryRun, actor });
+    const { rollout, updatedServerIds } = await readRollout(cluster);
+    const prefer = prestopPreference(rollout, { updatedServerIds, owed: await marks.handBacks() });
+    const decision = decidePrestop({ pod, server, heartbeat, moveRaftLeader: config.prestop.moveRaftLeader, prefer });
+    const left = deadlineSeconds === undefined ? undefined : Math.max(0.001, deadlineSeconds - majorityWait.waitedMs / 1000);
+    const done = await executor.run(decision.intents, { actor, pod, dryRun, deadlineSeconds: left, snapshot: cluster });
     const report = resultOf(done, 'demote');
     const heartbeatResult = resultOf(done, 'lower-heartbeat');
     const [raftLeadership] = resultOf(done, 'move-raft-leadership')?.reports ?? [];
     const primariesOff = report.skipped.length === 0 && report.notDone.length === 0 && report.settled !== false;
     log.info({ pod, server: server.name, outcome: report.outcome, primariesOff, reason: decision.reason }, 'preStop handled');
     return {
-      event: 'PRESTOP', pod, server: server.name, decision: describe(decision), outcome: report.outcome, primariesOff, report,
+      event: 'PRESTOP', pod, server: server.name, decision: describe(decision), outcome: report.outcome, primariesOff, report, majorityWait,
       ...(heartbeatResult ? { heartbeat: heartbeatResult } : {}),
       ...(raftLeadership ? { raftLeadership } : {}),
     };
+  }
+
+  // Before a PRESTOP demotes: while stopping the server would leave a shard without a ready voting majority (a replica
+  // elsewhere still backfilling), wait for it, within PRESTOP_MAJORITY_WAIT_SECONDS and what the hook's budget leaves
+  // the demotion. A dry run says whether it would wait, and does not. Returns the cluster read last, which the
+  // decision plans on, and { outcome: none | waited | gave_up | would_wait, waitedMs, short, reason }.
+  async function waitForMajority({
+    server, pod, cluster: first, budgetMs, dryRun, actor,
+  }) {
+    const startedAt = clock.now();
+    const deadline = createDeadline(clock, Math.min(config.prestop.majorityWaitSeconds * 1000, Math.max(0, budgetMs - PRESTOP_DEMOTE_RESERVE_MS)));
+    let cluster = first;
+    let initial = null;
+    for (;;) {
+      const wait = decidePrestopWait(cluster, { serverId: server.id, serverName: server.name, waitLeftMs: deadline.remainingMs() });
+      initial ??= wait;
+      if (initial.short.length === 0) return { cluster, majorityWait: { outcome: 'none', waitedMs: 0, short: [], reason: wait.reason } };
+      if (dryRun) return { cluster, majorityWait: { outcome: wait.wait ? 'would_wait' : 'gave_up', waitedMs: 0, short: initial.short, reason: wait.reason } };
+      if (!wait.wait) {
+        const waitedMs = clock.now() - startedAt;
+        const outcome = wait.short.length === 0 ? 'waited' : 'gave_up';
+        const majorityWait = { outcome, waitedMs, short: initial.short, reason: outcome === 'waited' ? `${initial.reason}; the majority was back after ${waitedMs} ms` : wait.reason };
+        metrics?.recordPrestopWait({ outcome, seconds: waitedMs / 1000 });
+        audit?.record({
+          actor, action: 'wait-for-majority', target: { server: server.name }, pod, reason: majorityWait.reason, durationMs: waitedMs,
+          outcome: outcome === 'waited' ? 'completed' : 'timed_out',
+          notDone: outcome === 'waited' ? [] : wait.short.map((s) => ({ table: s.table, shard: s.shard, reason: 'no ready voting majority without this server' })),
+        });
+        log.info({ pod, server: server.name, outcome, waitedMs, short: initial.short.length }, 'preStop waited for a ready majority');
+        return { cluster, majorityWait };
+      }
+      await clock.sleep(config.waitPollIntervalMs);
+      cluster = await store.readCluster();
+    }
+  }
+
+  // The StatefulSet's rollout and the servers of the pods it has updated; no rollout when it cannot be read (no
+  // Kubernetes API, or an error: the hooks then act as outside a rollout).
+  async function readRollout(cluster) {
+    const read = await targets.statefulSetRollout().catch((err) => {
+      log.warn({ err: err.message }, 'the StatefulSet could not be read; acting as outside a rollout');
+      return null;
+    });
+    if (!read) return { rollout: null, updatedServerIds: [] };
+    const rollout = rolloutOf(read.statefulSet, read.pods);
+    const updated = new Set(rollout.updated);
+    const updatedServerIds = targets.serversOf(cluster, read.pods.filter((p) => updated.has(p.name))).filter((t) => t.server).map((t) => t.server.id);
+    return { rollout, updatedServerIds };
   }
 
   // Answers at once with an operation; the work (join, decide, act) runs in the background.
@@ -64,8 +125,9 @@ export function createEvents({
     join.status = 'done';
     join.detail = `${server.name} joined`;
     const draining = releasableDrain(requester, await marks.getDraining(server.id), { podNode });
+    const { rollout } = config.poststart.duringRollout === 'defer' ? await readRollout(cluster) : { rollout: null };
     const decision = decidePoststart(cluster, {
-      serverId: server.id, wasDraining: Boolean(draining), giveBack: config.poststart.giveBack, demoted: draining?.demoted ?? [],
+      serverId: server.id, wasDraining: Boolean(draining), giveBack: config.poststart.giveBack, demoted: draining?.demoted ?? [], rollout, pod,
     });
     op.steps.push({ step: 'decide', status: 'done', detail: decision.reason, kind: decision.kind });
     log.info({ pod, server: server.name, kind: decision.kind, reason: decision.reason }, 'postStart decision');
@@ -79,6 +141,13 @@ export function createEvents({
   function poststartResult(done) {
     const rebalance = resultOf(done, 'rebalance-primaries');
     const ready = resultOf(done, 'wait-for-replicas-ready');
+    const owed = resultOf(done, 'owe-hand-back');
+    if (owed) {
+      return {
+        outcome: ready?.ready === false ? 'partial' : 'deferred', replicasReady: ready?.ready ?? null, rebalance: null, handBackOwed: owed.owed,
+        changes: [], skipped: [], notDone: [],
+      };
+    }
     if (rebalance) {
       return {
         outcome: ready?.ready === false ? 'partial' : rebalance.outcome, replicasReady: ready?.ready ?? null, rebalance,
@@ -189,6 +258,21 @@ export function createEvents({
     return ended;
   }
 
+  // Called periodically: once no rollout is under way, the hand-backs its POSTSTARTs deferred run as one levelling
+  // (decideRolloutLevelling). Reads the StatefulSet only while a hand-back is owed.
+  async function levelAfterRollout() {
+    const owed = await marks.handBacks();
+    if (owed.length === 0) return null;
+    const cluster = await store.readCluster();
+    const { rollout } = await readRollout(cluster);
+    const decision = decideRolloutLevelling({ rollout, owed });
+    if (decision.action !== 'level') return { event: 'ROLLOUT_LEVELLING', action: decision.action, reason: decision.reason };
+    log.info({ reason: decision.reason, owed: owed.map((o) => o.serverName) }, 'rollout ended: levelling the primaries once');
+    const done = await executor.run(decision.intents, { actor: managerActor('rollout'), pod: null, snapshot: cluster });
+    const report = resultOf(done, 'rebalance-primaries');
+    return { event: 'ROLLOUT_LEVELLING', action: 'level', reason: decision.reason, outcome: report.outcome, changes: report.changes };
+  }
+
   // Called periodically: ends the departures of servers that have left (or outstayed their window), and puts the
   // heartbeat timeout back once none is left. Reads the cluster only while a departure exists.
   async function restoreHeartbeatDue() {
@@ -231,7 +315,7 @@ export function createEvents({
   const clearFromMonitor = ({ pod, reason }) => endPerfWarning({ pod, reason: `monitor: hot-spot ended, ${reason}`, actor: MONITOR_ACTOR, requester: MONITOR });
 
   return {
-    prestop, poststart, perfwarning, endPerfWarning, expireDue, restoreHeartbeatDue, raiseFromMonitor, clearFromMonitor, escalateFromMonitor,
+    prestop, poststart, perfwarning, endPerfWarning, expireDue, restoreHeartbeatDue, levelAfterRollout, raiseFromMonitor, clearFromMonitor, escalateFromMonitor,
     pendingRestores: async () => (await marks.restores()).map(({ serverId, pod, reason, persisted }) => ({ serverId, pod, reason, persisted })),
     poststartRunning: () => operations.list().some((op) => op.kind === 'poststart' && op.status === 'running'),
   };
@@ -239,7 +323,10 @@ export function createEvents({
 
 // A decision as callers see it: the reason and the actions it leads to (the intents that act on the cluster,
 // not those that only move marks or the manager's connection), without the intents' internals.
-const BOOKKEEPING = new Set(['move-connection', 'mark-draining', 'mark-perf-warning', 'mark-perf-warning-long', 'release', 'clear-perf-warning', 'await-health', 'end-departure']);
+const BOOKKEEPING = new Set([
+  'move-connection', 'mark-draining', 'mark-perf-warning', 'mark-perf-warning-long', 'release', 'clear-perf-warning', 'await-health', 'end-departure',
+  'owe-hand-back', 'settle-hand-backs',
+]);
 
 function describe(decision) {
   const { intents, ...rest } = decision;

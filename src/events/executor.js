@@ -65,9 +65,11 @@ export function createExecutor({ store, actions, marks: realMarks, operations, c
       },
       // One plan for every server named; what each lost is kept with its mark ('draining' or 'perfwarning') so
       // that it can be given back.
-      async demote({ servers, node = null, pods = null, mark, reason }, { actor, dryRun, deadlineSeconds, snapshot }) {
+      async demote({
+        servers, node = null, pods = null, mark, reason, prefer = null,
+      }, { actor, dryRun, deadlineSeconds, snapshot }) {
         const report = await actions.movePrimariesFromServers({
-          servers: servers.map((s) => s.id), node, pods, dryRun, deadlineSeconds, reason, actor, snapshot, marksView: marks,
+          servers: servers.map((s) => s.id), node, pods, dryRun, deadlineSeconds, reason, actor, snapshot, marksView: marks, prefer,
         });
         if (!dryRun) {
           for (const s of servers) await marks.noteDemoted(s.id, mark, report.changes.filter((c) => c.from === s.name));
@@ -148,6 +150,16 @@ export function createExecutor({ store, actions, marks: realMarks, operations, c
         return actions.rebalancePrimaries({
           reason, actor, pod, dryRun, deadlineSeconds, prefer: prefer.map((d) => ({ serverId: server?.id, ...d })), byLoad, snapshot, marksView: marks,
         });
+      },
+      // A server back during a rollout: what its last drain took is owed back when the rollout ends (persisted, so that
+      // another replica leading by then still gives it back).
+      async 'owe-hand-back'({ server, pod, demoted, reason }) {
+        const owed = await marks.setHandBack(server.id, { demoted, reason, since: new Date(clock.now()).toISOString() }, { serverName: server.name, pod });
+        return { owed: owed.demoted.length };
+      },
+      async 'settle-hand-backs'({ servers }) {
+        for (const id of servers) await marks.clearHandBack(id);
+        return { settled: servers.length };
       },
       async 'add-server'({ server, reason, clearsRestore = false, wait = true }, { actor, snapshot }) {
         if (clearsRestore) await marks.clearRestore(server.id);

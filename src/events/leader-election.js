@@ -199,6 +199,8 @@ export function fenceWrites({ store, kube, fence }) {
   }) : target);
   return {
     store: guarded(store, { writeTableShards: 'write a table config', writeHeartbeatTimeout: 'change the heartbeat timeout' }),
-    kube: guarded(kube, { annotatePod: 'write pod annotations', createPodEvent: 'create Events', patchStatefulSetScale: 'scale the StatefulSet' }),
+    kube: guarded(kube, {
+      annotatePod: 'write pod annotations', createPodEvent: 'create Events', patchStatefulSetScale: 'scale the StatefulSet', setPodCondition: 'set a pod condition',
+    }),
   };
 }

@@ -48,5 +48,15 @@ export function createTargets({ store, kube, config }) {
     return { cluster, server: { id: server.id, name: server.name, pod: podNameForServer(server, overrides) } };
   }
 
-  return { existingPod, serversForPods, serversOnNode, serverByRef };
+  // The StatefulSet (its generations and revisions) and the revisions of its pods, for rolloutOf; null without a
+  // Kubernetes API.
+  async function statefulSetRollout() {
+    if (!kube?.getStatefulSetRollout) return null;
+    const [statefulSet, pods] = await Promise.all([kube.getStatefulSetRollout(), kube.listRethinkDbPods()]);
+    return { statefulSet, pods };
+  }
+
+  return {
+    existingPod, serversForPods, serversOnNode, serverByRef, serversOf, statefulSetRollout,
+  };
 }

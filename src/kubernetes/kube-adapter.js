@@ -20,6 +20,10 @@ export const KUBE_CALLS = Object.freeze([
   { apiGroup: '', resource: 'pods', verbs: ['get', 'list', 'patch'], namespaced: true },
   { apiGroup: '', resource: 'events', verbs: ['create'], namespaced: true },
   { apiGroup: 'apps', resource: 'statefulsets/scale', verbs: ['get', 'patch'], namespaced: true },
+  // get: the StatefulSet's revisions tell a rollout under way (POSTSTART defers its hand-back to the rollout's end).
+  { apiGroup: 'apps', resource: 'statefulsets', verbs: ['get'], namespaced: true },
+  // patch: the readiness gate's condition on RethinkDB pods (replicas ready), which only the manager sets.
+  { apiGroup: '', resource: 'pods/status', verbs: ['patch'], namespaced: true },
   // list and watch: the node informer (cordons and drain taints announce a node's maintenance).
   { apiGroup: '', resource: 'nodes', verbs: ['get', 'list', 'watch'], namespaced: false },
   { apiGroup: 'metrics.k8s.io', resource: 'pods', verbs: ['list'], namespaced: true },
@@ -134,6 +138,35 @@ export function createKubeAdapter({
     return { replicas: scale.spec?.replicas ?? 0, currentReplicas: scale.status?.replicas ?? 0 };
   }
 
+  // What rolloutOf (src/policy/rollout.js) reads: the StatefulSet's generations, revisions and updated count.
+  async function getStatefulSetRollout() {
+    const sts = await call('get statefulset', () => apps.readNamespacedStatefulSet({ name: statefulSetName, namespace }));
+    return {
+      name: statefulSetName,
+      generation: sts.metadata?.generation ?? null,
+      observedGeneration: sts.status?.observedGeneration ?? null,
+      replicas: sts.spec?.replicas ?? 0,
+      readyReplicas: sts.status?.readyReplicas ?? 0,
+      updatedReplicas: sts.status?.updatedReplicas ?? 0,
+      currentRevision: sts.status?.currentRevision ?? null,
+      updateRevision: sts.status?.updateRevision ?? null,
+    };
+  }
+
+  // Sets one condition in a pod's status (a strategic merge by type: the kubelet's own conditions stay); its
+  // transition time changes only with its status.
+  async function setPodCondition(name, { type, status, reason, message, previous = null }) {
+    const now = new Date(clock.now()).toISOString();
+    const condition = {
+      type, status, reason, message: message.slice(0, 1000), lastProbeTime: null, lastTransitionTime: previous === status ? undefined : now,
+    };
+    const pod = await call(`patch pod ${name} status`, () => core.patchNamespacedPodStatus(
+      { name, namespace, body: { status: { conditions: [condition] } } },
+      setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch),
+    ));
+    return toPod(pod);
+  }
+
   async function patchStatefulSetScale(replicas) {
     const scale = await call('patch statefulset scale', () => apps.patchNamespacedStatefulSetScale(
       { name: statefulSetName, namespace, body: { spec: { replicas } } },
@@ -220,6 +253,8 @@ export function createKubeAdapter({
     listPodMetrics,
     listNodeMetrics,
     getStatefulSetScale,
+    getStatefulSetRollout,
+    setPodCondition,
     patchStatefulSetScale,
     annotatePod,
     reviewToken,
@@ -247,6 +282,12 @@ function toPod(pod) {
     deleting: Boolean(pod.metadata.deletionTimestamp),
     cpuRequestCores: sum((r) => r.requests?.cpu),
     cpuLimitCores: sum((r) => r.limits?.cpu),
+    // The StatefulSet revision the pod was made from, and its readiness gates with their conditions' status (null:
+    // not set yet).
+    revision: pod.metadata.labels?.['controller-revision-hash'] ?? null,
+    readinessGates: Object.fromEntries((pod.spec?.readinessGates ?? []).map((g) => [
+      g.conditionType, (pod.status?.conditions ?? []).find((c) => c.type === g.conditionType)?.status ?? null,
+    ])),
   };
 }
 

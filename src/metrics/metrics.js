@@ -41,6 +41,10 @@ export function createMetrics({ prefix = DEFAULT_METRICS_PREFIX, processMetrics 
   const perfWarnings = gauge('perf_warnings', 'Active PERFWARNINGs.');
   const leader = gauge('leader', '1 while this replica leads (or is the only one: LEADER_ELECTION_ENABLED off, or no Kubernetes API), else 0.');
   const leaderTransitions = counter('leader_transitions_total', 'Times this replica started or stopped leading.', ['change']);
+  const prestopMajorityWaits = counter('prestop_majority_waits_total', 'PRESTOPs that waited, before demoting, because stopping the server would have left a shard without a ready voting majority, by outcome (waited: the majority came back; gave_up: the budget ran out).', ['outcome']);
+  const prestopMajorityWaitSeconds = counter('prestop_majority_wait_seconds_total', 'Seconds PRESTOPs spent waiting for a ready voting majority, by outcome.', ['outcome']);
+  const podReplicasReady = gauge('pod_replicas_ready', 'The readiness gate the manager sets on each RethinkDB pod that has one: 1 when its server is connected and every replica it holds is ready (or it was held past READINESS_MAX_WAIT_SECONDS), else 0.', ['pod']);
+  const handBacksOwed = gauge('hand_backs_owed', 'Servers that came back during a rollout and are owed their primaries at its end.');
   const clusterScrapeSuccess = gauge('cluster_scrape_success', '1 if this scrape read the cluster from the data store in time, else 0 (and no per-server primaries or replicas).');
 
   const httpRequests = counter('http_requests_total', 'HTTP requests answered, by method, route template (unmatched for no route) and status code (aborted when the caller hung up first).', ['method', 'route', 'code']);
@@ -107,6 +111,16 @@ export function createMetrics({ prefix = DEFAULT_METRICS_PREFIX, processMetrics 
     contentType: registry.contentType,
     render: () => registry.metrics(),
     recordHook, recordAction, recordPoll, recordPollFailure, setClusterState,
+    recordPrestopWait({ outcome, seconds }) {
+      prestopMajorityWaits.inc({ outcome });
+      prestopMajorityWaitSeconds.inc({ outcome }, seconds);
+    },
+    // readiness: [{ pod, ready }] for every gated pod (reset first: a pod gone leaves no series).
+    setPodReadiness(readiness) {
+      podReplicasReady.reset();
+      for (const { pod, ready } of readiness) podReplicasReady.set({ pod }, ready ? 1 : 0);
+    },
+    setHandBacksOwed(count) { handBacksOwed.set(count); },
     setLeading(leading) { leader.set(leading ? 1 : 0); },
     recordLeaderChange(change) { leaderTransitions.inc({ change }); },
     recordHttpRequest({ method, route, code, seconds }) {

@@ -17,8 +17,13 @@ import {
 // stalled: shards ([{ tableId, shard }]) whose primary an earlier round of the same drain moved, and whose new primary
 // has not taken over since: one that has meanwhile become ineligible (frozen, then dropped by the heartbeat) is handed
 // to another replica too; one that is only slow keeps its turn.
-export function planMovePrimariesFromServers(cluster, serverIds, { draining = [], stalled = [] } = {}) {
+// prefer ({ targets: [serverId], homes: [{ tableId, shard, serverId }] }, during a rollout): of the eligible replicas,
+// those among `targets` (already restarted) are taken first, and of those a shard's home (the server it is owed
+// back to) before the least loaded.
+export function planMovePrimariesFromServers(cluster, serverIds, { draining = [], stalled = [], prefer = null } = {}) {
   const leaving = new Set(serverIds);
+  const preferredTargets = new Set(prefer?.targets ?? []);
+  const homes = new Map((prefer?.homes ?? []).map((h) => [`${h.tableId}:${h.shard}`, h.serverId]));
   const stalledKeys = new Set(stalled.map((s) => `${s.tableId}:${s.shard}`));
   const view = createView(cluster, { draining: [...draining, ...serverIds] });
   const counts = countPrimaries(cluster.tables);
@@ -39,7 +44,7 @@ export function planMovePrimariesFromServers(cluster, serverIds, { draining = []
         skipped.push({ tableId: table.id, shard: shard.index, reason: `${acting}${explainNoCandidate(view, shard, from)}` });
         continue;
       }
-      const to = pickLeastLoaded(view, candidates, counts);
+      const to = pickPreferred(view, candidates, counts, { targets: preferredTargets, home: homes.get(`${table.id}:${shard.index}`) });
       bump(counts, from, -1);
       bump(counts, to, 1);
       moves.push({ shard: shard.index, from, to });
@@ -47,6 +52,13 @@ export function planMovePrimariesFromServers(cluster, serverIds, { draining = []
     if (moves.length > 0) changes.push(changeFor(table, moves));
   }
   return { changes, skipped };
+}
+
+// The least loaded candidate, of the preferred targets if any is a candidate; a candidate home wins among those.
+function pickPreferred(view, candidates, counts, { targets, home }) {
+  if (targets.size === 0 && home === undefined) return pickLeastLoaded(view, candidates, counts);
+  const pool = candidates.some((id) => targets.has(id)) ? candidates.filter((id) => targets.has(id)) : candidates;
+  return pool.includes(home) ? home : pickLeastLoaded(view, pool, counts);
 }
 
 // A drain's tables are written a few at a time (TABLE_WRITE_CONCURRENCY), so a deadline can cut it short: on a
@@ -147,10 +159,10 @@ function levelPrimaries(cluster, { draining, tableIds, prefer, byTraffic }) {
     if ((counts.get(ref.primary) ?? 0) - (counts.get(p.serverId) ?? 0) >= 2) assign(ref, p.serverId);
   }
   // Then, move one primary at a time from the most to a less loaded server while that narrows the gap by 2+.
-  const homeOf = byTraffic ? preferredHomes(prefer) : null;
+  const homeOf = preferredHomes(prefer);
   for (;;) {
     const move = byTraffic ? findQuietestLevellingMove(view, byServer, counts, eligibleFor, compareNames, byTraffic, homeOf)
-      : findLevellingMove(view, byServer, counts, eligibleFor, compareNames);
+      : findLevellingMove(view, byServer, counts, eligibleFor, compareNames, homeOf);
     if (!move) break;
     assign(move.ref, move.to);
   }
@@ -178,7 +190,10 @@ function fewestOnRecipients(view, counts) {
   return fewest;
 }
 
-function findLevellingMove(view, byServer, counts, eligibleFor, compareNames) {
+// Of the shards on the most loaded server, the one with the least loaded destination; between equals, not one that
+// is at its preferred home (homeOf: a rollout's levelling would otherwise move a primary it already gave back, a
+// third handover where another shard's second does as well).
+function findLevellingMove(view, byServer, counts, eligibleFor, compareNames, homeOf) {
   const count = (id) => counts.get(id) ?? 0;
   const fewest = fewestOnRecipients(view, counts);
   const loaded = [...byServer.keys()]
@@ -191,11 +206,12 @@ function findLevellingMove(view, byServer, counts, eligibleFor, compareNames) {
       const candidates = eligibleFor(ref, from).filter((id) => count(id) <= fromCount - 2);
       const to = pickLeastLoaded(view, candidates, counts);
       if (to === null) continue;
-      if (!best || count(to) < count(best.to)) best = { ref, to };
-      // No server that may receive holds fewer: no other shard here can find a less loaded destination.
-      if (count(best.to) === fewest) break;
+      const move = { ref, to, atHome: homeOf(ref) === from ? 1 : 0 };
+      if (!best || count(to) < count(best.to) || (count(to) === count(best.to) && move.atHome < best.atHome)) best = move;
+      // No server that may receive holds fewer, and it leaves no home: no other shard here can do better.
+      if (count(best.to) === fewest && best.atHome === 0) break;
     }
-    if (best) return best;
+    if (best) return { ref: best.ref, to: best.to };
   }
   return null;
 }

@@ -38,13 +38,14 @@ export function releasableDrain(requester, mark, { podNode = null } = {}) {
 // { kind: 'prestop' } when the pod is stopping, { kind: 'operator' } when an operator asked; a pod's own POSTSTART
 // may undo only the former), and their primaries are demoted in one plan, what each lost kept with its mark.
 // node, pods: the node they share and its pods, when that is why they are named together.
-export function drainIntents({ servers, origin, reason, node = null, pods = null }) {
+// prefer (prestopPreference in ./rollout.js, during a rollout): the targets and homes the demotion's plan prefers.
+export function drainIntents({ servers, origin, reason, node = null, pods = null, prefer = null }) {
   // The mark first: from then on every plan, another drain's or PRESTOP's included, keeps its servers off (read under
   // each table's lock), so that none hands them a primary while the manager's connection moves.
   return [
     { type: 'mark-draining', servers, origin, reason },
     { type: 'move-connection', servers },
-    { type: 'demote', servers, node, pods, mark: 'draining', reason },
+    { type: 'demote', servers, node, pods, mark: 'draining', reason, ...(prefer ? { prefer } : {}) },
   ];
 }
 
@@ -61,16 +62,20 @@ export function prestopActionSeconds(deadlineMs) {
 // moveRaftLeader (PRESTOP_MOVE_RAFT_LEADER): then also move the Raft leadership of the tables the server leads, while
 // it is still there: every write asks that leader for the table's config, so writes wait for an election once it has
 // gone (after a silent loss, for the heartbeat timeout first).
-export function decidePrestop({ pod, server, heartbeat = { seconds: 0 }, moveRaftLeader = false }) {
+// prefer: during a rollout, where the primaries should rather go (prestopPreference in ./rollout.js).
+export function decidePrestop({
+  pod, server, heartbeat = { seconds: 0 }, moveRaftLeader = false, prefer = null,
+}) {
   if (!server) {
     return { action: 'none', reason: `no connected RethinkDB server matches pod ${pod}, so it holds no primaries to demote`, intents: [] };
   }
-  const reason = `pod ${pod} is stopping: demote the primaries on ${server.name} so that no shard waits for an election`;
+  const during = prefer ? ' (a rollout is under way: to pods it has already restarted first, and to their own servers)' : '';
+  const reason = `pod ${pod} is stopping: demote the primaries on ${server.name}${during} so that no shard waits for an election`;
   return {
     action: 'move-primaries-from-server',
     reason,
     intents: [
-      ...drainIntents({ servers: [server], origin: { kind: 'prestop' }, reason }),
+      ...drainIntents({ servers: [server], origin: { kind: 'prestop' }, reason, prefer }),
       ...(heartbeat.seconds > 0 ? [{ type: 'lower-heartbeat', server, seconds: heartbeat.seconds, windowSeconds: heartbeat.windowSeconds }] : []),
       ...(moveRaftLeader ? [{ type: 'move-raft-leadership', servers: [server], whileMarked: 'draining', reason: `${reason}; then move the Raft leadership of the tables it leads` }] : []),
     ],
@@ -171,13 +176,26 @@ export function decideHeartbeatRestore(cluster, { departures, now }) {
 // busy shards (an idle shard's handover costs nothing; with no traffic seen, what it had); 'never' leaves the layout
 // as the PRESTOP made it.
 // demoted: the shards the server lost to its last drain ([{ tableId, shard }]), given back first.
-export function decidePoststart(cluster, { serverId, wasDraining = false, giveBack = 'balance', demoted = [] }) {
+// rollout (rolloutOf in ./rollout.js): while the StatefulSet rolls, a returning server gets nothing back now (the next
+// pod stops within seconds, and each hand-back is a handover that fails operations): it is owed its primaries, which
+// one levelling gives back once the rollout has ended (decideRolloutLevelling).
+export function decidePoststart(cluster, {
+  serverId, wasDraining = false, giveBack = 'balance', demoted = [], rollout = null, pod = null,
+}) {
   const server = cluster.servers.find((s) => s.id === serverId);
   const ref = { id: server.id, name: server.name };
   const referenced = new Set(cluster.tables.flatMap((t) => t.shards.flatMap((s) => s.replicas)));
   const release = wasDraining ? ` ${server.name} was draining before; it is released.` : '';
   const releases = wasDraining ? [{ type: 'release', servers: [serverId] }] : [];
   if (referenced.has(serverId)) {
+    if (giveBack !== 'never' && rollout?.inProgress) {
+      const reason = `${server.name} is already in the table configs: it came back during a rollout (${rollout.reason}); its primaries are `
+        + `given back in one levelling when the rollout ends, not now (the next pod stops within seconds).${release}`;
+      return {
+        kind: 'returning', replaces: null, release: wasDraining, deferred: true, reason,
+        intents: [...releases, { type: 'wait-for-replicas-ready', server: ref }, { type: 'owe-hand-back', server: ref, pod, demoted, reason }],
+      };
+    }
     if (giveBack === 'never') {
       return {
         kind: 'returning', replaces: null, release: wasDraining, intents: releases,

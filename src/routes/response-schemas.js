@@ -105,6 +105,15 @@ const PrestopResult = closed({
   report: ref('ActionReport'), reason: string,
   heartbeat: open({ lowered: boolean, reason: string, from: nullable(number), to: number, until: dateTime }, ['lowered']),
   raftLeadership: open({ action: { const: 'move-raft-leadership' }, outcome }, ['action', 'outcome']),
+  majorityWait: {
+    ...closed({
+      outcome: { type: 'string', enum: ['none', 'waited', 'gave_up', 'would_wait'] },
+      waitedMs: number,
+      short: arrayOf(closed({ tableId: string, table: string, shard: integer })),
+      reason: string,
+    }),
+    description: 'the wait before the demotion while stopping the server would have left a shard without a ready voting majority (PRESTOP_MAJORITY_WAIT_SECONDS)',
+  },
   timings: ref('Timings'),
 }, ['event', 'pod', 'server', 'decision', 'outcome', 'primariesOff', 'timings']);
 

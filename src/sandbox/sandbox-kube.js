@@ -4,6 +4,7 @@
 // New pods join the sandbox RethinkDB model and then call POSTSTART, as the real pods' hooks do.
 
 import { AppError } from '../errors.js';
+import { REPLICAS_READY_CONDITION } from '../policy/rollout.js';
 import { createNodeCordons } from './node-cordons.js';
 
 const POD_CPU_REQUEST_CORES = 0.5;
@@ -15,8 +16,10 @@ const BASELINE_POD_CPU_CORES = 0.3;
 const serverNameOf = (podName) => podName.replace(/-/g, '_');
 
 // nodeOfPod(ordinal): the node a pod runs on; by default each pod on a node of its own.
+// readinessGate: the pods list REPLICAS_READY_CONDITION in their readiness gates, as the chart's do; a pod is Ready
+// only once the manager has set it True (its container is always ready here).
 export function createSandboxKube({
-  model, clock, podCount = 4, namespace = 'rethinkdb', maxEvents = 500, nodeOfPod = (ordinal) => `node-${ordinal}`,
+  model, clock, podCount = 4, namespace = 'rethinkdb', maxEvents = 500, nodeOfPod = (ordinal) => `node-${ordinal}`, readinessGate = false,
 }) {
   const nodes = new Map();
   const pods = new Map();
@@ -24,6 +27,10 @@ export function createSandboxKube({
   let replicas = 0;
   let nextOrdinal = 0;
   let uid = 0;
+  // The StatefulSet's revisions: a rollout (rolloutRestart) makes pods again on the update revision.
+  let generation = 1;
+  let currentRevision = 'rethinkdb-1';
+  let updateRevision = 'rethinkdb-1';
   // Set by the wiring: how a started pod calls POSTSTART (and a stopping one PRESTOP), like the pods' exec hooks.
   let hookCaller = { postStart: async () => {}, preStop: async () => {} };
   const cordons = createNodeCordons();
@@ -36,15 +43,15 @@ export function createSandboxKube({
   }
 
   // A pod on its node (by default a new one); its RethinkDB server joins the cluster unless the model already has it.
-  function createPod() {
-    const ordinal = nextOrdinal++;
+  function createPod(ordinal = nextOrdinal++) {
     const name = `rethinkdb-${ordinal}`;
     const nodeName = nodeOfPod(ordinal);
     if (!nodes.has(nodeName)) addNode(nodeName);
     uid += 1;
     pods.set(name, {
-      name, uid: `sandbox-pod-${uid}`, nodeName, podIp: `198.18.0.${10 + ordinal}`, hostname: name, phase: 'Running', ready: true,
+      name, uid: `sandbox-pod-${uid}`, nodeName, podIp: `198.18.0.${10 + ordinal}`, hostname: name, phase: 'Running', ready: !readinessGate,
       annotations: {}, cpuRequestCores: POD_CPU_REQUEST_CORES, cpuLimitCores: POD_CPU_LIMIT_CORES, cpuDemandCores: BASELINE_POD_CPU_CORES,
+      revision: updateRevision, readinessGates: readinessGate ? { [REPLICAS_READY_CONDITION]: null } : {},
     });
     const serverName = serverNameOf(name);
     if (!model.serverNames().includes(serverName)) model.addServer({ name: serverName, hostname: name, tags: ['default', serverNameOf(nodeName)] });
@@ -115,6 +122,20 @@ export function createSandboxKube({
     async getStatefulSetScale() {
       return { replicas, currentReplicas: pods.size };
     },
+    async getStatefulSetRollout() {
+      const all = [...pods.values()];
+      return {
+        name: 'rethinkdb', generation, observedGeneration: generation, replicas, readyReplicas: all.filter((p) => p.ready).length,
+        updatedReplicas: all.filter((p) => p.revision === updateRevision).length, currentRevision, updateRevision,
+      };
+    },
+    async setPodCondition(name, { type, status }) {
+      const pod = podOrThrow(name);
+      if (!(type in pod.readinessGates)) pod.readinessGates[type] = null;
+      pod.readinessGates[type] = status;
+      pod.ready = Object.values(pod.readinessGates).every((v) => v === 'True');
+      return publicPod(pod);
+    },
     // Scaling up starts pods that join and call POSTSTART; scaling down stops the highest ordinals after PRESTOP.
     async patchStatefulSetScale(next) {
       const started = [];
@@ -175,6 +196,27 @@ export function createSandboxKube({
       const pod = createPod();
       hookCaller.postStart(pod.name);
       return publicPod(pod);
+    },
+    // `kubectl rollout restart`, as the StatefulSet controller runs it (OrderedReady, RollingUpdate): highest ordinal
+    // first, each pod stopped (PRESTOP, SIGTERM), made again on the new revision on its data (its server comes back and
+    // calls POSTSTART), and the next one only once waitReady(pod) resolves (the scenario advances time and ticks the
+    // manager until the pod is Ready). onStep({ pod, step }) reports each step. The revision becomes current at the end.
+    async rolloutRestart({ waitReady, onStep = async () => {} }) {
+      generation += 1;
+      updateRevision = `rethinkdb-${generation}`;
+      const names = [...pods.keys()].sort((a, b) => Number(b.split('-').at(-1)) - Number(a.split('-').at(-1)));
+      for (const name of names) {
+        const ordinal = Number(name.split('-').at(-1));
+        const answer = await this.stopPod(name);
+        await onStep({ pod: name, step: 'stopped', prestop: answer });
+        createPod(ordinal);
+        model.restoreServer(serverNameOf(name));
+        await hookCaller.postStart(name);
+        await onStep({ pod: name, step: 'started' });
+        await waitReady(name);
+        await onStep({ pod: name, step: 'ready' });
+      }
+      currentRevision = updateRevision;
     },
     // A graceful stop: PRESTOP first (the container waits for it), then SIGTERM.
     async stopPod(name) {

@@ -7,13 +7,15 @@ import { createSandboxCluster, createSandboxSource } from './sandbox-cluster.js'
 import { createSandboxKube } from './sandbox-kube.js';
 
 // existing: { model, kube } of an earlier world, to start a new manager over the same cluster (a restart).
+// modelOptions, kubeOptions: more options for a new model and Kubernetes (the rolling-restart scenario's catch-up
+// backfill and readiness gates).
 export function createSandboxWorld({
-  config, clock, logger, existing = null, wrapSource = (s) => s, metrics, staticToken = null,
+  config, clock, logger, existing = null, wrapSource = (s) => s, metrics, staticToken = null, modelOptions = {}, kubeOptions = {},
 }) {
   const model = existing?.model ?? createSandboxCluster({
-    clock, electionTimeoutMs: config.sandbox.electionTimeoutMs, backfillMsPer1000Docs: config.sandbox.backfillMsPer1000Docs,
+    clock, electionTimeoutMs: config.sandbox.electionTimeoutMs, backfillMsPer1000Docs: config.sandbox.backfillMsPer1000Docs, ...modelOptions,
   });
-  const kube = existing?.kube ?? createSandboxKube({ model, clock });
+  const kube = existing?.kube ?? createSandboxKube({ model, clock, ...kubeOptions });
   const source = wrapSource(createSandboxSource(model));
   const store = createDataStore({ source, managedTables: config.managedTables });
   // A fresh sandbox has no persisted state; one built over an earlier world's pods must reconcile first.

@@ -1,10 +1,10 @@
 // Pure: the marks a server carries and how events change them. A server's marks are
-// { draining, perfwarning, restore, migration, departing, voting } (each null or an object); every transition takes the marks and
+// { draining, perfwarning, restore, migration, departing, voting, handBack } (each null or an object); every transition takes the marks and
 // returns the new ones, the same object when nothing changes. The state store applies them and persists
 // exactly the kinds that changed.
 
 export const NO_MARKS = Object.freeze({
-  draining: null, perfwarning: null, restore: null, migration: null, departing: null, voting: null,
+  draining: null, perfwarning: null, restore: null, migration: null, departing: null, voting: null, handBack: null,
 });
 
 // A drain already under way keeps its first reason, time and origin (a repeat PRESTOP changes nothing).
@@ -66,6 +66,20 @@ export function noteDemoted(marks, kind, changes) {
 // The planners keep primaries and new replicas off a server that is draining or under a perf warning.
 export function keepsOff(marks) {
   return Boolean(marks.draining || marks.perfwarning);
+}
+
+// A server that came back during a rollout is owed its primaries: { demoted: [{ tableId, shard }], reason, since },
+// given back in one levelling once the rollout has ended (decideRolloutLevelling). A second debt in the same rollout
+// (the server restarted twice) adds the shards it lost since.
+export function oweHandBack(marks, handBack) {
+  if (!marks.handBack) return { ...marks, handBack };
+  const seen = new Set(marks.handBack.demoted.map((d) => `${d.tableId}:${d.shard}`));
+  const added = handBack.demoted.filter((d) => !seen.has(`${d.tableId}:${d.shard}`));
+  return added.length === 0 ? marks : { ...marks, handBack: { ...marks.handBack, demoted: [...marks.handBack.demoted, ...added] } };
+}
+
+export function handedBack(marks) {
+  return marks.handBack ? { ...marks, handBack: null } : marks;
 }
 
 // Shards where the manager made the server nonvoting to move a table's Raft leadership off it, and owes it its vote

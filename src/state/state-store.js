@@ -1,15 +1,16 @@
 // The manager's state that must survive a restart of the manager: which servers are draining, which pods have
 // an active perf warning, which ended warnings still wait to give their primaries back, which departing servers
-// the heartbeat timeout is lowered for, which data migrations are in flight, and which servers the manager made
-// nonvoting for a moment to move a table's Raft leadership and owes their vote back. It holds these marks and applies
+// the heartbeat timeout is lowered for, which data migrations are in flight, which servers the manager made
+// nonvoting for a moment to move a table's Raft leadership and owes their vote back, and which servers that came back
+// during a rollout are owed their primaries when it ends. It holds these marks and applies
 // every change as a pure transition (./mark-transitions.js); the events' executor is the only writer of the
 // marks, the actions only of their own journals (migration records, votes owed). Reads come from memory; every change is written
 // through to an annotation on the pod concerned (when there is a Kubernetes port), and load() reads them back at
 // start-up. A pod that is gone takes its annotations with it.
 
 import {
-  NO_MARKS, awaitHealth, clearMigration, depart, departed, endWarning, keepsOff, noteDemoted, owesVote, release, restored, setMigration,
-  startDraining, voteGivenBack, warn,
+  NO_MARKS, awaitHealth, clearMigration, depart, departed, endWarning, handedBack, keepsOff, noteDemoted, oweHandBack, owesVote, release,
+  restored, setMigration, startDraining, voteGivenBack, warn,
 } from './mark-transitions.js';
 
 const STATE_ANNOTATIONS = Object.freeze({
@@ -19,6 +20,7 @@ const STATE_ANNOTATIONS = Object.freeze({
   restore: 'rethinkdb-manager.io/restore',
   departing: 'rethinkdb-manager.io/departing',
   voting: 'rethinkdb-manager.io/voting-restore',
+  handBack: 'rethinkdb-manager.io/hand-back',
 });
 const KINDS = Object.keys(STATE_ANNOTATIONS);
 
@@ -153,6 +155,10 @@ export function createStateStore({ kube = null, clock, logger }) {
     // Waits for the annotation write: 'saved', 'memory-only (...)' or 'failed: ...'.
     persistedVotingRestore: async (serverId) => { await queues.get(entries.get(serverId)?.pod); return entries.get(serverId)?.persistence.voting ?? null; },
     votingRestores: async () => pick('voting'),
+    // The primaries owed to servers that came back during a rollout (decidePoststart, decideRolloutLevelling).
+    setHandBack: async (serverId, handBack, ref) => apply(serverId, (m) => oweHandBack(m, handBack), ref).handBack,
+    clearHandBack: async (serverId) => { if (entries.has(serverId)) apply(serverId, handedBack); },
+    handBacks: async () => pick('handBack'),
     load,
     // Writes that failed for a time (API server down, the fence refusing): each kind's current value is written again, so
     // that the pods do not keep a mark released since (a leader that reloads them would act on it).

@@ -33,11 +33,15 @@ function hookScript(name) {
 }
 
 // The container's environment as the kubelet gives it to the hook, with the downward API for a given pod.
+// The pod address the kubelet gives a pod (a stand-in in the benchmark range).
+const podIpOf = (podName) => `198.18.0.${10 + Number(podName.split('-').at(-1))}`;
+
 function containerEnv(podName, tokenFile) {
   const env = {};
   for (const { name, value, valueFrom } of rethinkdb.env) {
     if (value !== undefined) env[name] = value;
     else if (valueFrom.fieldRef?.fieldPath === 'metadata.name') env[name] = podName;
+    else if (valueFrom.fieldRef?.fieldPath === 'status.podIP') env[name] = podIpOf(podName);
   }
   return { ...env, MANAGER_TOKEN_FILE: tokenFile };
 }
@@ -146,12 +150,12 @@ describe('RethinkDB start script', () => {
     expect(script).toMatch(/exec rethinkdb "\$@"\s*$/);
   });
 
-  test('when pod rethinkdb-1 starts, then it runs server rethinkdb_1 on all interfaces, advertising its DNS name, and joins its resolvable peers', () => {
-    const { result, call, option, joins, fqdn } = start('rethinkdb-1');
+  test('when pod rethinkdb-1 starts, then it runs server rethinkdb_1 on all interfaces, advertising its pod address (no DNS for peers), and joins its resolvable peers', () => {
+    const { result, call, option, joins } = start('rethinkdb-1');
     expect(result.exitCode).toBe(0);
     expect(option('--server-name')).toBe('rethinkdb_1');
     expect(option('--bind')).toBe('all');
-    expect(option('--canonical-address')).toBe(fqdn);
+    expect(option('--canonical-address')).toBe('198.18.0.11');
     expect(option('--cache-size')).toBe('512');
     expect(option('--initial-password')).toBe('s3cret');
     expect(joins).toEqual(['rethinkdb-0.rethinkdb:29015', 'rethinkdb-2.rethinkdb:29015']);
@@ -180,7 +184,8 @@ describe('RethinkDB start script', () => {
       const byHostname = { servers: [{ ...server, hostname: podName, canonicalAddresses: [] }] };
       const byAddress = { servers: [{ ...server, hostname: 'elsewhere', canonicalAddresses: [{ host: option('--canonical-address'), port: 29015 }] }] };
       expect(findServerForPod(byHostname, { podName })?.name).toBe(serverName);
-      expect(findServerForPod(byAddress, { podName })?.name).toBe(serverName);
+      expect(findServerForPod(byAddress, { podName, podIp: podIpOf(podName) })?.name).toBe(serverName);
+      expect(findServerForPod(byAddress, { podName, podIp: '198.18.0.99' })).toBeNull();
     },
   );
 });

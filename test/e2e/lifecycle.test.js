@@ -596,7 +596,9 @@ describe('state that survives the manager', () => {
       const prestop = await request(second.app).post('/v1/hooks/prestop?pod=rethinkdb-2');
       expect(prestop.status).toBe(503);
       expect(prestop.body.error).toBe('STARTING');
-      expect(await second.tick()).toEqual({ expired: [], heartbeat: null, retried: [], votes: [], nodes: [], holds: [], polled: null });
+      expect(await second.tick()).toEqual({
+        expired: [], heartbeat: null, retried: [], votes: [], nodes: [], holds: [], readiness: null, levelling: null, polled: null,
+      });
       listings[attempt].reject(failure);
     }
     while (listings.length < 3) await new Promise((resolve) => { setTimeout(resolve, 1); });

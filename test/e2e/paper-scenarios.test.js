@@ -97,4 +97,38 @@ describe('paper scenarios on the sandbox', () => {
     expect(after.readyForWrites).toBe(true);
     expect(after.acting.every((a) => a && a !== 'rethinkdb_3' && a !== 'rethinkdb_1')).toBe(true);
   });
+
+  test('ROLLOUT: when the StatefulSet restarts every pod, then no POSTSTART hands back, each pod waits for its gate, primaries go to restarted pods, and one levelling ends it', async () => {
+    const r = await runScenario('ROLLOUT');
+    const stops = r.steps.filter((s) => / stopped \(PRESTOP/.test(s.event));
+    expect(stops.map((s) => s.event.split(' ')[0])).toEqual(['rethinkdb-3', 'rethinkdb-2', 'rethinkdb-1', 'rethinkdb-0']);
+    for (const s of stops) {
+      expect(s.reason).toMatch(/a rollout is under way/);
+      expect(s.readyForWrites).toBe(true);
+    }
+    const backs = r.steps.filter((s) => /made again on the new revision; POSTSTART/.test(s.event));
+    expect(backs).toHaveLength(4);
+    for (const b of backs) expect(b.reason).toMatch(/came back during a rollout.*given back in one levelling when the rollout ends/);
+    // rethinkdb-2's PRESTOP sends its primary to rethinkdb_3, which the rollout has already restarted.
+    expect(step(r, 'rethinkdb-2 stopped').primaries[2]).toBe('rethinkdb_3');
+    // Each pod is Ready only after its POSTSTART, through its gate.
+    for (const pod of ['rethinkdb-3', 'rethinkdb-2', 'rethinkdb-1', 'rethinkdb-0']) {
+      expect(r.steps.indexOf(step(r, `${pod} Ready`))).toBeGreaterThan(r.steps.indexOf(step(r, `${pod} made again`)));
+    }
+    const after = step(r, 'after the rollout');
+    expect(after.decision).toBe('rebalance-primaries');
+    expect(after.reason).toMatch(/one levelling of the primaries gives rethinkdb_0, rethinkdb_1, rethinkdb_2, rethinkdb_3 back what the rollout took: completed/);
+    expect(new Set(after.primaries).size).toBe(4);
+    expect(after.acting).toEqual(after.primaries);
+    expect(Math.max(...r.summary.handovers)).toBeLessThanOrEqual(2);
+    expect(r.summary.handovers.reduce((a, b) => a + b, 0)).toBeLessThan(8);
+  });
+
+  test('ROLLOUT with the rule off (POSTSTART_DURING_ROLLOUT=now, no gate): every POSTSTART hands back, and more handovers in all', async () => {
+    const r = await runScenario('ROLLOUT', { env: { POSTSTART_DURING_ROLLOUT: 'now' }, world: { kubeOptions: { readinessGate: false } } });
+    const backs = r.steps.filter((s) => /made again on the new revision; POSTSTART/.test(s.event));
+    for (const b of backs) expect(b.reason).not.toMatch(/during a rollout/);
+    expect(step(r, 'after the rollout').reason).toBe('no levelling was owed');
+    expect(r.summary.handovers.reduce((a, b) => a + b, 0)).toBe(8);
+  });
 });

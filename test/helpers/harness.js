@@ -22,13 +22,13 @@ export function createLogSink() {
 }
 
 export function createSandboxHarness({
-  env = {}, model: modelOptions = {}, wrapSource = (s) => s, clock = createVirtualClock(), existing = null, staticToken = null,
+  env = {}, model: modelOptions = {}, kube: kubeOptions = {}, wrapSource = (s) => s, clock = createVirtualClock(), existing = null, staticToken = null,
 } = {}) {
   const config = loadConfig({ LOG_LEVEL: 'info', ...env });
   const sink = createLogSink();
   const logger = createLogger({ level: config.logLevel, destination: sink.stream });
   const world = createSandboxWorld({
-    config, clock, logger, wrapSource, staticToken,
+    config, clock, logger, wrapSource, staticToken, kubeOptions,
     existing: existing ?? (Object.keys(modelOptions).length ? { model: createSandboxCluster({ clock, ...modelOptions }) } : null),
   });
   // The sandbox's pods call their hooks through the app's routes, as the real pods' curl commands do.

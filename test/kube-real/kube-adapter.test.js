@@ -43,7 +43,7 @@ describe('Kubernetes adapter against a real kube-apiserver', () => {
     const stored = await core.readNamespacedPod({ name: 'rethinkdb-2', namespace: NAMESPACE });
     expect(await kube.getPod('rethinkdb-2')).toEqual({
       name: 'rethinkdb-2', uid: stored.metadata.uid, nodeName: 'node-2', podIp: '198.18.0.12', hostname: 'rethinkdb-2',
-      phase: 'Running', ready: true, annotations: {}, deleting: false, cpuRequestCores: 0.5, cpuLimitCores: 1,
+      phase: 'Running', ready: true, annotations: {}, deleting: false, cpuRequestCores: 0.5, cpuLimitCores: 1, revision: null, readinessGates: {},
     });
   });
 
@@ -81,6 +81,59 @@ describe('Kubernetes adapter against a real kube-apiserver', () => {
     expect((await apps.readNamespacedStatefulSet({ name: 'rethinkdb', namespace: NAMESPACE })).spec.replicas).toBe(5);
     expect(await kube.getStatefulSetScale()).toMatchObject({ replicas: 5 });
     await kube.patchStatefulSetScale(4);
+  });
+
+  test('when the StatefulSet rolls out, then its generations, revisions and updated count come back as rolloutOf reads them', async () => {
+    const apps = api.kubeConfig.makeApiClient(AppsV1Api);
+    const before = await apps.readNamespacedStatefulSet({ name: 'rethinkdb', namespace: NAMESPACE });
+    await apps.patchNamespacedStatefulSetStatus({
+      name: 'rethinkdb', namespace: NAMESPACE,
+      body: { status: { observedGeneration: before.metadata.generation, replicas: 4, updatedReplicas: 1, currentRevision: 'rethinkdb-aaa', updateRevision: 'rethinkdb-bbb' } },
+    }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
+    expect(await kube.getStatefulSetRollout()).toEqual({
+      name: 'rethinkdb', generation: before.metadata.generation, observedGeneration: before.metadata.generation, replicas: 4, readyReplicas: 0,
+      updatedReplicas: 1, currentRevision: 'rethinkdb-aaa', updateRevision: 'rethinkdb-bbb',
+    });
+  });
+
+  test('when a pod has a readiness gate, then the manager\'s condition is set by a status patch, keeping the others, with its transition time only on a change', async () => {
+    await core.createNamespacedPod({
+      namespace: NAMESPACE,
+      body: {
+        metadata: { name: 'rethinkdb-gated', labels: { app: 'rethinkdb', 'controller-revision-hash': 'rethinkdb-bbb' } },
+        spec: { nodeName: 'node-1', readinessGates: [{ conditionType: 'rethinkdb-manager.io/replicas-ready' }], containers: [{ name: 'c', image: 'busybox' }] },
+      },
+    });
+    // An adapter of its own, on a clock of its own: the Event test below reads the shared clock's time.
+    const gateClock = createVirtualClock(Date.parse('2026-11-21T13:00:00Z'));
+    const gated = createKubeAdapter({ kubeConfig: api.kubeConfig, namespace: NAMESPACE, clock: gateClock });
+    try {
+      await core.patchNamespacedPodStatus({
+        name: 'rethinkdb-gated', namespace: NAMESPACE, body: { status: { conditions: [{ type: 'Ready', status: 'False' }] } },
+      }, setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch));
+      expect(await kube.getPod('rethinkdb-gated')).toMatchObject({ revision: 'rethinkdb-bbb', readinessGates: { 'rethinkdb-manager.io/replicas-ready': null } });
+      const set = await gated.setPodCondition('rethinkdb-gated', {
+        type: 'rethinkdb-manager.io/replicas-ready', status: 'False', reason: 'ReplicasNotReady', message: 'backfilling', previous: null,
+      });
+      expect(set.readinessGates).toEqual({ 'rethinkdb-manager.io/replicas-ready': 'False' });
+      gateClock.advance(5000);
+      await gated.setPodCondition('rethinkdb-gated', {
+        type: 'rethinkdb-manager.io/replicas-ready', status: 'False', reason: 'ReplicasNotReady', message: 'still backfilling', previous: 'False',
+      });
+      let conditions = (await core.readNamespacedPod({ name: 'rethinkdb-gated', namespace: NAMESPACE })).status.conditions;
+      expect(conditions.map((c) => c.type).sort()).toEqual(['Ready', 'rethinkdb-manager.io/replicas-ready']);
+      const gate = () => conditions.find((c) => c.type === 'rethinkdb-manager.io/replicas-ready');
+      expect(gate()).toMatchObject({ status: 'False', reason: 'ReplicasNotReady', message: 'still backfilling' });
+      expect(new Date(gate().lastTransitionTime).toISOString()).toBe(new Date(gateClock.now() - 5000).toISOString().replace(/\.\d+Z$/, '.000Z'));
+      await gated.setPodCondition('rethinkdb-gated', {
+        type: 'rethinkdb-manager.io/replicas-ready', status: 'True', reason: 'ReplicasReady', message: 'ready', previous: 'False',
+      });
+      conditions = (await core.readNamespacedPod({ name: 'rethinkdb-gated', namespace: NAMESPACE })).status.conditions;
+      expect(gate()).toMatchObject({ status: 'True', reason: 'ReplicasReady' });
+      expect(new Date(gate().lastTransitionTime).toISOString()).toBe(new Date(gateClock.now()).toISOString().replace(/\.\d+Z$/, '.000Z'));
+    } finally {
+      await core.deleteNamespacedPod({ name: 'rethinkdb-gated', namespace: NAMESPACE, gracePeriodSeconds: 0 });
+    }
   });
 
   test('when an Event is created on a pod, then it can be read back with its reason, message, source and pod uid', async () => {

@@ -105,6 +105,10 @@ describe('the manager\'s ServiceAccount with only the rules derived from KUBE_CA
       return updated;
     },
     createPodEvent: async () => kube.createPodEvent({ pod: await kube.getPod('rethinkdb-1'), reason: 'Test', message: 'least privilege' }),
+    getStatefulSetRollout: async () => kube.getStatefulSetRollout(),
+    setPodCondition: async () => kube.setPodCondition('rethinkdb-1', {
+      type: 'rethinkdb-manager.io/replicas-ready', status: 'True', reason: 'Test', message: 'least privilege', previous: null,
+    }),
   };
 
   test('when listing the adapter\'s calls, then each one is exercised below', () => {
@@ -146,7 +150,8 @@ describe('the manager\'s ServiceAccount with only the rules derived from KUBE_CA
     { group: '', resource: 'pods', verb: 'delete', namespace: NAMESPACE },
     { group: '', resource: 'pods', verb: 'create', namespace: NAMESPACE },
     { group: '', resource: 'pods', verb: 'watch', namespace: NAMESPACE },
-    { group: '', resource: 'pods', subresource: 'status', verb: 'patch', namespace: NAMESPACE },
+    { group: '', resource: 'pods', subresource: 'status', verb: 'update', namespace: NAMESPACE },
+    { group: '', resource: 'pods', subresource: 'status', verb: 'patch', namespace: 'default' },
     { group: '', resource: 'pods', subresource: 'eviction', verb: 'create', namespace: NAMESPACE },
     { group: '', resource: 'pods', verb: 'get', namespace: 'default' },
     { group: '', resource: 'secrets', verb: 'get', namespace: NAMESPACE },
@@ -154,7 +159,8 @@ describe('the manager\'s ServiceAccount with only the rules derived from KUBE_CA
     { group: '', resource: 'nodes', verb: 'delete' },
     { group: '', resource: 'nodes', verb: 'patch' },
     { group: 'apps', resource: 'statefulsets', verb: 'patch', namespace: NAMESPACE },
-    { group: 'apps', resource: 'statefulsets', verb: 'get', namespace: NAMESPACE },
+    { group: 'apps', resource: 'statefulsets', verb: 'list', namespace: NAMESPACE },
+    { group: 'apps', resource: 'statefulsets', verb: 'get', namespace: 'default' },
     { group: 'metrics.k8s.io', resource: 'pods', verb: 'create', namespace: NAMESPACE },
     { group: 'authentication.k8s.io', resource: 'tokenreviews', verb: 'delete' },
     { group: 'coordination.k8s.io', resource: 'leases', verb: 'delete', namespace: NAMESPACE },

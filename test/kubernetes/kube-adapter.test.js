@@ -28,7 +28,7 @@ describe('Kubernetes adapter (real client, recorded API responses)', () => {
     await start();
     expect(await kube.getPod('rethinkdb-2')).toEqual({
       name: 'rethinkdb-2', uid: 'b729d5ae-1a31-447a-af6b-ce1e621e4152', nodeName: 'node-2', podIp: '198.18.0.12',
-      hostname: 'rethinkdb-2', phase: 'Running', ready: true, annotations: {}, deleting: false, cpuRequestCores: 0.5, cpuLimitCores: 1,
+      hostname: 'rethinkdb-2', phase: 'Running', ready: true, annotations: {}, deleting: false, cpuRequestCores: 0.5, cpuLimitCores: 1, revision: null, readinessGates: {},
     });
   });
 

@@ -1,7 +1,7 @@
 // The marks on a server and how events change them: pure transitions, table-driven.
 
 import {
-  NO_MARKS, awaitHealth, endWarning, keepsOff, noteDemoted, release, restored, startDraining, warn,
+  NO_MARKS, awaitHealth, endWarning, handedBack, keepsOff, noteDemoted, oweHandBack, release, restored, startDraining, warn,
 } from '../../src/state/mark-transitions.js';
 
 const drain = { reason: 'pod stopping', since: '2026-11-21T12:00:00.000Z', origin: { kind: 'prestop', by: 'hook:prestop:rethinkdb-1' } };
@@ -44,5 +44,16 @@ describe('mark transitions', () => {
     expect(again.draining.demoted).toEqual([{ tableId: 't', shard: 0 }, { tableId: 't', shard: 1 }, { tableId: 'u', shard: 0 }]);
     expect(noteDemoted(again, 'draining', [change('t', 0)])).toBe(again);
     expect(noteDemoted(NO_MARKS, 'perfwarning', [change('t', 0)])).toBe(NO_MARKS);
+  });
+
+  test('when a server comes back twice in one rollout, then it is owed each shard once, from its first debt; once levelled, nothing is owed', () => {
+    const first = oweHandBack(NO_MARKS, { demoted: [{ tableId: 't', shard: 0 }], reason: 'rollout', since: '2026-11-26T00:00:01Z' });
+    expect(first.handBack).toEqual({ demoted: [{ tableId: 't', shard: 0 }], reason: 'rollout', since: '2026-11-26T00:00:01Z' });
+    const second = oweHandBack(first, { demoted: [{ tableId: 't', shard: 0 }, { tableId: 't', shard: 2 }], reason: 'again', since: '2026-11-26T00:00:09Z' });
+    expect(second.handBack).toEqual({ demoted: [{ tableId: 't', shard: 0 }, { tableId: 't', shard: 2 }], reason: 'rollout', since: '2026-11-26T00:00:01Z' });
+    expect(oweHandBack(second, { demoted: [{ tableId: 't', shard: 2 }] })).toBe(second);
+    expect(keepsOff(second)).toBe(false);
+    expect(handedBack(second)).toEqual(NO_MARKS);
+    expect(handedBack(NO_MARKS)).toBe(NO_MARKS);
   });
 });

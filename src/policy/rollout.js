@@ -1,0 +1,154 @@
+// Pure: rolling restarts and upgrades as one event. A StatefulSet that rolls stops every RethinkDB pod in turn, each
+// a few seconds after the previous one is Ready again; handled as independent PRESTOP / POSTSTART pairs, every
+// primary may change hands several times in one rollout, and the next stop may come while the returning server is
+// still backfilling. The decisions here: whether a rollout is under way, what a PRESTOP must wait for, where its
+// primaries go, when the hand-back runs, and whether a RethinkDB pod is ready. No I/O and no clock: callers pass `now`.
+
+import { createView, hasLiveMajority, votingReplicas } from '../planner/eligibility.js';
+
+// The pod condition the manager sets on RethinkDB pods that list it in spec.readinessGates (the chart does): a pod
+// is Ready only when its containers are and this condition is True.
+export const REPLICAS_READY_CONDITION = 'rethinkdb-manager.io/replicas-ready';
+
+// A StatefulSet's rollout as the manager reads it. sts: { name, generation, observedGeneration, replicas,
+// updatedReplicas, currentRevision, updateRevision } (null: not read, e.g. no Kubernetes API); pods: [{ name,
+// revision }] (revision: the pod's controller-revision-hash). Returns { inProgress, updated, reason }: updated are
+// the pods already on the new revision (they will not be stopped again by this rollout).
+// Under way while the controller has not seen the latest spec, while some pods are not on the update revision, or
+// until the controller records the update revision as current (it does once every pod is updated and Ready).
+export function rolloutOf(sts, pods = []) {
+  if (!sts) return { inProgress: false, updated: [], reason: 'the StatefulSet was not read: rollouts are not recognised' };
+  const updated = sts.updateRevision ? pods.filter((p) => p.revision === sts.updateRevision).map((p) => p.name).sort() : [];
+  const counts = `${sts.updatedReplicas ?? 0} of ${sts.replicas} pods on revision ${sts.updateRevision}`;
+  if (Number.isFinite(sts.generation) && Number.isFinite(sts.observedGeneration) && sts.observedGeneration < sts.generation) {
+    return { inProgress: true, updated, reason: `statefulset ${sts.name} changed and its controller has not acted on it yet` };
+  }
+  if (sts.updateRevision && sts.currentRevision && sts.currentRevision !== sts.updateRevision) {
+    return { inProgress: true, updated, reason: `statefulset ${sts.name} is rolling out: ${counts}` };
+  }
+  if ((sts.updatedReplicas ?? sts.replicas) < sts.replicas) {
+    return { inProgress: true, updated, reason: `statefulset ${sts.name} is rolling out: ${counts}` };
+  }
+  return { inProgress: false, updated, reason: `no rollout of statefulset ${sts.name} under way (every pod on ${sts.currentRevision ?? 'the current revision'})` };
+}
+
+// The shards ({ tableId, table, shard }) that would be left without a live, ready voting majority if `serverId`
+// stopped now: a returning replica still backfilling does not count. PRESTOP waits for these (decidePrestopWait).
+export function shardsShortWithout(cluster, serverId) {
+  const view = createView(cluster);
+  const gone = new Set([serverId]);
+  const short = [];
+  for (const table of cluster.tables) {
+    for (const shard of table.shards) {
+      if (!votingReplicas(shard).includes(serverId)) continue;
+      if (!hasLiveMajority(view, shard, { gone })) short.push({ tableId: table.id, table: `${table.db}.${table.name}`, shard: shard.index });
+    }
+  }
+  return short;
+}
+
+// PRESTOP: wait (within waitLeftMs, what the hook's deadline leaves for waiting) while stopping the server would
+// leave a shard without a ready voting majority, so that the stop does not stall the shard's writes until a
+// backfill ends. A shard that cannot regain a majority whatever this server does (two of its three replicas lost)
+// is not waited for: the stop takes nothing more from it than it has lost already.
+// Returns { wait, short, reason }.
+export function decidePrestopWait(cluster, { serverId, serverName, waitLeftMs }) {
+  const view = createView(cluster);
+  const short = shardsShortWithout(cluster, serverId).filter((s) => {
+    const shard = cluster.tables.find((t) => t.id === s.tableId).shards[s.shard];
+    // With this server, could the shard have a ready majority once the others' backfills end? Count the connected voters.
+    const voters = votingReplicas(shard);
+    return voters.filter((id) => id !== serverId && view.isConnected(id)).length * 2 > voters.length;
+  });
+  if (short.length === 0) return { wait: false, short, reason: `every shard keeps a ready voting majority without ${serverName}` };
+  const list = short.slice(0, 5).map((s) => `${s.table} shard ${s.shard}`).join(', ') + (short.length > 5 ? ` and ${short.length - 5} more` : '');
+  if (waitLeftMs <= 0) {
+    return { wait: false, short, reason: `without ${serverName}, ${list} would have no ready voting majority (a replica still backfilling); the deadline leaves no time to wait` };
+  }
+  return { wait: true, short, reason: `without ${serverName}, ${list} would have no ready voting majority (a replica still backfilling): wait for the backfill` };
+}
+
+// PRESTOP during a rollout: where the stopping server's primaries should go. targets: the servers of pods already
+// updated by this rollout (they will not stop again in it), preferred over those still to stop; homes: the shards
+// that servers restarted earlier in the rollout are owed back ([{ tableId, shard, serverId }]), so that a primary
+// goes straight back to its own server when that one is a candidate: each primary then moves at most twice in a
+// rollout (off its server, and back). Outside a rollout: no preference.
+export function prestopPreference(rollout, { updatedServerIds = [], owed = [] }) {
+  if (!rollout?.inProgress) return null;
+  return { targets: [...updatedServerIds], homes: owedHomes(owed) };
+}
+
+// The shards owed back, one server each: the earliest debt wins (a shard demoted again from the server it was moved
+// to during the rollout is still its first owner's).
+export function owedHomes(owed) {
+  const homes = new Map();
+  for (const o of [...owed].sort((a, b) => String(a.since).localeCompare(String(b.since)))) {
+    for (const d of o.demoted ?? []) {
+      const key = `${d.tableId}:${d.shard}`;
+      if (!homes.has(key)) homes.set(key, { tableId: d.tableId, shard: d.shard, serverId: o.serverId });
+    }
+  }
+  return [...homes.values()];
+}
+
+// Once no rollout is under way, the hand-backs the POSTSTARTs of the rollout deferred run as one levelling instead
+// of one per pod. owed: [{ serverId, serverName, demoted, since }] (the hand-back marks). The levelling goes by counts
+// with the owed homes preferred: the fewest handovers that level the primaries, and of equal plans the one that does
+// not move a primary already back home (planRebalancePrimaries), so that each primary moves at most twice in the
+// rollout where the layout allows. Returns { action: 'none' | 'wait' | 'level', reason, intents }.
+export function decideRolloutLevelling({ rollout, owed }) {
+  if (owed.length === 0) return { action: 'none', reason: 'no hand-back is owed', intents: [] };
+  const names = owed.map((o) => o.serverName).sort().join(', ');
+  if (rollout?.inProgress) return { action: 'wait', reason: `hand-backs owed to ${names} wait for the rollout to end: ${rollout.reason}`, intents: [] };
+  const reason = `the rollout has ended (${rollout?.reason ?? 'no rollout seen'}): one levelling of the primaries gives ${names} back what the rollout took`;
+  return {
+    action: 'level',
+    reason,
+    intents: [
+      { type: 'rebalance-primaries', prefer: owedHomes(owed), byLoad: false, reason },
+      { type: 'settle-hand-backs', servers: owed.map((o) => o.serverId) },
+    ],
+  };
+}
+
+// Whether a RethinkDB pod is ready (its readiness gate, REPLICAS_READY_CONDITION): its server is connected and every
+// replica it holds is ready (its backfill done), so that the StatefulSet controller, a PodDisruptionBudget and
+// `kubectl drain` do not take the next server while a shard is short of up-to-date replicas.
+// - A replica that cannot become ready because of other servers (its shard has lost its voting majority, or its
+//   configured primary is disconnected) does not hold the pod: waiting for it would wait for someone else.
+// - unreadySince (ms, null: ready until now) and maxUnreadyMs: a pod unready that long becomes ready anyway, so that
+//   a backfill that never ends does not stop a rollout forever; the reason says so.
+// serverId: the pod's server (null: none found, e.g. not joined yet). Returns { ready, reason, waitingFor }.
+export function decidePodReadiness(cluster, { serverId, pod, unreadySince = null, now, maxUnreadyMs }) {
+  const view = createView(cluster);
+  if (!serverId || !view.isConnected(serverId)) {
+    return { ready: false, reason: `no connected RethinkDB server for pod ${pod} yet`, waitingFor: [] };
+  }
+  const waitingFor = [];
+  for (const table of cluster.tables) {
+    for (const shard of table.shards) {
+      if (!shard.replicas.includes(serverId)) continue;
+      const state = shard.states[serverId];
+      if (state === 'ready' || blockedElsewhere(view, shard, serverId)) continue;
+      waitingFor.push({ table: `${table.db}.${table.name}`, shard: shard.index, state: state ?? 'not seen' });
+    }
+  }
+  const name = view.nameOf(serverId);
+  if (waitingFor.length === 0) return { ready: true, reason: `${name} is connected and every replica it holds is ready`, waitingFor };
+  const list = waitingFor.slice(0, 3).map((w) => `${w.table} shard ${w.shard} (${w.state})`).join(', ') + (waitingFor.length > 3 ? ` and ${waitingFor.length - 3} more` : '');
+  if (unreadySince !== null && now - unreadySince >= maxUnreadyMs) {
+    return {
+      ready: true, waitingFor,
+      reason: `${name} still has replicas that are not ready (${list}) after ${Math.round((now - unreadySince) / 1000)} s; ready anyway (READINESS_MAX_WAIT_SECONDS) so that a rollout is not held forever`,
+    };
+  }
+  return { ready: false, reason: `${name} has replicas that are not ready yet: ${list}`, waitingFor };
+}
+
+// The shard's readiness depends on other servers: its configured primary (not this server) is disconnected, or too
+// few of its voters are connected for a majority.
+function blockedElsewhere(view, shard, serverId) {
+  if (shard.primary !== serverId && !view.isConnected(shard.primary)) return true;
+  const voters = votingReplicas(shard);
+  return voters.filter((id) => view.isConnected(id)).length * 2 <= voters.length;
+}

@@ -1,0 +1,108 @@
+// Rolling restarts on the sandbox, in virtual time, through the manager's real routes and tick: the readiness gate
+// the manager sets on RethinkDB pods, and the PRESTOP that waits for a ready voting majority. A returning server
+// catches up for 3 s (returnBackfillMs), as a real one does for a moment.
+
+import request from 'supertest';
+import { REPLICAS_READY_CONDITION } from '../../src/policy/rollout.js';
+import { createSandboxHarness } from '../helpers/harness.js';
+
+const gated = (env = {}) => createSandboxHarness({ env, model: { returnBackfillMs: 3000 }, kube: { readinessGate: true } });
+const gate = async (h, pod) => (await h.kube.getPod(pod)).readinessGates[REPLICAS_READY_CONDITION];
+
+describe('the readiness gate', () => {
+  test('when pods carry the gate, then the tick sets it True once every replica is ready, and False while a restarted server catches up', async () => {
+    const h = createSandboxHarness({ model: { returnBackfillMs: 10000 }, kube: { readinessGate: true } });
+    expect(await gate(h, 'rethinkdb-1')).toBeNull();
+    expect((await h.kube.getPod('rethinkdb-1')).ready).toBe(false);
+    const first = await h.tick({ poll: false });
+    expect(first.readiness.map((c) => c.status)).toEqual(['True', 'True', 'True', 'True']);
+    expect((await h.kube.getPod('rethinkdb-1')).ready).toBe(true);
+
+    h.model.crashServer('rethinkdb_1', { mode: 'term' });
+    h.clock.advance(1000);
+    h.model.restoreServer('rethinkdb_1');
+    // Its container did not restart (the pod stays Ready): the gate is checked again within 5 s.
+    h.clock.advance(3000);
+    expect((await h.tick({ poll: false })).readiness).toBeNull();
+    h.clock.advance(1000);
+    const during = await h.tick({ poll: false });
+    expect(during.readiness).toEqual([{ pod: 'rethinkdb-1', status: 'False', reason: expect.stringMatching(/rethinkdb_1 has replicas that are not ready yet: ycsb.usertable shard \d \((backfilling|transitioning)\)/) }]);
+    expect((await h.kube.getPod('rethinkdb-1')).ready).toBe(false);
+    h.clock.advance(6500);
+    const after = await h.tick({ poll: false });
+    expect(after.readiness).toEqual([{ pod: 'rethinkdb-1', status: 'True', reason: 'rethinkdb_1 is connected and every replica it holds is ready' }]);
+    const records = h.audit.list({ limit: 20 }).filter((e) => e.action === 'set-pod-readiness' && e.pod === 'rethinkdb-1');
+    expect(records.map((e) => e.target.status)).toEqual(['True', 'False', 'True']);
+    expect(h.kube.events().filter((e) => e.pod === 'rethinkdb-1' && e.reason === 'SetPodReadiness')).toHaveLength(3);
+    const metrics = (await request(h.app).get('/metrics')).text;
+    expect(metrics).toMatch(/rethinkdb_manager_pod_replicas_ready\{pod="rethinkdb-1"\} 1/);
+  });
+
+  test('when a pod stays unready past READINESS_MAX_WAIT_SECONDS, then it is made Ready anyway, as a Warning that names what it waited for', async () => {
+    const h = createSandboxHarness({ env: { READINESS_MAX_WAIT_SECONDS: '5' }, model: { returnBackfillMs: 60000 }, kube: { readinessGate: true } });
+    await h.tick({ poll: false });
+    h.model.crashServer('rethinkdb_2', { mode: 'term' });
+    h.model.restoreServer('rethinkdb_2');
+    h.clock.advance(5000);
+    expect((await h.tick({ poll: false })).readiness).toEqual([expect.objectContaining({ pod: 'rethinkdb-2', status: 'False' })]);
+    h.clock.advance(4000);
+    expect((await h.tick({ poll: false })).readiness).toEqual([]); // not settled: read again each tick, nothing changed yet
+    h.clock.advance(1000);
+    const forced = await h.tick({ poll: false });
+    expect(forced.readiness).toEqual([{ pod: 'rethinkdb-2', status: 'True', reason: expect.stringMatching(/after 5 s; ready anyway \(READINESS_MAX_WAIT_SECONDS\)/) }]);
+    expect(h.kube.events().filter((e) => e.pod === 'rethinkdb-2' && e.reason === 'SetPodReadiness').at(-1).type).toBe('Warning');
+  });
+
+  test('when READINESS_GATE_ENABLED is false, then the gate is never set', async () => {
+    const h = createSandboxHarness({ env: { READINESS_GATE_ENABLED: 'false' }, kube: { readinessGate: true } });
+    expect((await h.tick({ poll: false })).readiness).toBeNull();
+    expect(await gate(h, 'rethinkdb-0')).toBeNull();
+  });
+});
+
+describe('PRESTOP waits for a ready voting majority', () => {
+  test('when another replica of its shards is still catching up, then PRESTOP waits for it before demoting, and says so in its answer, an Event and a metric', async () => {
+    const h = gated();
+    await h.tick({ poll: false });
+    // rethinkdb_2 restarted a moment ago: its replicas (shards 1, 2 and 3 hold it with rethinkdb_1 in two of them) catch up for 3 s.
+    h.model.crashServer('rethinkdb_2', { mode: 'term' });
+    h.model.restoreServer('rethinkdb_2');
+    h.clock.advance(100);
+    const dry = await request(h.app).post('/v1/hooks/prestop?pod=rethinkdb-1&dryRun=true');
+    expect(dry.status).toBe(200);
+    expect(dry.body.majorityWait).toMatchObject({ outcome: 'would_wait', waitedMs: 0, short: expect.arrayContaining([expect.objectContaining({ table: 'ycsb.usertable' })]) });
+    const started = h.clock.now();
+    const res = await request(h.app).post('/v1/hooks/prestop?pod=rethinkdb-1');
+    expect(res.status).toBe(200);
+    expect(res.body.majorityWait.outcome).toBe('waited');
+    expect(res.body.majorityWait.waitedMs).toBeGreaterThanOrEqual(2900);
+    expect(res.body.majorityWait.reason).toMatch(/without rethinkdb_1, ycsb.usertable shard \d.* would have no ready voting majority .*the majority was back after \d+ ms/);
+    expect(res.body.majorityWait.short).toEqual(dry.body.majorityWait.short);
+    expect(res.body.primariesOff).toBe(true);
+    expect(h.clock.now() - started).toBeGreaterThanOrEqual(2900);
+    expect(h.audit.list({ limit: 20 }).find((e) => e.action === 'wait-for-majority')).toMatchObject({ pod: 'rethinkdb-1', outcome: 'completed' });
+    expect(h.kube.events().find((e) => e.reason === 'WaitForMajority')).toMatchObject({ pod: 'rethinkdb-1', type: 'Normal' });
+    expect((await request(h.app).get('/metrics')).text).toMatch(/rethinkdb_manager_prestop_majority_waits_total\{outcome="waited"\} 1/);
+  });
+
+  test('when the catch-up outlasts the wait, then PRESTOP gives up within its budget, demotes anyway, and reports it as a Warning', async () => {
+    const h = createSandboxHarness({ env: { PRESTOP_MAJORITY_WAIT_SECONDS: '2' }, model: { returnBackfillMs: 60000 } });
+    h.model.crashServer('rethinkdb_2', { mode: 'term' });
+    h.model.restoreServer('rethinkdb_2');
+    const started = h.clock.now();
+    const res = await request(h.app).post('/v1/hooks/prestop?pod=rethinkdb-1');
+    expect(res.status).toBe(200);
+    expect(res.body.majorityWait).toMatchObject({ outcome: 'gave_up' });
+    expect(res.body.majorityWait.waitedMs).toBeGreaterThanOrEqual(2000);
+    expect(res.body.majorityWait.waitedMs).toBeLessThan(3000);
+    expect(res.body.majorityWait.reason).toMatch(/the deadline leaves no time to wait/);
+    expect(h.clock.now() - started).toBeLessThan(20000);
+    expect(h.kube.events().find((e) => e.reason === 'WaitForMajority')).toMatchObject({ type: 'Warning' });
+  });
+
+  test('when every shard keeps a ready majority, then PRESTOP does not wait', async () => {
+    const h = gated();
+    const res = await request(h.app).post('/v1/hooks/prestop?pod=rethinkdb-1');
+    expect(res.body.majorityWait).toEqual({ outcome: 'none', waitedMs: 0, short: [], reason: 'every shard keeps a ready voting majority without rethinkdb_1' });
+  });
+});
