@@ -9,7 +9,7 @@ import { parseArgs } from 'node:util';
 import { KUBE_SCENARIOS, runOnKubeLab } from './kube-lab-run.js';
 import { runOnce } from './lab-run.js';
 import {
-  ARMS, compareAllArms, compareArms, figurePanels, formatArmsTable, formatTable, runFigures,
+  ARMS, compareAllArms, compareArms, figurePanels, formatArmsTable, formatRolloutTable, formatTable, rolloutRows, runFigures,
 } from './report.js';
 import { SCENARIOS } from './scenarios.js';
 import { renderFigure } from './svg.js';
@@ -102,8 +102,10 @@ async function main() {
   const rows = compareArms(figures);
   const armRows = compareAllArms(figures);
   // The manager-against-none table where both ran; every arm's figures always.
+  const rollouts = rolloutRows(figures);
   const table = [
     ...(opts.arms.includes('none') && opts.arms.includes('manager') ? [formatTable(rows)] : []), formatArmsTable(armRows),
+    ...(rollouts.length > 0 ? [formatRolloutTable(rollouts)] : []),
   ].join('\n\n');
   process.stdout.write(`\n${table}\n`);
   for (const [name, runs] of Object.entries(firstRuns)) {

@@ -6,26 +6,21 @@
 // A run returns what bench/evaluate/lab-run.js returns (records on the client's clock, t0, events in seconds since
 // t0), so the report, the tables and the figures are the same.
 
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import {
-  adminPassword, clientLines, connectPod, createKubectl, labUp, podReady, r, startClientPod, stopClientPod,
-} from '../../test/helpers/kube-lab.js';
+  REPO, adminPassword, clientLines, connectPod, createKubectl, labUp, podReady, r, startClientPod, stopClientPod, until,
+} from '../../lab/kube/kube-lab.js';
+import { failuresPerPod, watchRollout } from '../../lab/kube/rollout-watch.js';
 
 const sleep = (ms) => new Promise((resolve) => { setTimeout(resolve, ms); });
-
-async function until(what, fn, { timeoutMs = 300000, intervalMs = 500 } = {}) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await fn().catch(() => false);
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`${what}: not after ${timeoutMs} ms`);
-    await sleep(intervalMs);
-  }
-}
+const run = promisify(execFile);
+const HELM = `${REPO}test/helm/bin/helm`;
 
 // What Kubernetes does in each scenario, between the client's steady start and its steady end.
 export const KUBE_SCENARIOS = {
   'planned-stop': {
-    name: 'planned-stop', title: 'A RethinkDB pod deleted (kubectl delete pod), on real kubelets', durationSeconds: 120,
+    name: 'planned-stop', title: 'A RethinkDB pod deleted (kubectl delete pod), on real kubelets', durationSeconds: 120, span: ['delete rethinkdb-1', 'rethinkdb-1 Ready'],
     async act({ kubectl, mark }) {
       const before = (await kubectl.nsJson('get', 'pod', 'rethinkdb-1')).metadata.uid;
       mark('delete rethinkdb-1');
@@ -33,12 +28,12 @@ export const KUBE_SCENARIOS = {
       await until('rethinkdb-1 made again and Ready', async () => {
         const p = await kubectl.nsJson('get', 'pod', 'rethinkdb-1');
         return p.metadata.uid !== before && podReady(p);
-      });
+      }, { timeoutMs: 300000 });
       mark('rethinkdb-1 Ready');
     },
   },
   'rolling-restart': {
-    name: 'rolling-restart', title: 'kubectl rollout restart statefulset/rethinkdb, on real kubelets', durationSeconds: 300,
+    name: 'rolling-restart', title: 'kubectl rollout restart statefulset/rethinkdb, on real kubelets', durationSeconds: 300, span: ['rollout restart', 'rollout done'],
     async act({ kubectl, mark }) {
       mark('rollout restart');
       await kubectl.ns('rollout', 'restart', 'statefulset/rethinkdb');
@@ -57,10 +52,22 @@ async function theLab(log) {
   return lab;
 }
 
+// The readiness gate (rethinkdb.readinessGate) goes with the manager: without one nobody sets the condition, and a
+// restarted pod would never be Ready. Changing it rolls the StatefulSet (not measured: before the client starts).
+async function setReadinessGate(kubectl, on, log) {
+  const sts = await kubectl.nsJson('get', 'statefulset', 'rethinkdb');
+  const has = (sts.spec.template.spec.readinessGates ?? []).length > 0;
+  if (has === on) return;
+  log({ readinessGate: on }, 'helm upgrade: the RethinkDB pods\' readiness gate, and the rollout it makes');
+  await run(HELM, ['upgrade', 'rethinkdb-manager', `${REPO}deploy/helm/rethinkdb-k8s-manager`, '-n', 'rethinkdb', '--reuse-values',
+    '--set', `rethinkdb.readinessGate=${on}`], { env: kubectl.env });
+  await kubectl.ns('rollout', 'status', 'statefulset/rethinkdb', '--timeout=900s');
+}
+
 async function setManagerReplicas(kubectl, replicas) {
   await kubectl.ns('scale', 'deployment/rethinkdb-manager', `--replicas=${replicas}`);
   if (replicas > 0) await kubectl.ns('rollout', 'status', 'deployment/rethinkdb-manager', '--timeout=300s');
-  else await until('no manager pod', async () => (await kubectl.nsJson('get', 'pods', '-l', 'app=rethinkdb-manager')).items.length === 0);
+  else await until('no manager pod', async () => (await kubectl.nsJson('get', 'pods', '-l', 'app=rethinkdb-manager')).items.length === 0, { timeoutMs: 300000 });
 }
 
 // The usertable: 3 shards x 3 replicas (one server per node), all replicas ready, primaries levelled.
@@ -90,7 +97,10 @@ export async function runOnKubeLab(scenario, arm, { rate, keyCount, log = () => 
   const withManager = arm === 'manager' || arm === 'manager+gate';
   const withGate = arm === 'gate' || arm === 'manager+gate';
   log({ arm }, withManager ? 'the manager: 2 replicas' : 'the manager: scaled to 0');
-  await setManagerReplicas(kubectl, withManager ? 2 : 0);
+  // With the manager first, so that it sets the gate's condition during the rollout the change makes; without it last.
+  if (withManager) await setManagerReplicas(kubectl, 2);
+  await setReadinessGate(kubectl, withManager, log);
+  if (!withManager) await setManagerReplicas(kubectl, 0);
   await prepareTable(kubectl, password);
   const proxies = (await kubectl.nsJson('get', 'pods', '-l', 'app=rethinkdb-proxy')).items.filter(podReady);
   const hosts = withGate ? null : proxies.map((p) => `${p.status.podIP}:28015`);
@@ -103,17 +113,24 @@ export async function runOnKubeLab(scenario, arm, { rate, keyCount, log = () => 
   let start;
   // Seconds the client waited for the table to take its first writes (what ran before left it unwritable).
   let loadRetries = 0;
+  let watched;
   try {
     await kubectl.ns('wait', `pod/${name}`, '--for=condition=Ready', '--timeout=120s');
-    await until('the client is loaded and running', async () => (await clientLines(kubectl, name)).some((l) => l.started));
+    await until('the client is loaded and running', async () => (await clientLines(kubectl, name)).some((l) => l.started), { timeoutMs: 300000 });
     await sleep(10000);
+    const watch = watchRollout({
+      r, db: 'ycsb', table: 'usertable', connect: () => connectReadyPod(kubectl, password),
+      listPods: async () => (await kubectl.nsJson('get', 'pods', '-l', 'app=rethinkdb')).items,
+    });
     try {
       await scenario.act({ kubectl, mark });
     } finally {
       await sleep(10000);
+      watched = await watch.stop();
     }
-    ({ records: rows, start } = await stopClientPod(kubectl, name, { withRecords: true, timeoutMs: 120000 }));
-    loadRetries = (await clientLines(kubectl, name)).filter((l) => l.loadRetry).length;
+    let lines;
+    ({ records: rows, start, lines } = await stopClientPod(kubectl, name, { withRecords: true, timeoutMs: 120000 }));
+    loadRetries = lines.filter((l) => l.loadRetry).length;
   } finally {
     // A failed run leaves no client behind; lab.sh up also puts the manager back to 2 replicas.
     await kubectl.ns('delete', 'pod', name, '--wait=false').catch(() => {});
@@ -121,9 +138,41 @@ export async function runOnKubeLab(scenario, arm, { rate, keyCount, log = () => 
   const records = rows.map(([startMs, endMs, ok, kind, errorKind], i) => ({
     i, startMs, issuedMs: startMs, endMs, ok: ok === 1, kind, errorKind, entry: 'client',
   }));
-  const events = wallEvents.map((e) => ({ label: e.label, t: (e.wall - start.t0Wall) / 1000 }));
+  const stops = watched.podEvents.filter((e) => e.event === 'stopping');
+  const events = [
+    ...wallEvents.map((e) => ({ label: e.label, t: (e.wall - start.t0Wall) / 1000 })),
+    ...stops.map((e) => ({ label: `${e.pod} stopping`, t: (e.at - start.t0Wall) / 1000 })),
+  ].sort((a, b) => a.t - b.t);
+  const rollout = {
+    handoversPerShard: watched.handovers,
+    secondsBelowTwoUpToDate: watched.secondsBelowTwoUpToDate,
+    secondsWithoutUpToDateMajority: watched.secondsWithoutUpToDateMajority,
+    readyTooEarly: watched.readyTooEarly,
+    failedPerPod: failuresPerPod(records, stops, start.t0Wall),
+    seconds: secondsBetween(wallEvents, scenario.span),
+  };
+  log(rollout, 'what the rollout watch saw');
   return {
     scenario: scenario.name, arm, records, t0: 0, events, examples: {}, layout: { lab: 'kube', gate: withGate, manager: withManager },
-    notes: { lab: 'kube', entries: hosts ?? ['rethinkdb-client:28015'], loadRetries }, phases: [], window: null,
+    notes: {
+      lab: 'kube', entries: hosts ?? ['rethinkdb-client:28015'], loadRetries, rollout,
+    },
+    phases: [], window: null,
   };
+}
+
+// A driver connection to any Ready RethinkDB pod.
+async function connectReadyPod(kubectl, password) {
+  const pods = (await kubectl.nsJson('get', 'pods', '-l', 'app=rethinkdb')).items.filter(podReady);
+  for (const pod of pods) {
+    try { return await connectPod(kubectl, pod.metadata.name, password); } catch { /* the next one */ }
+  }
+  throw new Error('no Ready RethinkDB pod answers');
+}
+
+// Seconds between the scenario's two marks ([from, to]), or null.
+function secondsBetween(marks, span) {
+  if (!span) return null;
+  const [from, to] = span.map((label) => marks.find((m) => m.label === label)?.wall);
+  return from && to ? (to - from) / 1000 : null;
 }

@@ -1,7 +1,7 @@
 // The evaluation's report: how long a disturbance kept p99 above twice the steady p99, on hand-made runs.
 
 import {
-  compareAllArms, compareArms, formatArmsTable, formatTable, phaseFigures, recoveryOf, runFigures,
+  compareAllArms, compareArms, formatArmsTable, formatRolloutTable, formatTable, phaseFigures, recoveryOf, rolloutRows, runFigures,
 } from '../../bench/evaluate/report.js';
 
 const T0 = 5_000;
@@ -97,3 +97,20 @@ describe('compareAllArms', () => {
     expect(compareArms(figures)).toEqual([expect.objectContaining({ scenario: 'planned-stop', failedNone: [120, 100], failedManager: [] })]);
   });
 });
+
+describe('the lab\'s rollout table', () => {
+  const watched = {
+    handoversPerShard: [2, 1, 2], secondsBelowTwoUpToDate: 1.25, secondsWithoutUpToDateMajority: 0, seconds: 50.2,
+    failedPerPod: [{ pod: 'rethinkdb-2', failed: 3 }, { pod: 'rethinkdb-1', failed: 0 }], readyTooEarly: ['rethinkdb-0'],
+  };
+  test('when runs carry what the rollout watch saw, then one row per run shows it; runs without it give no row', () => {
+    const rows = rolloutRows([
+      { scenario: 'rolling-restart', arm: 'manager+gate', pair: 1, failed: 3, maxMs: 912.4, notes: { rollout: watched } },
+      { scenario: 'planned-stop', arm: 'none', pair: 0, failed: 9, maxMs: 1, notes: {} },
+    ]);
+    expect(rows).toHaveLength(1);
+    const table = formatRolloutTable(rows);
+    expect(table).toMatch(/\| rolling-restart \| manager and gate \| 2 +\| 3 +\| rethinkdb-2 3, rethinkdb-1 0 \| 2, 1, 2 +\| 1\.3 +\| 0\.0 +\| 50\.2 +\| 912\.4 +\| rethinkdb-0 +\|/);
+  });
+});
+

@@ -1,5 +1,5 @@
-// The real Kubernetes lab (lab/kube/lab.sh) for the end-to-end tests in test/kube-lab/: bring it up (or find it
-// up), run kubectl against it, reach the RethinkDB pods with the official driver over their pod addresses (the
+// The real Kubernetes lab (lab/kube/lab.sh) for the end-to-end tests in test/kube-lab/ and the evaluation's runs on
+// it (bench/evaluate/kube-lab-run.js): bring it up (or find it up), run kubectl against it, reach the RethinkDB pods with the official driver over their pod addresses (the
 // host routes to every node's pod network), and take it down, checking that nothing is left behind.
 
 import { execFile, execFileSync, spawnSync } from 'node:child_process';
@@ -46,6 +46,22 @@ export function createKubectl(kubeconfig) {
   kubectl.nsJson = (...args) => kubectl.json('-n', NAMESPACE, ...args);
   kubectl.env = env;
   return kubectl;
+}
+
+const sleep = (ms) => new Promise((resolve) => { setTimeout(resolve, ms); });
+
+// Polls fn until it returns a truthy value, or throws naming what it waited for and the last error fn threw.
+export async function until(what, fn, { timeoutMs = 180000, intervalMs = 500 } = {}) {
+  const deadline = Date.now() + timeoutMs;
+  let last;
+  for (;;) {
+    try {
+      const value = await fn();
+      if (value) return value;
+    } catch (err) { last = err; }
+    if (Date.now() > deadline) throw new Error(`${what}: not after ${timeoutMs} ms${last ? ` (last error: ${last.message})` : ''}`);
+    await sleep(intervalMs);
+  }
 }
 
 export const podReady = (pod) => (pod?.status?.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True');
@@ -103,7 +119,7 @@ export async function clientLines(kubectl, name) {
 }
 
 // Tells the client to stop, waits for it to finish, and returns its summary (and, if it printed them, its records
-// and its start: { summary, records, start }).
+// its start and every JSON line it printed: { summary, records, start, lines }).
 export async function stopClientPod(kubectl, name, { timeoutMs = 60000, withRecords = false } = {}) {
   await kubectl.ns('exec', name, '--', 'touch', '/tmp/stop');
   const deadline = Date.now() + timeoutMs;
@@ -112,13 +128,15 @@ export async function stopClientPod(kubectl, name, { timeoutMs = 60000, withReco
     if (lines.some((l) => l.done)) {
       const summary = lines.find((l) => l.summary)?.summary;
       if (!withRecords) return summary;
-      return { summary, start: lines.find((l) => l.started), records: lines.filter((l) => l.records).flatMap((l) => l.records) };
+      return {
+        summary, start: lines.find((l) => l.started), records: lines.filter((l) => l.records).flatMap((l) => l.records), lines,
+      };
     }
     if (Date.now() > deadline) {
       const tail = (await kubectl.ns('logs', name, '--tail=5').catch((err) => err.message)).slice(-2000);
       const phase = (await kubectl.nsJson('get', 'pod', name).catch(() => null))?.status?.phase;
       throw new Error(`client pod ${name} (${phase}) gave no summary within ${timeoutMs} ms; its last lines: ${tail}`);
     }
-    await new Promise((resolve) => { setTimeout(resolve, 500); });
+    await sleep(500);
   }
 }
