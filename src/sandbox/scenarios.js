@@ -1,7 +1,8 @@
 // The paper's five scenarios (Section IV-B), and a rolling restart of the StatefulSet, replayed on the sandbox in
 // virtual time through the manager's real HTTP routes: sandbox admin endpoints play Kubernetes and the
 // infrastructure, hooks and the monitor play the manager's inputs. Each step records the time, the event, the
-// manager's decision and reason, and the resulting primary map. Used by `npm run scenarios` and by the end-to-end tests.
+// manager's decision and reason, and the resulting primary map. Used by `npm run scenarios` and by the end-to-end
+// tests.
 
 import { loadConfig } from '../config.js';
 import { createVirtualClock } from '../lib/clock.js';
