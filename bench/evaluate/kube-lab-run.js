@@ -64,6 +64,19 @@ async function setReadinessGate(kubectl, on, log) {
   await kubectl.ns('rollout', 'status', 'statefulset/rethinkdb', '--timeout=900s');
 }
 
+// --manager-env K=V on the lab: the chart's manager.config keys (the manager's ConfigMap), then the manager made again.
+async function setManagerConfig(kubectl, managerEnv, log) {
+  const entries = Object.entries(managerEnv ?? {});
+  if (entries.length === 0) return;
+  const current = (await kubectl.nsJson('get', 'configmap', 'rethinkdb-manager')).data ?? {};
+  if (entries.every(([k, v]) => current[k] === v)) return;
+  log(managerEnv, 'helm upgrade: the manager\'s configuration');
+  await run(HELM, ['upgrade', 'rethinkdb-manager', `${REPO}deploy/helm/rethinkdb-k8s-manager`, '-n', 'rethinkdb', '--reuse-values',
+    ...entries.flatMap(([k, v]) => ['--set-string', `manager.config.${k}=${v}`])], { env: kubectl.env });
+  await kubectl.ns('rollout', 'restart', 'deployment/rethinkdb-manager');
+  await kubectl.ns('rollout', 'status', 'deployment/rethinkdb-manager', '--timeout=300s');
+}
+
 async function setManagerReplicas(kubectl, replicas) {
   await kubectl.ns('scale', 'deployment/rethinkdb-manager', `--replicas=${replicas}`);
   if (replicas > 0) await kubectl.ns('rollout', 'status', 'deployment/rethinkdb-manager', '--timeout=300s');
@@ -92,13 +105,18 @@ async function prepareTable(kubectl, password) {
   } finally { await conn.close(); }
 }
 
-export async function runOnKubeLab(scenario, arm, { rate, keyCount, log = () => {} }) {
+export async function runOnKubeLab(scenario, arm, {
+  rate, keyCount, managerEnv = {}, log = () => {},
+}) {
   const { kubectl, password } = await theLab(log);
   const withManager = arm === 'manager' || arm === 'manager+gate';
   const withGate = arm === 'gate' || arm === 'manager+gate';
   log({ arm }, withManager ? 'the manager: 2 replicas' : 'the manager: scaled to 0');
   // With the manager first, so that it sets the gate's condition during the rollout the change makes; without it last.
-  if (withManager) await setManagerReplicas(kubectl, 2);
+  if (withManager) {
+    await setManagerReplicas(kubectl, 2);
+    await setManagerConfig(kubectl, managerEnv, log);
+  }
   await setReadinessGate(kubectl, withManager, log);
   if (!withManager) await setManagerReplicas(kubectl, 0);
   await prepareTable(kubectl, password);

@@ -47,6 +47,8 @@ export function watchRollout({ r, connect, listPods, db, table }) {
     }
   }
 
+  // A pod made after the first sample and seen Ready at once (between two samples) turned Ready then too.
+  let first = true;
   async function podSample() {
     const pods = await listPods().catch(() => null);
     if (!pods) return;
@@ -54,11 +56,12 @@ export function watchRollout({ r, connect, listPods, db, table }) {
     for (const pod of pods) {
       const key = pod.metadata.uid;
       const ready = (pod.status?.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True');
-      const before = seen.get(key) ?? { ready: null, deleting: false };
+      const before = seen.get(key) ?? { ready: first ? null : false, deleting: false };
       if (pod.metadata.deletionTimestamp && !before.deleting) podEvents.push({ at, pod: pod.metadata.name, event: 'stopping' });
       if (ready && before.ready === false) podEvents.push({ at, pod: pod.metadata.name, event: 'ready' });
       seen.set(key, { ready, deleting: Boolean(pod.metadata.deletionTimestamp) });
     }
+    first = false;
   }
 
   const loop = (async () => {

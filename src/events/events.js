@@ -14,13 +14,8 @@ import {
   MONITOR, OPERATOR, decideHeartbeatRestore, decidePerfWarning, decidePerfWarningEnd, decidePerfWarningEscalation, decidePoststart, decidePrestop,
   endableWarningSource, releasableDrain, warningSourceOf,
 } from '../policy/policy.js';
-import {
-  decidePrestopWait, decideRolloutLevelling, prestopPreference, rolloutOf,
-} from '../policy/rollout.js';
+import { decideRolloutLevelling, prestopPreference, rolloutOf } from '../policy/rollout.js';
 import { resultOf } from './executor.js';
-
-// What a PRESTOP's wait for a ready majority leaves its demotion of the hook's deadline, at least.
-const PRESTOP_DEMOTE_RESERVE_MS = 5000;
 
 // requester (POSTSTART, PERFWARNING and its end): who asks, { kind: 'pod' | 'operator' | 'monitor' } (policy.js);
 // a pod may undo only what it did itself. actor: who acted, for the audit trail.
@@ -31,24 +26,29 @@ export function createEvents({
   const { existingPod, serversForPods } = targets;
 
   async function prestop({ pod, dryRun = false, deadlineSeconds, actor = hookActor('prestop', pod) }) {
-    const found = await serversForPods([pod]);
-    const { targets: [{ server }] } = found;
+    const startedAt = clock.now();
+    const { cluster, targets: [{ server }] } = await serversForPods([pod]);
     const heartbeat = { seconds: config.prestop.heartbeatTimeoutSeconds, windowSeconds: config.prestop.heartbeatWindowSeconds };
     if (!server) {
       const decision = decidePrestop({ pod, server, heartbeat, moveRaftLeader: config.prestop.moveRaftLeader });
       log.warn({ pod, reason: decision.reason }, 'preStop: nothing to demote');
       return { event: 'PRESTOP', pod, server: null, decision: describe(decision), outcome: 'nothing_to_do', primariesOff: true, reason: decision.reason };
     }
-    const budgetMs = (deadlineSeconds ?? config.deadlines.prestopSeconds) * 1000;
-    const { cluster, majorityWait } = await waitForMajority({ server, pod, cluster: found.cluster, budgetMs, dryRun, actor });
-    const { rollout, updatedServerIds } = await readRollout(cluster);
-    const prefer = prestopPreference(rollout, { updatedServerIds, owed: await marks.handBacks() });
-    const decision = decidePrestop({ pod, server, heartbeat, moveRaftLeader: config.prestop.moveRaftLeader, prefer });
-    const left = deadlineSeconds === undefined ? undefined : Math.max(0.001, deadlineSeconds - majorityWait.waitedMs / 1000);
+    // The preference is the rollout-aware rule's (POSTSTART_DURING_ROLLOUT=defer); `now` keeps the old behaviour whole.
+    const rollout = config.poststart.duringRollout === 'defer' ? await readRollout() : null;
+    const updatedServerIds = rollout ? serversOfPods(cluster, rollout.pods, rollout.state.updated) : [];
+    const prefer = prestopPreference(rollout?.state, { updatedServerIds, owed: await marks.handBacks() });
+    const decision = decidePrestop({
+      pod, server, heartbeat, moveRaftLeader: config.prestop.moveRaftLeader, prefer, majorityWaitSeconds: config.prestop.majorityWaitSeconds,
+    });
+    // The hook's budget runs from the request: the reads above count against it.
+    const left = deadlineSeconds === undefined ? undefined : Math.max(0.001, deadlineSeconds - (clock.now() - startedAt) / 1000);
     const done = await executor.run(decision.intents, { actor, pod, dryRun, deadlineSeconds: left, snapshot: cluster });
     const report = resultOf(done, 'demote');
     const heartbeatResult = resultOf(done, 'lower-heartbeat');
     const [raftLeadership] = resultOf(done, 'move-raft-leadership')?.reports ?? [];
+    const majorityWait = resultOf(done, 'wait-for-majority') ?? { outcome: 'off', waitedMs: 0, short: [], reason: 'PRESTOP_MAJORITY_WAIT_SECONDS is 0' };
+    if (majorityWait.outcome === 'waited' || majorityWait.outcome === 'gave_up') recordWait({ server, pod, actor, majorityWait });
     const primariesOff = report.skipped.length === 0 && report.notDone.length === 0 && report.settled !== false;
     log.info({ pod, server: server.name, outcome: report.outcome, primariesOff, reason: decision.reason }, 'preStop handled');
     return {
@@ -58,52 +58,33 @@ export function createEvents({
     };
   }
 
-  // Before a PRESTOP demotes: while stopping the server would leave a shard without a ready voting majority (a replica
-  // elsewhere still backfilling), wait for it, within PRESTOP_MAJORITY_WAIT_SECONDS and what the hook's budget leaves
-  // the demotion. A dry run says whether it would wait, and does not. Returns the cluster read last, which the
-  // decision plans on, and { outcome: none | waited | gave_up | would_wait, waitedMs, short, reason }.
-  async function waitForMajority({
-    server, pod, cluster: first, budgetMs, dryRun, actor,
-  }) {
-    const startedAt = clock.now();
-    const deadline = createDeadline(clock, Math.min(config.prestop.majorityWaitSeconds * 1000, Math.max(0, budgetMs - PRESTOP_DEMOTE_RESERVE_MS)));
-    let cluster = first;
-    let initial = null;
-    for (;;) {
-      const wait = decidePrestopWait(cluster, { serverId: server.id, serverName: server.name, waitLeftMs: deadline.remainingMs() });
-      initial ??= wait;
-      if (initial.short.length === 0) return { cluster, majorityWait: { outcome: 'none', waitedMs: 0, short: [], reason: wait.reason } };
-      if (dryRun) return { cluster, majorityWait: { outcome: wait.wait ? 'would_wait' : 'gave_up', waitedMs: 0, short: initial.short, reason: wait.reason } };
-      if (!wait.wait) {
-        const waitedMs = clock.now() - startedAt;
-        const outcome = wait.short.length === 0 ? 'waited' : 'gave_up';
-        const majorityWait = { outcome, waitedMs, short: initial.short, reason: outcome === 'waited' ? `${initial.reason}; the majority was back after ${waitedMs} ms` : wait.reason };
-        metrics?.recordPrestopWait({ outcome, seconds: waitedMs / 1000 });
-        audit?.record({
-          actor, action: 'wait-for-majority', target: { server: server.name }, pod, reason: majorityWait.reason, durationMs: waitedMs,
-          outcome: outcome === 'waited' ? 'completed' : 'timed_out',
-          notDone: outcome === 'waited' ? [] : wait.short.map((s) => ({ table: s.table, shard: s.shard, reason: 'no ready voting majority without this server' })),
-        });
-        log.info({ pod, server: server.name, outcome, waitedMs, short: initial.short.length }, 'preStop waited for a ready majority');
-        return { cluster, majorityWait };
-      }
-      await clock.sleep(config.waitPollIntervalMs);
-      cluster = await store.readCluster();
-    }
+  // A PRESTOP that waited for a ready majority: an audit record (an Event on the pod, a Warning when it gave up), the
+  // metric and a log line.
+  function recordWait({ server, pod, actor, majorityWait }) {
+    const { outcome, waitedMs, short, reason } = majorityWait;
+    metrics?.recordPrestopWait({ outcome, seconds: waitedMs / 1000 });
+    audit?.record({
+      actor, action: 'wait-for-majority', target: { server: server.name }, pod, reason, durationMs: waitedMs,
+      outcome: outcome === 'waited' ? 'completed' : 'timed_out',
+      notDone: outcome === 'waited' ? [] : short.map((s) => ({ table: s.table, shard: s.shard, reason: 'no ready voting majority without this server' })),
+    });
+    log.info({ pod, server: server.name, outcome, waitedMs, short: short.length }, 'preStop waited for a ready majority');
   }
 
-  // The StatefulSet's rollout and the servers of the pods it has updated; no rollout when it cannot be read (no
-  // Kubernetes API, or an error: the hooks then act as outside a rollout).
-  async function readRollout(cluster) {
+  // The StatefulSet's rollout ({ state: rolloutOf's answer, pods }), or null when it cannot be read (no Kubernetes API,
+  // or an error): a PRESTOP and a POSTSTART then act as outside a rollout, and the levelling waits.
+  async function readRollout() {
     const read = await targets.statefulSetRollout().catch((err) => {
-      log.warn({ err: err.message }, 'the StatefulSet could not be read; acting as outside a rollout');
+      log.warn({ err: err.message }, 'the StatefulSet could not be read');
       return null;
     });
-    if (!read) return { rollout: null, updatedServerIds: [] };
-    const rollout = rolloutOf(read.statefulSet, read.pods);
-    const updated = new Set(rollout.updated);
-    const updatedServerIds = targets.serversOf(cluster, read.pods.filter((p) => updated.has(p.name))).filter((t) => t.server).map((t) => t.server.id);
-    return { rollout, updatedServerIds };
+    return read ? { state: rolloutOf(read.statefulSet, read.pods), pods: read.pods } : null;
+  }
+
+  // The ids of the servers of the named pods.
+  function serversOfPods(cluster, pods, names) {
+    const wanted = new Set(names);
+    return targets.serversOf(cluster, pods.filter((p) => wanted.has(p.name))).filter((t) => t.server).map((t) => t.server.id);
   }
 
   // Answers at once with an operation; the work (join, decide, act) runs in the background.
@@ -125,7 +106,7 @@ export function createEvents({
     join.status = 'done';
     join.detail = `${server.name} joined`;
     const draining = releasableDrain(requester, await marks.getDraining(server.id), { podNode });
-    const { rollout } = config.poststart.duringRollout === 'defer' ? await readRollout(cluster) : { rollout: null };
+    const rollout = config.poststart.duringRollout === 'defer' ? (await readRollout())?.state ?? null : null;
     const decision = decidePoststart(cluster, {
       serverId: server.id, wasDraining: Boolean(draining), giveBack: config.poststart.giveBack, demoted: draining?.demoted ?? [], rollout, pod,
     });
@@ -263,12 +244,10 @@ export function createEvents({
   async function levelAfterRollout() {
     const owed = await marks.handBacks();
     if (owed.length === 0) return null;
-    const cluster = await store.readCluster();
-    const { rollout } = await readRollout(cluster);
-    const decision = decideRolloutLevelling({ rollout, owed });
+    const decision = decideRolloutLevelling({ rollout: (await readRollout())?.state ?? null, owed });
     if (decision.action !== 'level') return { event: 'ROLLOUT_LEVELLING', action: decision.action, reason: decision.reason };
     log.info({ reason: decision.reason, owed: owed.map((o) => o.serverName) }, 'rollout ended: levelling the primaries once');
-    const done = await executor.run(decision.intents, { actor: managerActor('rollout'), pod: null, snapshot: cluster });
+    const done = await executor.run(decision.intents, { actor: managerActor('rollout'), pod: null });
     const report = resultOf(done, 'rebalance-primaries');
     return { event: 'ROLLOUT_LEVELLING', action: 'level', reason: decision.reason, outcome: report.outcome, changes: report.changes };
   }

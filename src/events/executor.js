@@ -9,13 +9,14 @@ import { AppError } from '../errors.js';
 import { createDeadline } from '../lib/clock.js';
 import { unreadyReplicasOf } from '../planner/eligibility.js';
 import { decideHeartbeatLowering } from '../policy/policy.js';
+import { decidePrestopWait, prestopWaitBudgetMs, prestopWaitOutcome } from '../policy/rollout.js';
 
 // The intents that reconfigure tables: the snapshot a decision was made on is stale after one of them.
 const RECONFIGURES = new Set(['demote', 'move-raft-leadership', 'rebalance-primaries', 'migrate-replicas-off', 'add-server', 'replace-server']);
 // The intents a dry run runs: the actions plan and change nothing, and the marks' changes are made on a copy that is
 // never persisted (so that a plan after them sees what the real run's would); it skips the others, which write.
 const DRY_RUN = new Set([
-  'move-connection', 'demote', 'rebalance-primaries', 'migrate-replicas-off',
+  'move-connection', 'wait-for-majority', 'demote', 'rebalance-primaries', 'migrate-replicas-off',
   'mark-draining', 'mark-perf-warning', 'mark-perf-warning-long', 'release', 'clear-perf-warning',
 ]);
 
@@ -150,6 +151,32 @@ export function createExecutor({ store, actions, marks: realMarks, operations, c
         return actions.rebalancePrimaries({
           reason, actor, pod, dryRun, deadlineSeconds, prefer: prefer.map((d) => ({ serverId: server?.id, ...d })), byLoad, snapshot, marksView: marks,
         });
+      },
+      // PRESTOP, once the server is marked: wait while stopping it would leave a shard without a ready voting majority,
+      // within prestopWaitBudgetMs. The demotion then plans on the last read. A read that fails ends the wait (the
+      // demotion matters more). A dry run says whether it would wait, and does not.
+      async 'wait-for-majority'({ server, maxWaitSeconds }, { snapshot, observe, deadlineSeconds, dryRun }) {
+        const startedAt = clock.now();
+        const deadline = createDeadline(clock, prestopWaitBudgetMs({ maxWaitSeconds, deadlineSeconds }));
+        let cluster = snapshot ?? await store.readCluster();
+        const initial = decidePrestopWait(cluster, { serverId: server.id, serverName: server.name, waitLeftMs: deadline.remainingMs() });
+        const result = (outcome, reason) => ({ outcome, waitedMs: clock.now() - startedAt, short: initial.short, reason });
+        if (initial.short.length === 0) return result('none', initial.reason);
+        if (dryRun) return result(initial.wait ? 'would_wait' : 'gave_up', initial.reason);
+        let last = initial;
+        while (last.wait) {
+          await clock.sleep(config.waitPollIntervalMs);
+          try {
+            cluster = await store.readCluster();
+          } catch (err) {
+            return result('gave_up', `${initial.reason}; the cluster could not be read (${err.message}), so the demotion goes ahead`);
+          }
+          last = decidePrestopWait(cluster, { serverId: server.id, serverName: server.name, waitLeftMs: deadline.remainingMs() });
+        }
+        observe(cluster);
+        const outcome = prestopWaitOutcome(cluster, { serverId: server.id, initialShort: initial.short });
+        if (outcome === 'waited') return result(outcome, `${initial.reason}; the majority was back after ${clock.now() - startedAt} ms`);
+        return result(outcome, last.short.length > 0 ? last.reason : `${initial.reason}; a shard lost its voting majority meanwhile, which no wait brings back`);
       },
       // A server back during a rollout: what its last drain took is owed back when the rollout ends (persisted, so that
       // another replica leading by then still gives it back).

@@ -16,7 +16,9 @@ export function createReadinessGate({
   kube, store, targets, audit = null, metrics = null, config, clock, logger,
 }) {
   const log = logger.child({ module: 'readiness' });
-  // pod uid -> when it was first seen not ready (ms); the condition is forced True after READINESS_MAX_WAIT_SECONDS.
+  // pod uid -> when its connected server was first seen with replicas not ready (ms): the condition is forced True
+  // READINESS_MAX_WAIT_SECONDS after that, and stays True while those replicas catch up. A pod whose server has not
+  // joined yet has no clock running (a pod stuck in ContainerCreating is not one whose backfill never ends).
   const unreadySince = new Map();
   let lastCheck = -Infinity;
   const actor = managerActor('readiness');
@@ -38,7 +40,7 @@ export function createReadinessGate({
         serverId: serverOf.get(pod.name)?.id ?? null, pod: pod.name, unreadySince: unreadySince.get(key) ?? null, now: clock.now(),
         maxUnreadyMs: config.readiness.maxUnreadySeconds * 1000,
       });
-      if (decision.ready) unreadySince.delete(key);
+      if (decision.waitingFor.length === 0) unreadySince.delete(key);
       else if (!unreadySince.has(key)) unreadySince.set(key, clock.now());
       readiness.push({ pod: pod.name, ready: decision.ready });
       const status = decision.ready ? 'True' : 'False';

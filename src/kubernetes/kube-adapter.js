@@ -150,6 +150,7 @@ export function createKubeAdapter({
       updatedReplicas: sts.status?.updatedReplicas ?? 0,
       currentRevision: sts.status?.currentRevision ?? null,
       updateRevision: sts.status?.updateRevision ?? null,
+      strategy: { type: sts.spec?.updateStrategy?.type ?? 'RollingUpdate', partition: sts.spec?.updateStrategy?.rollingUpdate?.partition ?? 0 },
     };
   }
 

@@ -63,8 +63,10 @@ export function prestopActionSeconds(deadlineMs) {
 // it is still there: every write asks that leader for the table's config, so writes wait for an election once it has
 // gone (after a silent loss, for the heartbeat timeout first).
 // prefer: during a rollout, where the primaries should rather go (prestopPreference in ./rollout.js).
+// majorityWaitSeconds (PRESTOP_MAJORITY_WAIT_SECONDS, 0: off): once the server is marked, and before its demotion, wait
+// while stopping it would leave a shard without a ready voting majority (decidePrestopWait in ./rollout.js).
 export function decidePrestop({
-  pod, server, heartbeat = { seconds: 0 }, moveRaftLeader = false, prefer = null,
+  pod, server, heartbeat = { seconds: 0 }, moveRaftLeader = false, prefer = null, majorityWaitSeconds = 0,
 }) {
   if (!server) {
     return { action: 'none', reason: `no connected RethinkDB server matches pod ${pod}, so it holds no primaries to demote`, intents: [] };
@@ -75,11 +77,18 @@ export function decidePrestop({
     action: 'move-primaries-from-server',
     reason,
     intents: [
-      ...drainIntents({ servers: [server], origin: { kind: 'prestop' }, reason, prefer }),
+      ...withWait(drainIntents({ servers: [server], origin: { kind: 'prestop' }, reason, prefer }), server, majorityWaitSeconds),
       ...(heartbeat.seconds > 0 ? [{ type: 'lower-heartbeat', server, seconds: heartbeat.seconds, windowSeconds: heartbeat.windowSeconds }] : []),
       ...(moveRaftLeader ? [{ type: 'move-raft-leadership', servers: [server], whileMarked: 'draining', reason: `${reason}; then move the Raft leadership of the tables it leads` }] : []),
     ],
   };
+}
+
+// The drain's intents with the wait for a ready majority before its demotion (none when the wait is off).
+function withWait(intents, server, maxWaitSeconds) {
+  if (!(maxWaitSeconds > 0)) return intents;
+  const at = intents.findIndex((i) => i.type === 'demote');
+  return [...intents.slice(0, at), { type: 'wait-for-majority', server, maxWaitSeconds }, ...intents.slice(at)];
 }
 
 // The operator's drain (move-primaries-from-server, move-primaries-from-node): the servers stay draining until

@@ -11,25 +11,31 @@ import { createView, hasLiveMajority, votingReplicas } from '../planner/eligibil
 export const REPLICAS_READY_CONDITION = 'rethinkdb-manager.io/replicas-ready';
 
 // A StatefulSet's rollout as the manager reads it. sts: { name, generation, observedGeneration, replicas,
-// updatedReplicas, currentRevision, updateRevision } (null: not read, e.g. no Kubernetes API); pods: [{ name,
-// revision }] (revision: the pod's controller-revision-hash). Returns { inProgress, updated, reason }: updated are
-// the pods already on the new revision (they will not be stopped again by this rollout).
-// Under way while the controller has not seen the latest spec, while some pods are not on the update revision, or
-// until the controller records the update revision as current (it does once every pod is updated and Ready).
+// updatedReplicas, currentRevision, updateRevision, strategy: { type, partition } } (null: not read, e.g. no Kubernetes
+// API); pods: [{ name, revision }] (revision: the pod's controller-revision-hash). Returns { inProgress, updated,
+// reason }: updated are the pods already on the new revision (they will not be stopped again by this rollout).
+// - RollingUpdate: under way while the controller has not seen the latest spec, or while the revisions differ and
+//   fewer pods are updated than the rollout will update (all of them, or those at or above the partition). The
+//   controller makes the update revision current once every pod is updated and Ready. A scale-up (revisions equal,
+//   new pods made on the current revision) is not a rollout.
+// - OnDelete: pods are replaced by hand, one at a time and with no end the controller knows of, so there is no
+//   rollout to wait for: each POSTSTART gives back as outside one.
 export function rolloutOf(sts, pods = []) {
   if (!sts) return { inProgress: false, updated: [], reason: 'the StatefulSet was not read: rollouts are not recognised' };
   const updated = sts.updateRevision ? pods.filter((p) => p.revision === sts.updateRevision).map((p) => p.name).sort() : [];
-  const counts = `${sts.updatedReplicas ?? 0} of ${sts.replicas} pods on revision ${sts.updateRevision}`;
+  if (sts.strategy?.type === 'OnDelete') {
+    return { inProgress: false, updated, reason: `statefulset ${sts.name} updates OnDelete: no rollout the controller ends` };
+  }
   if (Number.isFinite(sts.generation) && Number.isFinite(sts.observedGeneration) && sts.observedGeneration < sts.generation) {
     return { inProgress: true, updated, reason: `statefulset ${sts.name} changed and its controller has not acted on it yet` };
   }
-  if (sts.updateRevision && sts.currentRevision && sts.currentRevision !== sts.updateRevision) {
+  const partition = sts.strategy?.partition ?? 0;
+  const target = Math.max(0, sts.replicas - partition);
+  const counts = `${sts.updatedReplicas ?? 0} of ${target} pods on revision ${sts.updateRevision}${partition > 0 ? ` (partition ${partition})` : ''}`;
+  if (sts.updateRevision && sts.currentRevision && sts.currentRevision !== sts.updateRevision && (sts.updatedReplicas ?? 0) < target) {
     return { inProgress: true, updated, reason: `statefulset ${sts.name} is rolling out: ${counts}` };
   }
-  if ((sts.updatedReplicas ?? sts.replicas) < sts.replicas) {
-    return { inProgress: true, updated, reason: `statefulset ${sts.name} is rolling out: ${counts}` };
-  }
-  return { inProgress: false, updated, reason: `no rollout of statefulset ${sts.name} under way (every pod on ${sts.currentRevision ?? 'the current revision'})` };
+  return { inProgress: false, updated, reason: `no rollout of statefulset ${sts.name} under way (${counts})` };
 }
 
 // The shards ({ tableId, table, shard }) that would be left without a live, ready voting majority if `serverId`
@@ -68,6 +74,31 @@ export function decidePrestopWait(cluster, { serverId, serverName, waitLeftMs })
   return { wait: true, short, reason: `without ${serverName}, ${list} would have no ready voting majority (a replica still backfilling): wait for the backfill` };
 }
 
+// How long a PRESTOP's wait for a ready majority may last: PRESTOP_MAJORITY_WAIT_SECONDS, and never into the last
+// PRESTOP_DEMOTE_RESERVE_MS of what the decision's deadline leaves (the demotion after it needs them).
+export const PRESTOP_DEMOTE_RESERVE_MS = 5000;
+export function prestopWaitBudgetMs({ maxWaitSeconds, deadlineSeconds }) {
+  const cap = maxWaitSeconds * 1000;
+  return deadlineSeconds === undefined ? cap : Math.max(0, Math.min(cap, deadlineSeconds * 1000 - PRESTOP_DEMOTE_RESERVE_MS));
+}
+
+// The end of a PRESTOP's wait: waited when every shard that was short at the start has a ready voting majority
+// without the server again; gave_up otherwise (the budget ran out, or a shard lost its majority another way).
+export function prestopWaitOutcome(cluster, { serverId, initialShort }) {
+  const still = new Set(shardsShortWithout(cluster, serverId).map((s) => `${s.tableId}:${s.shard}`));
+  return initialShort.some((s) => still.has(`${s.tableId}:${s.shard}`)) || initialShort.some((s) => lostMajority(cluster, s, serverId)) ? 'gave_up' : 'waited';
+}
+
+// Whether a shard has lost its voting majority among connected servers (so that it is no longer "short" only because
+// nobody could bring it back).
+function lostMajority(cluster, { tableId, shard: index }, serverId) {
+  const view = createView(cluster);
+  const shard = cluster.tables.find((t) => t.id === tableId)?.shards[index];
+  if (!shard) return false;
+  const voters = votingReplicas(shard);
+  return voters.filter((id) => id !== serverId && view.isConnected(id)).length * 2 <= voters.length;
+}
+
 // PRESTOP during a rollout: where the stopping server's primaries should go. targets: the servers of pods already
 // updated by this rollout (they will not stop again in it), preferred over those still to stop; homes: the shards
 // that servers restarted earlier in the rollout are owed back ([{ tableId, shard, serverId }]), so that a primary
@@ -96,11 +127,13 @@ export function owedHomes(owed) {
 // with the owed homes preferred: the fewest handovers that level the primaries, and of equal plans the one that does
 // not move a primary already back home (planRebalancePrimaries), so that each primary moves at most twice in the
 // rollout where the layout allows. Returns { action: 'none' | 'wait' | 'level', reason, intents }.
+// rollout null (the StatefulSet could not be read) is no end: the debts wait for a read that shows one.
 export function decideRolloutLevelling({ rollout, owed }) {
   if (owed.length === 0) return { action: 'none', reason: 'no hand-back is owed', intents: [] };
   const names = owed.map((o) => o.serverName).sort().join(', ');
-  if (rollout?.inProgress) return { action: 'wait', reason: `hand-backs owed to ${names} wait for the rollout to end: ${rollout.reason}`, intents: [] };
-  const reason = `the rollout has ended (${rollout?.reason ?? 'no rollout seen'}): one levelling of the primaries gives ${names} back what the rollout took`;
+  if (!rollout) return { action: 'wait', reason: `hand-backs owed to ${names} wait: the StatefulSet could not be read`, intents: [] };
+  if (rollout.inProgress) return { action: 'wait', reason: `hand-backs owed to ${names} wait for the rollout to end: ${rollout.reason}`, intents: [] };
+  const reason = `the rollout has ended (${rollout.reason}): one levelling of the primaries gives ${names} back what the rollout took`;
   return {
     action: 'level',
     reason,
@@ -116,8 +149,9 @@ export function decideRolloutLevelling({ rollout, owed }) {
 // `kubectl drain` do not take the next server while a shard is short of up-to-date replicas.
 // - A replica that cannot become ready because of other servers (its shard has lost its voting majority, or its
 //   configured primary is disconnected) does not hold the pod: waiting for it would wait for someone else.
-// - unreadySince (ms, null: ready until now) and maxUnreadyMs: a pod unready that long becomes ready anyway, so that
-//   a backfill that never ends does not stop a rollout forever; the reason says so.
+// - unreadySince (ms, null: none yet) and maxUnreadyMs: a pod whose connected server has had replicas that are not
+//   ready for that long becomes ready anyway, and stays so, so that a backfill that never ends does not stop a rollout
+//   forever; the reason says so.
 // serverId: the pod's server (null: none found, e.g. not joined yet). Returns { ready, reason, waitingFor }.
 export function decidePodReadiness(cluster, { serverId, pod, unreadySince = null, now, maxUnreadyMs }) {
   const view = createView(cluster);
@@ -145,10 +179,12 @@ export function decidePodReadiness(cluster, { serverId, pod, unreadySince = null
   return { ready: false, reason: `${name} has replicas that are not ready yet: ${list}`, waitingFor };
 }
 
-// The shard's readiness depends on other servers: its configured primary (not this server) is disconnected, or too
-// few of its voters are connected for a majority.
+// The shard's readiness depends on other servers: too few of its voters are connected for a majority, or nobody
+// acts as its primary and its configured primary (not this server) is disconnected (an election, or none possible).
+// A shard that another server serves after a failover is not blocked: this replica backfills from it.
 function blockedElsewhere(view, shard, serverId) {
-  if (shard.primary !== serverId && !view.isConnected(shard.primary)) return true;
   const voters = votingReplicas(shard);
-  return voters.filter((id) => view.isConnected(id)).length * 2 <= voters.length;
+  if (voters.filter((id) => view.isConnected(id)).length * 2 <= voters.length) return true;
+  const acting = shard.acting.filter((id) => id !== serverId && view.isConnected(id));
+  return acting.length === 0 && shard.primary !== serverId && !view.isConnected(shard.primary);
 }

@@ -127,6 +127,7 @@ export function createSandboxKube({
       return {
         name: 'rethinkdb', generation, observedGeneration: generation, replicas, readyReplicas: all.filter((p) => p.ready).length,
         updatedReplicas: all.filter((p) => p.revision === updateRevision).length, currentRevision, updateRevision,
+        strategy: { type: 'RollingUpdate', partition: 0 },
       };
     },
     async setPodCondition(name, { type, status }) {

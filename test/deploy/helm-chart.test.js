@@ -6,6 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadConfig } from '../../src/config.js';
+import { REPLICAS_READY_CONDITION } from '../../src/policy/rollout.js';
 import {
   CLUSTER_SCOPED_KINDS, differences, helmChartDir, objectsById, readYamlFile, renderHelmChart, renderKustomization, repoRoot, runHelm, validateManifest,
 } from '../helpers/deploy-files.js';
@@ -207,7 +208,20 @@ describe('the Helm chart: other values', () => {
     expect(diffFromBase(objects)).toEqual({ 'ConfigMap/rethinkdb/rethinkdb-manager': ['.data.AUTH_MODE'] });
   });
 
+  test('when rethinkdb.readinessGate is false, then the pods have no readiness gate and the manager is told not to set one', () => {
+    const objects = objectsById(renderHelmChart({ set: { 'rethinkdb.readinessGate': false } }));
+    expect(diffFromBase(objects)).toEqual({
+      'ConfigMap/rethinkdb/rethinkdb-manager': ['.data.READINESS_GATE_ENABLED'],
+      'StatefulSet/rethinkdb/rethinkdb': ['.spec.template.spec.readinessGates'],
+    });
+    expect(loadConfig(managerEnv(objects, 'rethinkdb')).readiness.enabled).toBe(false);
+    const gated = objectsById(renderHelmChart());
+    expect(gated.get('StatefulSet/rethinkdb/rethinkdb').spec.template.spec.readinessGates).toEqual([{ conditionType: REPLICAS_READY_CONDITION }]);
+    expect(loadConfig(managerEnv(gated, 'rethinkdb')).readiness.enabled).toBe(true);
+  });
+
   test.each([
+    ['manager.config.READINESS_GATE_ENABLED=false', { 'manager.config.READINESS_GATE_ENABLED': false }, /manager\.config\.READINESS_GATE_ENABLED: the chart sets READINESS_GATE_ENABLED itself \(from .*rethinkdb\.readinessGate/],
     ['manager.config.PORT=9090', { 'manager.config.PORT': 9090 }, /manager\.config\.PORT: the chart sets PORT itself/],
     ['manager.config.MONITOR_HOT_SKEW=2', { 'manager.config.MONITOR_HOT_SKEW': 2 }, /manager\.config\.MONITOR_HOT_SKEW: the chart sets/],
     ['a misspelt monitor setting', { 'monitor.hotUtilisation': 0.9 }, /monitor\.hotUtilisation: not a monitor setting \(known: clearCooldownSeconds, /],

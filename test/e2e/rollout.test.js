@@ -51,6 +51,29 @@ describe('the readiness gate', () => {
     const forced = await h.tick({ poll: false });
     expect(forced.readiness).toEqual([{ pod: 'rethinkdb-2', status: 'True', reason: expect.stringMatching(/after 5 s; ready anyway \(READINESS_MAX_WAIT_SECONDS\)/) }]);
     expect(h.kube.events().filter((e) => e.pod === 'rethinkdb-2' && e.reason === 'SetPodReadiness').at(-1).type).toBe('Warning');
+    // It stays Ready while the backfill goes on: no flapping back to False at the next checks.
+    for (let i = 0; i < 3; i += 1) {
+      h.clock.advance(5000);
+      expect((await h.tick({ poll: false })).readiness ?? []).toEqual([]);
+      expect(await gate(h, 'rethinkdb-2')).toBe('True');
+    }
+  });
+
+  test('when a pod\'s server has not joined for longer than the maximum, then its clock has not run: it is not Ready the moment it starts to backfill', async () => {
+    const h = createSandboxHarness({ env: { READINESS_MAX_WAIT_SECONDS: '5' }, model: { returnBackfillMs: 60000 }, kube: { readinessGate: true } });
+    await h.tick({ poll: false });
+    h.model.crashServer('rethinkdb_2', { mode: 'term' });
+    h.clock.advance(5000);
+    expect((await h.tick({ poll: false })).readiness).toEqual([{ pod: 'rethinkdb-2', status: 'False', reason: 'no connected RethinkDB server for pod rethinkdb-2 yet' }]);
+    h.clock.advance(60000);
+    await h.tick({ poll: false });
+    h.model.restoreServer('rethinkdb_2');
+    h.clock.advance(1000);
+    const joined = await h.tick({ poll: false });
+    expect(joined.readiness ?? []).toEqual([]);
+    expect(await gate(h, 'rethinkdb-2')).toBe('False');
+    h.clock.advance(5000);
+    expect((await h.tick({ poll: false })).readiness).toEqual([expect.objectContaining({ pod: 'rethinkdb-2', status: 'True' })]);
   });
 
   test('when READINESS_GATE_ENABLED is false, then the gate is never set', async () => {
@@ -98,6 +121,53 @@ describe('PRESTOP waits for a ready voting majority', () => {
     expect(res.body.majorityWait.reason).toMatch(/the deadline leaves no time to wait/);
     expect(h.clock.now() - started).toBeLessThan(20000);
     expect(h.kube.events().find((e) => e.reason === 'WaitForMajority')).toMatchObject({ type: 'Warning' });
+  });
+
+  test('when PRESTOP_MAJORITY_WAIT_SECONDS is 0, then PRESTOP never waits and reports no wait, without an Event', async () => {
+    const h = createSandboxHarness({ env: { PRESTOP_MAJORITY_WAIT_SECONDS: '0' }, model: { returnBackfillMs: 60000 } });
+    h.model.crashServer('rethinkdb_2', { mode: 'term' });
+    h.model.restoreServer('rethinkdb_2');
+    const res = await request(h.app).post('/v1/hooks/prestop?pod=rethinkdb-1');
+    expect(res.body.majorityWait).toEqual({ outcome: 'off', waitedMs: 0, short: [], reason: 'PRESTOP_MAJORITY_WAIT_SECONDS is 0' });
+    expect(h.kube.events().filter((e) => e.reason === 'WaitForMajority')).toEqual([]);
+  });
+
+  test('when the cluster cannot be read during the wait, then the wait ends and the demotion goes ahead on what was read', async () => {
+    let failReads = false;
+    const h = createSandboxHarness({
+      model: { returnBackfillMs: 60000 },
+      // One read fails: the first after the wait's first sleep.
+      wrapSource: (source) => ({
+        ...source,
+        readSystemTables: async () => {
+          if (failReads) { failReads = false; throw new Error('connection refused'); }
+          return source.readSystemTables();
+        },
+      }),
+    });
+    h.model.crashServer('rethinkdb_2', { mode: 'term' });
+    h.model.restoreServer('rethinkdb_2');
+    const sleep = h.clock.sleep;
+    let slept = false;
+    h.clock.sleep = async (ms) => { if (!slept) { slept = true; failReads = true; } await sleep(ms); };
+    const res = await request(h.app).post('/v1/hooks/prestop?pod=rethinkdb-1');
+    h.clock.sleep = sleep;
+    expect(res.body.majorityWait).toMatchObject({ outcome: 'gave_up', reason: expect.stringMatching(/the cluster could not be read .*so the demotion goes ahead/) });
+    expect(res.status).toBe(200);
+    expect(res.body.primariesOff).toBe(true);
+  });
+
+  test('when the PRESTOP waits, then the server is marked draining first, so that nothing hands it a primary meanwhile', async () => {
+    const h = gated();
+    h.model.crashServer('rethinkdb_2', { mode: 'term' });
+    h.model.restoreServer('rethinkdb_2');
+    const sleep = h.clock.sleep;
+    let markedDuringWait = null;
+    h.clock.sleep = async (ms) => { markedDuringWait ??= Boolean(await h.marks.getDraining(h.model.serverId('rethinkdb_1'))); await sleep(ms); };
+    const res = await request(h.app).post('/v1/hooks/prestop?pod=rethinkdb-1');
+    h.clock.sleep = sleep;
+    expect(res.body.majorityWait.outcome).toBe('waited');
+    expect(markedDuringWait).toBe(true);
   });
 
   test('when every shard keeps a ready majority, then PRESTOP does not wait', async () => {

@@ -92,7 +92,7 @@ describe('Kubernetes adapter against a real kube-apiserver', () => {
     }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
     expect(await kube.getStatefulSetRollout()).toEqual({
       name: 'rethinkdb', generation: before.metadata.generation, observedGeneration: before.metadata.generation, replicas: 4, readyReplicas: 0,
-      updatedReplicas: 1, currentRevision: 'rethinkdb-aaa', updateRevision: 'rethinkdb-bbb',
+      updatedReplicas: 1, currentRevision: 'rethinkdb-aaa', updateRevision: 'rethinkdb-bbb', strategy: { type: 'RollingUpdate', partition: 0 },
     });
   });
 

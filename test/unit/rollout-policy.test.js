@@ -2,7 +2,8 @@
 
 import { decidePoststart, decidePrestop } from '../../src/policy/policy.js';
 import {
-  REPLICAS_READY_CONDITION, decidePodReadiness, decidePrestopWait, decideRolloutLevelling, owedHomes, prestopPreference, rolloutOf, shardsShortWithout,
+  REPLICAS_READY_CONDITION, decidePodReadiness, decidePrestopWait, decideRolloutLevelling, owedHomes, prestopPreference, prestopWaitBudgetMs,
+  prestopWaitOutcome, rolloutOf, shardsShortWithout,
 } from '../../src/policy/rollout.js';
 import { planMovePrimariesFromServers, planRebalancePrimaries } from '../../src/planner/primary-planner.js';
 
@@ -21,7 +22,10 @@ describe('rolloutOf: whether the StatefulSet is rolling', () => {
     ['every pod on the current revision', sts(), ['rethinkdb-0', 'rethinkdb-1'], false, /no rollout/],
     ['revisions differ (kubectl rollout restart, an image change)', sts({ updateRevision: 'r2', updatedReplicas: 1 }), ['rethinkdb-2'], true, /1 of 3 pods on revision r2/],
     ['the controller has not seen the new spec yet', sts({ generation: 3 }), ['rethinkdb-0', 'rethinkdb-1'], true, /has not acted on it yet/],
-    ['fewer pods updated than replicas (OnDelete, or revisions recorded late)', sts({ updatedReplicas: 2 }), ['rethinkdb-0', 'rethinkdb-1'], true, /2 of 3/],
+    ['a scale-up (revisions equal, fewer pods updated than replicas)', sts({ replicas: 4, updatedReplicas: 3 }), ['rethinkdb-0', 'rethinkdb-1'], false, /no rollout/],
+    ['revisions differ but every pod at or above the partition is updated', sts({ updateRevision: 'r2', updatedReplicas: 1, strategy: { type: 'RollingUpdate', partition: 2 } }), ['rethinkdb-2'], false, /1 of 1 pods on revision r2 \(partition 2\)/],
+    ['revisions differ and pods above the partition still to update', sts({ updateRevision: 'r2', updatedReplicas: 1, strategy: { type: 'RollingUpdate', partition: 1 } }), ['rethinkdb-2'], true, /1 of 2 pods/],
+    ['OnDelete, revisions differing', sts({ updateRevision: 'r2', updatedReplicas: 1, strategy: { type: 'OnDelete', partition: 0 } }), ['rethinkdb-2'], false, /OnDelete: no rollout the controller ends/],
     ['the StatefulSet was not read', null, [], false, /not read/],
   ])('when %s, then in progress is as expected, with the updated pods and a reason', (_, set, updated, inProgress, reason) => {
     const r = rolloutOf(set, pods);
@@ -48,6 +52,30 @@ describe('decidePrestopWait and shardsShortWithout: a stop must not leave a shar
     expect(d.wait).toBe(wait);
     expect(d.short).toHaveLength(short);
     expect(shardsShortWithout(c, 'a')).toHaveLength(short);
+  });
+
+  test.each([
+    [10, 17, 10000], [10, 12, 7000], [10, 4, 0], [10, undefined, 10000], [0, 17, 0],
+  ])('when the wait may last %i s and the decision has %s s left, then it gets %i ms (5 s stay for the demotion)', (maxWaitSeconds, deadlineSeconds, ms) => {
+    expect(prestopWaitBudgetMs({ maxWaitSeconds, deadlineSeconds })).toBe(ms);
+  });
+
+  test('when the wait ends, then it waited only if every shard short at its start has a ready majority again', () => {
+    const short = [{ tableId: 't', table: 'app.users', shard: 0 }];
+    const back = cluster(servers, [shard(0, 'b', ['a', 'b', 'c'])]);
+    const still = cluster(servers, [shard(0, 'b', ['a', 'b', 'c'], { b: 'backfilling' })]);
+    const lost = cluster([server('a'), server('b'), server('c', false)], [shard(0, 'b', ['a', 'b', 'c'], { b: 'backfilling' })]);
+    expect(prestopWaitOutcome(back, { serverId: 'a', initialShort: short })).toBe('waited');
+    expect(prestopWaitOutcome(still, { serverId: 'a', initialShort: short })).toBe('gave_up');
+    // Another voter disconnected meanwhile: no longer "short" by decidePrestopWait's rule, but not back either.
+    expect(decidePrestopWait(lost, { serverId: 'a', serverName: 'a', waitLeftMs: 1000 }).short).toEqual([]);
+    expect(prestopWaitOutcome(lost, { serverId: 'a', initialShort: short })).toBe('gave_up');
+  });
+
+  test('when decidePrestop is given a wait, then the wait comes after the mark and before the demotion; 0 gives none', () => {
+    const types = (seconds) => decidePrestop({ pod: 'rethinkdb-1', server: server('s1'), majorityWaitSeconds: seconds }).intents.map((i) => i.type);
+    expect(types(10)).toEqual(['mark-draining', 'move-connection', 'wait-for-majority', 'demote']);
+    expect(types(0)).toEqual(['mark-draining', 'move-connection', 'demote']);
   });
 
   test('when the budget is spent, then no wait, and the reason names the shard', () => {
@@ -98,44 +126,57 @@ describe('decidePoststart during a rollout: the hand-back is owed, not made', ()
 });
 
 describe('prestopPreference and the demotion plan during a rollout: each primary moves at most twice', () => {
-  // Three servers, shard i's primary on server i; the StatefulSet restarts 2, then 1, then 0.
-  const ids = ['s0', 's1', 's2'];
-  const start = () => cluster(ids.map((id) => server(id)), ids.map((id, i) => shard(i, id, ids)));
-
-  function rollout(withPreference) {
-    let c = start();
+  // n servers, shard i's primary on server i, three replicas each; the StatefulSet restarts the highest first.
+  function rollout(n, withPreference) {
+    const ids = Array.from({ length: n }, (_, i) => `s${i}`);
+    let c = cluster(ids.map((id) => server(id)), ids.map((id, i) => shard(i, id, [0, 1, 2].map((k) => ids[(i + k) % n]))));
     const moves = new Map();
     const owed = [];
     const updated = [];
-    let second = 0;
-    for (const id of ['s2', 's1', 's0']) {
+    const targets = [];
+    [...ids].reverse().forEach((id, k) => {
       const prefer = withPreference ? prestopPreference({ inProgress: true }, { updatedServerIds: updated, owed }) : null;
       const plan = planMovePrimariesFromServers(c, [id], { prefer });
       const demoted = [];
       for (const change of plan.changes) {
-        c = { ...c, tables: [{ ...c.tables[0], shards: change.shards.map((s, i) => ({ ...c.tables[0].shards[i], primary: s.primary, acting: [s.primary] })) }] };
+        c = { ...c, tables: [{ ...c.tables[0], shards: change.shards.map((sh, i) => ({ ...c.tables[0].shards[i], primary: sh.primary, acting: [sh.primary] })) }] };
         for (const m of change.moves) {
           moves.set(m.shard, (moves.get(m.shard) ?? 0) + 1);
           demoted.push({ tableId: 't', shard: m.shard });
+          targets.push({ to: m.to, restarted: [...updated], updatedCandidate: c.tables[0].shards[m.shard].replicas.some((r) => updated.includes(r)) });
         }
       }
-      second += 1;
-      owed.push({ serverId: id, serverName: id, demoted, since: `2026-11-26T00:00:0${second}Z` });
+      owed.push({ serverId: id, serverName: id, demoted, since: `2026-11-26T00:00:${String(k).padStart(2, '0')}Z` });
       updated.push(id);
-    }
-    // The levelling at the end: each shard back to the server it is owed to.
-    for (const home of owedHomes(owed)) {
-      if (c.tables[0].shards[home.shard].primary !== home.serverId) moves.set(home.shard, (moves.get(home.shard) ?? 0) + 1);
-    }
-    return [0, 1, 2].map((i) => moves.get(i) ?? 0);
+    });
+    // The levelling at the end, as decideRolloutLevelling asks for it: by counts, the owed homes preferred.
+    const levelling = planRebalancePrimaries(c, { prefer: owedHomes(owed) });
+    for (const m of levelling.changes.flatMap((ch) => ch.moves)) moves.set(m.shard, (moves.get(m.shard) ?? 0) + 1);
+    return { moves: ids.map((_, i) => moves.get(i) ?? 0), targets, updated };
   }
 
-  test('when the rollout is not preferred to, then a primary moves three times (the reason for the rule)', () => {
-    expect(Math.max(...rollout(false))).toBe(3);
+  test.each([3, 4, 5])('when %i servers roll with the preference, then each PRESTOP sends primaries to restarted pods, and no primary moves more than twice', (n) => {
+    const { moves, targets } = rollout(n, true);
+    expect(Math.max(...moves)).toBeLessThanOrEqual(2);
+    expect(moves.reduce((a, b) => a + b, 0)).toBeLessThanOrEqual(rollout(n, false).moves.reduce((a, b) => a + b, 0));
+    const withCandidate = targets.filter((x) => x.updatedCandidate);
+    expect(withCandidate.length).toBeGreaterThan(0);
+    for (const t of withCandidate) expect(t.restarted).toContain(t.to);
   });
 
-  test('when restarted pods and homes are preferred, then no primary moves more than twice', () => {
-    expect(rollout(true)).toEqual([2, 2, 2]);
+  test('when a restarted pod is a candidate, then the preference picks it over a less loaded pod still to stop', () => {
+    // s2 restarted and holds two primaries already; s0 holds none but will stop next.
+    const c = cluster([server('s0'), server('s1'), server('s2')], [shard(0, 's1', ['s0', 's1', 's2']), shard(1, 's2', ['s0', 's1', 's2']), shard(2, 's2', ['s0', 's1', 's2'])]);
+    const plain = planMovePrimariesFromServers(c, ['s1']).changes[0].moves;
+    const preferred = planMovePrimariesFromServers(c, ['s1'], { prefer: { targets: ['s2'], homes: [] } }).changes[0].moves;
+    expect(plain).toEqual([{ shard: 0, from: 's1', to: 's0' }]);
+    expect(preferred).toEqual([{ shard: 0, from: 's1', to: 's2' }]);
+  });
+
+  test('when a shard\'s home is a candidate among the restarted pods, then it goes home', () => {
+    const c = cluster([server('s0'), server('s1'), server('s2')], [shard(0, 's0', ['s0', 's1', 's2']), shard(1, 's0', ['s0', 's1', 's2'])]);
+    const moves = planMovePrimariesFromServers(c, ['s0'], { prefer: { targets: ['s1', 's2'], homes: [{ tableId: 't', shard: 1, serverId: 's2' }] } }).changes[0].moves;
+    expect(moves.find((m) => m.shard === 1).to).toBe('s2');
   });
 
   test('when no rollout is under way, then there is no preference', () => {
@@ -175,7 +216,7 @@ describe('owedHomes and decideRolloutLevelling: one levelling when the rollout e
     ['nothing owed', { inProgress: false, reason: 'done' }, [], 'none'],
     ['the rollout still under way', { inProgress: true, reason: '2 of 3 pods on revision r2' }, owed, 'wait'],
     ['the rollout over', { inProgress: false, reason: 'no rollout' }, owed, 'level'],
-    ['the StatefulSet unreadable', null, owed, 'level'],
+    ['the StatefulSet unreadable (no end seen)', null, owed, 'wait'],
   ])('when %s, then the action is as expected', (_, rollout, debts, action) => {
     const d = decideRolloutLevelling({ rollout, owed: debts });
     expect(d.action).toBe(action);
@@ -199,7 +240,8 @@ describe('decidePodReadiness: Ready means every replica the server holds is read
     ['a replica backfilling', cluster(servers, [shard(0, 'b', ['a', 'b', 'c'], { a: 'backfilling' })]), 'a', false, /app.users shard 0 \(backfilling\)/],
     ['no server found for the pod', cluster(servers, []), null, false, /no connected RethinkDB server for pod rethinkdb-0/],
     ['its server disconnected', cluster([server('a', false), server('b')], []), 'a', false, /no connected/],
-    ['a replica waiting for a primary that is lost (another server\'s fault)', cluster([server('a'), server('b', false), server('c')], [shard(0, 'b', ['a', 'b', 'c'], { a: 'waiting_for_primary' })]), 'a', true, /every replica it holds is ready/],
+    ['a replica waiting for a primary that is lost, nobody acting (another server\'s fault)', cluster([server('a'), server('b', false), server('c')], [{ ...shard(0, 'b', ['a', 'b', 'c'], { a: 'waiting_for_primary' }), acting: [] }]), 'a', true, /every replica it holds is ready/],
+    ['a replica backfilling from the server that took over after a failover', cluster([server('a'), server('b', false), server('c')], [{ ...shard(0, 'b', ['a', 'b', 'c'], { a: 'backfilling' }), acting: ['c'] }]), 'a', false, /backfilling/],
     ['a replica of a shard that lost its majority', cluster([server('a'), server('b', false), server('c', false)], [shard(0, 'a', ['a', 'b', 'c'], { a: 'waiting_for_quorum' })]), 'a', true, /ready/],
     ['a nonvoting replica backfilling', cluster(servers, [{ ...shard(0, 'b', ['a', 'b', 'c'], { a: 'backfilling' }), nonvoting: ['a'] }]), 'a', false, /backfilling/],
     ['no replica at all (a new server)', cluster(servers, [shard(0, 'b', ['b', 'c'])]), 'a', true, /ready/],
