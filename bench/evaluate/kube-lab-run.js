@@ -33,7 +33,7 @@ export const KUBE_SCENARIOS = {
     },
   },
   'rolling-restart': {
-    name: 'rolling-restart', title: 'kubectl rollout restart statefulset/rethinkdb, on real kubelets', durationSeconds: 300, span: ['rollout restart', 'rollout done'],
+    name: 'rolling-restart', title: 'kubectl rollout restart statefulset/rethinkdb, on real kubelets', durationSeconds: 600, span: ['rollout restart', 'rollout done'],
     async act({ kubectl, mark }) {
       mark('rollout restart');
       await kubectl.ns('rollout', 'restart', 'statefulset/rethinkdb');
