@@ -14,10 +14,10 @@ export const REPLICAS_READY_CONDITION = 'rethinkdb-manager.io/replicas-ready';
 // updatedReplicas, currentRevision, updateRevision, strategy: { type, partition } } (null: not read, e.g. no Kubernetes
 // API); pods: [{ name, revision }] (revision: the pod's controller-revision-hash). Returns { inProgress, updated,
 // reason }: updated are the pods already on the new revision (they will not be stopped again by this rollout).
-// - RollingUpdate: under way while the controller has not seen the latest spec, or while the revisions differ and
-//   fewer pods are updated than the rollout will update (all of them, or those at or above the partition). The
-//   controller makes the update revision current once every pod is updated and Ready. A scale-up (revisions equal,
-//   new pods made on the current revision) is not a rollout.
+// - RollingUpdate: under way while the controller has not seen the latest spec, or while the revisions differ (the
+//   controller makes the update revision current once every pod is updated and Ready; the last pod's POSTSTART comes
+//   before that). With a partition, until the pods at and above it are updated. A scale-up (revisions equal, new
+//   pods made on the current revision) is not a rollout.
 // - OnDelete: pods are replaced by hand, one at a time and with no end the controller knows of, so there is no
 //   rollout to wait for: each POSTSTART gives back as outside one.
 export function rolloutOf(sts, pods = []) {
@@ -32,7 +32,10 @@ export function rolloutOf(sts, pods = []) {
   const partition = sts.strategy?.partition ?? 0;
   const target = Math.max(0, sts.replicas - partition);
   const counts = `${sts.updatedReplicas ?? 0} of ${target} pods on revision ${sts.updateRevision}${partition > 0 ? ` (partition ${partition})` : ''}`;
-  if (sts.updateRevision && sts.currentRevision && sts.currentRevision !== sts.updateRevision && (sts.updatedReplicas ?? 0) < target) {
+  // Every pod may be updated while the last is not Ready yet: the rollout ends when the controller says so (the
+  // revisions equal). With a partition they never become equal: it ends once the pods above it are updated.
+  const differ = Boolean(sts.updateRevision && sts.currentRevision && sts.currentRevision !== sts.updateRevision);
+  if (differ && !(partition > 0 && (sts.updatedReplicas ?? 0) >= target)) {
     return { inProgress: true, updated, reason: `statefulset ${sts.name} is rolling out: ${counts}` };
   }
   return { inProgress: false, updated, reason: `no rollout of statefulset ${sts.name} under way (${counts})` };

@@ -22,6 +22,7 @@ describe('rolloutOf: whether the StatefulSet is rolling', () => {
     ['every pod on the current revision', sts(), ['rethinkdb-0', 'rethinkdb-1'], false, /no rollout/],
     ['revisions differ (kubectl rollout restart, an image change)', sts({ updateRevision: 'r2', updatedReplicas: 1 }), ['rethinkdb-2'], true, /1 of 3 pods on revision r2/],
     ['the controller has not seen the new spec yet', sts({ generation: 3 }), ['rethinkdb-0', 'rethinkdb-1'], true, /has not acted on it yet/],
+    ['every pod updated but the last not Ready yet (revisions still differ)', sts({ updateRevision: 'r2', updatedReplicas: 3 }), ['rethinkdb-2'], true, /3 of 3 pods on revision r2/],
     ['a scale-up (revisions equal, fewer pods updated than replicas)', sts({ replicas: 4, updatedReplicas: 3 }), ['rethinkdb-0', 'rethinkdb-1'], false, /no rollout/],
     ['revisions differ but every pod at or above the partition is updated', sts({ updateRevision: 'r2', updatedReplicas: 1, strategy: { type: 'RollingUpdate', partition: 2 } }), ['rethinkdb-2'], false, /1 of 1 pods on revision r2 \(partition 2\)/],
     ['revisions differ and pods above the partition still to update', sts({ updateRevision: 'r2', updatedReplicas: 1, strategy: { type: 'RollingUpdate', partition: 1 } }), ['rethinkdb-2'], true, /1 of 2 pods/],
