@@ -9,6 +9,7 @@ import { loadConfig } from '../../src/config.js';
 import { REPLICAS_READY_CONDITION } from '../../src/policy/rollout.js';
 import {
   CLUSTER_SCOPED_KINDS, differences, helmChartDir, objectsById, readYamlFile, renderHelmChart, renderKustomization, repoRoot, runHelm, validateManifest,
+  withoutHelmChecksum,
 } from '../helpers/deploy-files.js';
 
 const customValues = join(repoRoot, 'test/helm/custom-values.yaml');
@@ -19,20 +20,10 @@ const custom = objectsById(renderHelmChart({ namespace: CUSTOM_NAMESPACE, values
 const customObject = (kind, name) => custom.get(`${kind}/${CLUSTER_SCOPED_KINDS.has(kind) ? '' : CUSTOM_NAMESPACE}/${name}`);
 
 // What each render differs from the base in: { id: [paths] }, objects missing on either side as ['(missing)'].
-// The chart's checksum of the manager's ConfigMap (a Helm-only way to restart the manager when its configuration
-// changes) has no counterpart in the base, where the README says to restart the Deployment after editing the ConfigMap.
-const withoutChecksum = (object) => {
-  if (object?.kind !== 'Deployment' || !object.spec.template.metadata.annotations?.['checksum/config']) return object;
-  const copy = structuredClone(object);
-  delete copy.spec.template.metadata.annotations['checksum/config'];
-  if (Object.keys(copy.spec.template.metadata.annotations).length === 0) delete copy.spec.template.metadata.annotations;
-  return copy;
-};
-
 function diffFromBase(rendered) {
   const found = {};
   for (const id of new Set([...base.keys(), ...rendered.keys()])) {
-    const paths = base.has(id) && rendered.has(id) ? differences(base.get(id), withoutChecksum(rendered.get(id))) : ['(missing)'];
+    const paths = base.has(id) && rendered.has(id) ? differences(base.get(id), withoutHelmChecksum(rendered.get(id))) : ['(missing)'];
     if (paths.length > 0) found[id] = paths;
   }
   return found;

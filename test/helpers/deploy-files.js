@@ -262,3 +262,14 @@ export function differences(a, b, path = '') {
   }
   return [path || '.'];
 }
+
+// The chart's checksum of the manager's ConfigMap (checksum/config on the Deployment's pod template: a Helm-only way
+// to restart the manager when its configuration changes) has no counterpart in the kustomize base, where the README
+// says to restart the Deployment after editing the ConfigMap. The comparisons of the two leave it out.
+export function withoutHelmChecksum(object) {
+  if (object?.kind !== 'Deployment' || !object.spec?.template?.metadata?.annotations?.['checksum/config']) return object;
+  const copy = structuredClone(object);
+  delete copy.spec.template.metadata.annotations['checksum/config'];
+  if (Object.keys(copy.spec.template.metadata.annotations).length === 0) delete copy.spec.template.metadata.annotations;
+  return copy;
+}
