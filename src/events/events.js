@@ -301,10 +301,11 @@ export function createEvents({
 }
 
 // A decision as callers see it: the reason and the actions it leads to (the intents that act on the cluster,
-// not those that only move marks or the manager's connection), without the intents' internals.
+// not those that only move marks or the manager's connection, nor PRESTOP's wait, reported as majorityWait), without
+// the intents' internals.
 const BOOKKEEPING = new Set([
   'move-connection', 'mark-draining', 'mark-perf-warning', 'mark-perf-warning-long', 'release', 'clear-perf-warning', 'await-health', 'end-departure',
-  'owe-hand-back', 'settle-hand-backs',
+  'owe-hand-back', 'settle-hand-backs', 'wait-for-majority',
 ]);
 
 function describe(decision) {

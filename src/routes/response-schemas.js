@@ -256,6 +256,8 @@ const ClusterView = closed({
 const SandboxPod = closed({
   name: string, uid: string, nodeName: string, podIp: string, hostname: string, phase: string, ready: boolean,
   annotations: { type: 'object', additionalProperties: string }, cpuRequestCores: nullable(number), cpuLimitCores: nullable(number),
+  revision: { ...string, description: 'the StatefulSet revision the pod was made from' },
+  readinessGates: { type: 'object', additionalProperties: nullable(string), description: "each readiness gate's condition status (null: not set yet)" },
 });
 const sandboxSnapshot = { pods: arrayOf(ref('SandboxPod')), cluster: arrayOf(closed({ name: string, connected: boolean })) };
 
