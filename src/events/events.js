@@ -205,6 +205,22 @@ export function createEvents({
     return { event: 'PERFWARNING_END', pod, ended: true, reason, restore: restoreResult(decision, done) };
   }
 
+  // A node's warnings (a node-wide PERFWARNING marks each of its pods): each pod's ended as endPerfWarning ends it; the
+  // pods without a warning the requester may end are left out. ended: whether any was.
+  async function endPerfWarningsOnNode({ node, reason, actor = 'operator', requester = OPERATOR }) {
+    const { targets: found } = await targets.serversOnNode(node);
+    const pods = [];
+    for (const t of found) {
+      const result = await endPerfWarning({ pod: t.pod, reason, actor, requester });
+      if (result.ended) pods.push(result);
+    }
+    const source = endableWarningSource(requester);
+    return {
+      event: 'PERFWARNING_END', node, ended: pods.length > 0, pods,
+      reason: pods.length > 0 ? reason : `no active perf warning${source ? ` from ${source}` : ''} on any RethinkDB pod of node ${node}`,
+    };
+  }
+
   // The action of a migration of the server's replicas under way or due for a retry (its record is on the pod until
   // it ends), or null.
   const migrating = async (serverId) => (await marks.getMigration(serverId))?.action ?? null;
@@ -294,7 +310,7 @@ export function createEvents({
   const clearFromMonitor = ({ pod, reason }) => endPerfWarning({ pod, reason: `monitor: hot-spot ended, ${reason}`, actor: MONITOR_ACTOR, requester: MONITOR });
 
   return {
-    prestop, poststart, perfwarning, endPerfWarning, expireDue, restoreHeartbeatDue, levelAfterRollout, raiseFromMonitor, clearFromMonitor, escalateFromMonitor,
+    prestop, poststart, perfwarning, endPerfWarning, endPerfWarningsOnNode, expireDue, restoreHeartbeatDue, levelAfterRollout, raiseFromMonitor, clearFromMonitor, escalateFromMonitor,
     pendingRestores: async () => (await marks.restores()).map(({ serverId, pod, reason, persisted }) => ({ serverId, pod, reason, persisted })),
     poststartRunning: () => operations.list().some((op) => op.kind === 'poststart' && op.status === 'running'),
   };

@@ -19,7 +19,8 @@ const HOOK_SCHEMAS = {
     ...objectSchema({ pod: fields.pod, node: fields.node, durationSeconds: { type: 'integer', minimum: 1, maximum: 604800 }, reason: fields.reason }),
     oneOf: [{ required: ['pod'] }, { required: ['node'] }],
   },
-  perfwarningEndQuery: objectSchema({ pod: fields.pod }, ['pod']),
+  // Exactly one of pod and node: checked by the route (a query's parameters cannot say it in OpenAPI).
+  perfwarningEndQuery: objectSchema({ pod: fields.pod, node: fields.node }),
 };
 
 const storeErrors = ['STARTING', 'SHUTTING_DOWN', 'DATA_STORE_UNAVAILABLE', 'KUBERNETES_UNAVAILABLE', 'RECONFIGURATION_REJECTED'];
@@ -52,11 +53,11 @@ export const HOOK_ROUTES = {
   },
   endPerfWarning: {
     method: 'delete', path: '/v1/hooks/perfwarning', operationId: 'endPerfWarning', tag: 'hooks',
-    summary: "End a pod's perf warning now",
-    description: '404 if the pod has no active warning. The input is the query; the route takes no body.',
+    summary: "End a pod's perf warning now, or those of every RethinkDB pod on a node",
+    description: 'Exactly one of pod and node. 404 if no warning (of the pod, or of any pod on the node) is active. The input is the query; the route takes no body.',
     query: HOOK_SCHEMAS.perfwarningEndQuery,
-    ok: [{ status: 200, description: 'the warning ended; what is restored', schema: 'PerfWarningEnded' }],
-    errors: ['NOT_FOUND', 'POD_NOT_FOUND', ...storeErrors],
+    ok: [{ status: 200, description: 'the warnings ended; what is restored (for a node, per pod)', schema: 'PerfWarningEndResult' }],
+    errors: ['NOT_FOUND', 'POD_NOT_FOUND', 'NODE_NOT_FOUND', ...storeErrors],
   },
 };
 
@@ -101,10 +102,20 @@ export function createHookRoutes({ events, work, prestopDeadlineSeconds, logger 
   });
 
   mountRoute(router, HOOK_ROUTES.endPerfWarning, async ({ query, identity }, res) => {
-    const result = await work.track(() => events.endPerfWarning({ pod: query.pod, reason: 'perf warning withdrawn (DELETE)', actor: callerActor(identity), requester: requesterOf(identity) }));
+    const request = { reason: 'perf warning withdrawn (DELETE)', actor: callerActor(identity), requester: requesterOf(identity) };
+    if ((query.pod === undefined) === (query.node === undefined)) {
+      throw new AppError('BAD_REQUEST', 'invalid query: give exactly one of pod and node');
+    }
+    const withRestoreHref = (ended) => (ended.restore.operation ? { ...ended, restore: { ...ended.restore, operation: withHref(ended.restore.operation) } } : ended);
+    if (query.node !== undefined) {
+      const result = await work.track(() => events.endPerfWarningsOnNode({ node: query.node, ...request }));
+      if (!result.ended) throw new AppError('NOT_FOUND', result.reason);
+      res.status(200).json({ ...result, pods: result.pods.map(withRestoreHref) });
+      return;
+    }
+    const result = await work.track(() => events.endPerfWarning({ pod: query.pod, ...request }));
     if (!result.ended) throw new AppError('NOT_FOUND', result.reason);
-    const restore = result.restore.operation ? { ...result.restore, operation: withHref(result.restore.operation) } : result.restore;
-    res.status(200).json({ ...result, restore });
+    res.status(200).json(withRestoreHref(result));
   });
 
   return router;

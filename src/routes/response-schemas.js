@@ -143,6 +143,12 @@ const PerfWarningEnded = closed({
   }, ['action', 'reason']),
 });
 
+// src/events/events.js endPerfWarningsOnNode: the warnings of a node's pods, each as one pod's end.
+const PerfWarningEndedOnNode = closed({
+  event: { const: 'PERFWARNING_END' }, node: string, ended: { const: true }, reason: string, pods: arrayOf(ref('PerfWarningEnded')),
+});
+const PerfWarningEndResult = { oneOf: [ref('PerfWarningEnded'), ref('PerfWarningEndedOnNode')] };
+
 // src/actions/operations.js: a replica move's step, or a POSTSTART's (src/events/events.js runPoststart).
 const OperationStep = {
   anyOf: [
@@ -276,7 +282,7 @@ const SandboxEvents = closed({
 
 export const RESPONSE_SCHEMAS = {
   OperationRef, Timings, ShardConfig, Change, NamedItem, ActionReport, ActionResult, ReleaseResult, DataMoveStarted,
-  Decision, PrestopResult, PoststartStarted, PerfWarningResult, PerfWarningEnded,
+  Decision, PrestopResult, PoststartStarted, PerfWarningResult, PerfWarningEnded, PerfWarningEndedOnNode, PerfWarningEndResult,
   OperationStep, Operation, OperationList, AuditRecord, AuditList, MonitorView, ScaleOutState, MonitorSummary, LeaderView, ClusterView,
   SandboxPod, SandboxServerCrashed, SandboxServerRestored, SandboxNodeCrashed, SandboxNodeCordoned, SandboxPodStarted, SandboxPodCpu,
   SandboxInterference, SandboxScaled, SandboxEvents,

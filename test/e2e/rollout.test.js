@@ -176,3 +176,36 @@ describe('PRESTOP waits for a ready voting majority', () => {
     expect(res.body.majorityWait).toEqual({ outcome: 'none', waitedMs: 0, short: [], reason: 'every shard keeps a ready voting majority without rethinkdb_1' });
   });
 });
+
+describe('DELETE /v1/hooks/perfwarning?node=', () => {
+  test('when a node-wide warning is withdrawn, then every pod of the node ends its warning and gets its primaries back; again, 404', async () => {
+    const h = createSandboxHarness();
+    const raised = await request(h.app).post('/v1/hooks/perfwarning').send({ node: 'node-1', durationSeconds: 3600 });
+    expect(raised.status).toBe(200);
+    const ended = await request(h.app).delete('/v1/hooks/perfwarning?node=node-1');
+    expect(ended.status).toBe(200);
+    expect(ended.body).toMatchObject({ event: 'PERFWARNING_END', node: 'node-1', ended: true, pods: [{ pod: 'rethinkdb-1', ended: true }] });
+    expect(await h.marks.perfWarnings()).toEqual([]);
+    const again = await request(h.app).delete('/v1/hooks/perfwarning?node=node-1');
+    expect(again.status).toBe(404);
+    expect(again.body.message).toBe('no active perf warning on any RethinkDB pod of node node-1');
+  });
+
+  test.each([
+    ['both pod and node', '?pod=rethinkdb-1&node=node-1'],
+    ['neither', ''],
+  ])('when %s are given, then 400 and nothing changes', async (_, query) => {
+    const h = createSandboxHarness();
+    await request(h.app).post('/v1/hooks/perfwarning').send({ node: 'node-1', durationSeconds: 3600 });
+    const res = await request(h.app).delete(`/v1/hooks/perfwarning${query}`);
+    expect(res.status).toBe(400);
+    expect(await h.marks.perfWarnings()).toHaveLength(1);
+  });
+
+  test('when the node does not exist, then 404 NODE_NOT_FOUND', async () => {
+    const h = createSandboxHarness();
+    const res = await request(h.app).delete('/v1/hooks/perfwarning?node=node-9');
+    expect(res.status).toBe(404);
+    expect(res.body.error).toBe('NODE_NOT_FOUND');
+  });
+});

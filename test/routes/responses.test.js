@@ -79,6 +79,8 @@ describe('every answer of the sandbox manager, against /openapi.json', () => {
     expectStatus(await call('POST', '/v1/hooks/perfwarning', { pod: 'rethinkdb-2', durationSeconds: 30, reason: 'noisy neighbour' }), 200);
     expectStatus(await call('POST', '/v1/hooks/perfwarning', { node: 'node-0', durationSeconds: 3600 }), 200);
     expectStatus(await call('DELETE', '/v1/hooks/perfwarning?pod=rethinkdb-2'), 200);
+    expectStatus(await call('DELETE', '/v1/hooks/perfwarning?node=node-0'), 200);
+    expectStatus(await call('DELETE', '/v1/hooks/perfwarning?node=node-0'), 404);
     expectStatus(await call('POST', '/v1/hooks/prestop?pod=rethinkdb-3'), 200);
     const poststart = await call('POST', '/v1/hooks/poststart?pod=rethinkdb-3');
     expectStatus(poststart, 202);
