@@ -112,6 +112,12 @@ export function loadConfig(env) {
   config.rethinkdb.seeds = (seedList ?? []).map((s) => ({ host: s.host, port: s.port ?? config.rethinkdb.port }));
   config.rethinkdb.host = seedList ? env.RETHINKDB_HOST.trim() : undefined;
   if (!config.backend) config.backend = config.rethinkdb.host ? 'rethinkdb' : 'sandbox';
+  // In a pod, a missing (or misspelt) RETHINKDB_HOST would quietly run the in-memory sandbox, authentication off, and
+  // every hook would answer 200 to nothing real: there the sandbox must be asked for.
+  if (!env.MANAGER_BACKEND && config.backend === 'sandbox' && env.KUBERNETES_SERVICE_HOST) {
+    problems.push('RETHINKDB_HOST is not set and this runs in a pod (KUBERNETES_SERVICE_HOST is set): set RETHINKDB_HOST to the '
+      + 'RethinkDB servers, or MANAGER_BACKEND=sandbox to run the in-memory sandbox on purpose');
+  }
   if (config.backend === 'rethinkdb' && !config.rethinkdb.host) {
     problems.push('MANAGER_BACKEND=rethinkdb needs RETHINKDB_HOST');
   }
@@ -149,6 +155,8 @@ export function loadConfig(env) {
   if (config.rethinkdb.tlsCaFile && !config.rethinkdb.tls) {
     problems.push('RETHINKDB_TLS_CA_FILE is set but RETHINKDB_TLS is not true');
   }
+  // Keys that look like the manager's but are none of its keys: a misspelling is otherwise silently ignored.
+  config.warnings = unknownKeys(env).map(({ key, nearest }) => `${key} is not a configuration key${nearest ? ` (did you mean ${nearest}?)` : ''}; it is ignored`);
   if (problems.length > 0) {
     const err = new Error(`invalid configuration:\n  - ${problems.join('\n  - ')}`);
     err.problems = problems;
@@ -181,6 +189,48 @@ function resolveAuth(config) {
 }
 
 export const CONFIG_KEYS = KEYS.map(({ env, default: def }) => ({ env, default: def }));
+
+// The prefixes of the manager's own keys, distinctive enough that another program's variable rarely has them.
+const OWN_PREFIXES = [
+  'RETHINKDB_', 'MANAGER_', 'MANAGED_', 'PRESTOP_', 'POSTSTART_', 'PERFWARNING_', 'MONITOR_', 'WEBHOOK_', 'LEADER_ELECTION_', 'AUTH_',
+  'READINESS_', 'NODE_WATCH', 'NODE_DRAIN', 'RAFT_LEADER_', 'RELAY_', 'SANDBOX_', 'KUBERNETES_',
+];
+// What Kubernetes puts in every container for each Service of the namespace (service links), e.g.
+// RETHINKDB_CLIENT_SERVICE_HOST or RETHINKDB_MANAGER_PORT_8080_TCP_ADDR: not the manager's keys, and not misspellings.
+const SERVICE_LINK = /_SERVICE_(HOST|PORT)(_[A-Z0-9_]+)?$|_PORT(_\d+_(TCP|UDP|SCTP)(_(PROTO|PORT|ADDR))?)?$/;
+
+// Pure: the variables that carry one of the manager's prefixes and are none of its keys, each with the nearest key
+// (edit distance at most 3), sorted.
+// The command-line client's own variables (src/cli) share the prefix.
+const CLI_KEYS = new Set(['RETHINKDB_MANAGER_URL', 'RETHINKDB_MANAGER_TOKEN']);
+
+export function unknownKeys(env) {
+  const known = new Set(KEYS.map((k) => k.env));
+  return Object.keys(env)
+    .filter((key) => OWN_PREFIXES.some((p) => key.startsWith(p)) && !known.has(key) && !CLI_KEYS.has(key) && !SERVICE_LINK.test(key))
+    .sort()
+    .map((key) => {
+      let nearest = null;
+      let best = 4;
+      for (const candidate of known) {
+        const d = editDistance(key, candidate);
+        if (d < best) { best = d; nearest = candidate; }
+      }
+      return { key, nearest };
+    });
+}
+
+function editDistance(a, b) {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i += 1) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j += 1) {
+      current[j] = Math.min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    previous = current;
+  }
+  return previous[b.length];
+}
 
 function setPath(target, path, value) {
   const parts = path.split('.');

@@ -28,6 +28,7 @@ async function main() {
     process.exit(1);
   }
   const logger = createLogger({ level: config.logLevel });
+  for (const warning of config.warnings) logger.warn(warning);
   const clock = createSystemClock();
   let backend;
   try {

@@ -40,8 +40,8 @@ function startSandboxManager(env) {
     child.once('exit', done);
     child.kill('SIGKILL');
   });
+  let out = '';
   const listening = new Promise((resolve, reject) => {
-    let out = '';
     const parse = (line) => { try { return JSON.parse(line); } catch { return null; } };
     child.stdout.on('data', (chunk) => {
       out += chunk;
@@ -51,7 +51,7 @@ function startSandboxManager(env) {
     child.stderr.on('data', (chunk) => { out += chunk; });
     child.on('exit', (code) => reject(new Error(`the manager exited (${code}) before listening: ${out}`)));
   });
-  return { stop, listening };
+  return { stop, listening, output: () => out };
 }
 
 // Sends a request's head announcing a 100-byte body and only 10 bytes of it, then waits: resolves with all the server
@@ -71,6 +71,22 @@ function sendTruncatedRequest(socket, path) {
 const TRUNCATED_REQUEST_TEST_TIMEOUT_MS = 60000;
 
 describe('node src/server.js', () => {
+  test('when it runs in a pod without RETHINKDB_HOST, then it refuses the sandbox and exits 1, naming what to set', async () => {
+    const { code, out } = await runServer({ KUBERNETES_SERVICE_HOST: '10.96.0.1', RETHINKDB_HOSTS: 'rethinkdb' });
+    expect(code).toBe(1);
+    expect(out).toContain('RETHINKDB_HOST is not set and this runs in a pod');
+  });
+
+  test('when a variable looks like a key but is none, then the start-up log warns, naming the nearest key', async () => {
+    const manager = startSandboxManager({ PRESTOP_DEADLINE_SECOND: '20' });
+    try {
+      await manager.listening;
+    } finally {
+      await manager.stop();
+    }
+    expect(manager.output()).toContain('PRESTOP_DEADLINE_SECOND is not a configuration key (did you mean PRESTOP_DEADLINE_SECONDS?); it is ignored');
+  });
+
   test('when its HTTP port is in use, then it says which port and exits 1 (no TypeError)', async () => {
     const holder = createServer();
     await new Promise((resolve) => { holder.listen(0, '127.0.0.1', resolve); });

@@ -128,9 +128,9 @@ describe('loadConfig: auth', () => {
 describe('loadConfig: Kubernetes', () => {
   test.each([
     [{}, 'off'],
-    [{ KUBERNETES_SERVICE_HOST: '10.96.0.1' }, 'in-cluster'],
+    [{ KUBERNETES_SERVICE_HOST: '10.96.0.1', MANAGER_BACKEND: 'sandbox' }, 'in-cluster'],
     [{ KUBECONFIG: '/home/op/.kube/config' }, 'kubeconfig'],
-    [{ KUBERNETES_SERVICE_HOST: '10.96.0.1', KUBERNETES_MODE: 'off' }, 'off'],
+    [{ KUBERNETES_SERVICE_HOST: '10.96.0.1', KUBERNETES_MODE: 'off', MANAGER_BACKEND: 'sandbox' }, 'off'],
   ])('when the environment is %j, then the Kubernetes mode is %s', (env, mode) => {
     expect(loadConfig(env).kubernetes.mode).toBe(mode);
   });
@@ -143,7 +143,36 @@ describe('loadConfig: Kubernetes', () => {
     expect(loadConfig(env).kubernetes.modeFrom).toBe(from);
   });
 
+  test('when it runs in a pod without RETHINKDB_HOST (or with it misspelt), then it refuses to start the sandbox unless asked for', () => {
+    expect(() => loadConfig({ KUBERNETES_SERVICE_HOST: '10.96.0.1', RETHINKDB_HOSTS: 'rethinkdb' })).toThrow(
+      /RETHINKDB_HOST is not set and this runs in a pod \(KUBERNETES_SERVICE_HOST is set\): set RETHINKDB_HOST to the RethinkDB servers, or MANAGER_BACKEND=sandbox/,
+    );
+    expect(loadConfig({ KUBERNETES_SERVICE_HOST: '10.96.0.1', MANAGER_BACKEND: 'sandbox' }).backend).toBe('sandbox');
+    expect(loadConfig({}).backend).toBe('sandbox');
+  });
+
   test('when the namespace is not a DNS label, then it is refused', () => {
     expect(() => loadConfig({ KUBERNETES_NAMESPACE: 'Rethink_DB' })).toThrow(/KUBERNETES_NAMESPACE="Rethink_DB": must be a DNS label/);
   });
 });
+
+describe('loadConfig: keys it does not know', () => {
+  test('when a variable has one of the manager\'s prefixes but is no key, then a warning names it and the nearest key', () => {
+    const config = loadConfig({ RETHINKDB_HOSTS: 'db', PRESTOP_DEADLINE_SECOND: '20', MONITOR_FOO: '1', PATH: '/usr/bin' });
+    expect(config.warnings).toEqual([
+      'MONITOR_FOO is not a configuration key; it is ignored',
+      'PRESTOP_DEADLINE_SECOND is not a configuration key (did you mean PRESTOP_DEADLINE_SECONDS?); it is ignored',
+      'RETHINKDB_HOSTS is not a configuration key (did you mean RETHINKDB_HOST?); it is ignored',
+    ]);
+  });
+
+  test('when Kubernetes adds its service variables and the CLI\'s are set, then they are not warned about', () => {
+    const config = loadConfig({
+      MANAGER_BACKEND: 'sandbox', KUBERNETES_SERVICE_HOST: '10.96.0.1', KUBERNETES_SERVICE_PORT: '443', KUBERNETES_SERVICE_PORT_HTTPS: '443',
+      KUBERNETES_PORT: 'tcp://10.96.0.1:443', KUBERNETES_PORT_443_TCP_ADDR: '10.96.0.1', RETHINKDB_CLIENT_SERVICE_HOST: '10.96.0.9',
+      RETHINKDB_MANAGER_PORT_8080_TCP: 'tcp://10.96.0.8:8080', RETHINKDB_MANAGER_URL: 'http://x', RETHINKDB_MANAGER_TOKEN: 't',
+    });
+    expect(config.warnings).toEqual([]);
+  });
+});
+
