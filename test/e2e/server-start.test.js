@@ -72,7 +72,7 @@ const TRUNCATED_REQUEST_TEST_TIMEOUT_MS = 60000;
 
 describe('node src/server.js', () => {
   test('when it runs in a pod without RETHINKDB_HOST, then it refuses the sandbox and exits 1, naming what to set', async () => {
-    const { code, out } = await runServer({ KUBERNETES_SERVICE_HOST: '10.96.0.1', RETHINKDB_HOSTS: 'rethinkdb' });
+    const { code, out } = await runServer({ KUBERNETES_SERVICE_HOST: '198.18.96.1', RETHINKDB_HOSTS: 'rethinkdb' });
     expect(code).toBe(1);
     expect(out).toContain('RETHINKDB_HOST is not set and this runs in a pod');
   });

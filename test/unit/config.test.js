@@ -128,9 +128,9 @@ describe('loadConfig: auth', () => {
 describe('loadConfig: Kubernetes', () => {
   test.each([
     [{}, 'off'],
-    [{ KUBERNETES_SERVICE_HOST: '10.96.0.1', MANAGER_BACKEND: 'sandbox' }, 'in-cluster'],
+    [{ KUBERNETES_SERVICE_HOST: '198.18.96.1', MANAGER_BACKEND: 'sandbox' }, 'in-cluster'],
     [{ KUBECONFIG: '/home/op/.kube/config' }, 'kubeconfig'],
-    [{ KUBERNETES_SERVICE_HOST: '10.96.0.1', KUBERNETES_MODE: 'off', MANAGER_BACKEND: 'sandbox' }, 'off'],
+    [{ KUBERNETES_SERVICE_HOST: '198.18.96.1', KUBERNETES_MODE: 'off', MANAGER_BACKEND: 'sandbox' }, 'off'],
   ])('when the environment is %j, then the Kubernetes mode is %s', (env, mode) => {
     expect(loadConfig(env).kubernetes.mode).toBe(mode);
   });
@@ -144,10 +144,10 @@ describe('loadConfig: Kubernetes', () => {
   });
 
   test('when it runs in a pod without RETHINKDB_HOST (or with it misspelt), then it refuses to start the sandbox unless asked for', () => {
-    expect(() => loadConfig({ KUBERNETES_SERVICE_HOST: '10.96.0.1', RETHINKDB_HOSTS: 'rethinkdb' })).toThrow(
+    expect(() => loadConfig({ KUBERNETES_SERVICE_HOST: '198.18.96.1', RETHINKDB_HOSTS: 'rethinkdb' })).toThrow(
       /RETHINKDB_HOST is not set and this runs in a pod \(KUBERNETES_SERVICE_HOST is set\): set RETHINKDB_HOST to the RethinkDB servers, or MANAGER_BACKEND=sandbox/,
     );
-    expect(loadConfig({ KUBERNETES_SERVICE_HOST: '10.96.0.1', MANAGER_BACKEND: 'sandbox' }).backend).toBe('sandbox');
+    expect(loadConfig({ KUBERNETES_SERVICE_HOST: '198.18.96.1', MANAGER_BACKEND: 'sandbox' }).backend).toBe('sandbox');
     expect(loadConfig({}).backend).toBe('sandbox');
   });
 
@@ -168,9 +168,9 @@ describe('loadConfig: keys it does not know', () => {
 
   test('when Kubernetes adds its service variables and the CLI\'s are set, then they are not warned about', () => {
     const config = loadConfig({
-      MANAGER_BACKEND: 'sandbox', KUBERNETES_SERVICE_HOST: '10.96.0.1', KUBERNETES_SERVICE_PORT: '443', KUBERNETES_SERVICE_PORT_HTTPS: '443',
-      KUBERNETES_PORT: 'tcp://10.96.0.1:443', KUBERNETES_PORT_443_TCP_ADDR: '10.96.0.1', RETHINKDB_CLIENT_SERVICE_HOST: '10.96.0.9',
-      RETHINKDB_MANAGER_PORT_8080_TCP: 'tcp://10.96.0.8:8080', RETHINKDB_MANAGER_URL: 'http://x', RETHINKDB_MANAGER_TOKEN: 't',
+      MANAGER_BACKEND: 'sandbox', KUBERNETES_SERVICE_HOST: '198.18.96.1', KUBERNETES_SERVICE_PORT: '443', KUBERNETES_SERVICE_PORT_HTTPS: '443',
+      KUBERNETES_PORT: 'tcp://198.18.96.1:443', KUBERNETES_PORT_443_TCP_ADDR: '198.18.96.1', RETHINKDB_CLIENT_SERVICE_HOST: '198.18.96.9',
+      RETHINKDB_MANAGER_PORT_8080_TCP: 'tcp://198.18.96.8:8080', RETHINKDB_MANAGER_URL: 'http://x', RETHINKDB_MANAGER_TOKEN: 't',
     });
     expect(config.warnings).toEqual([]);
   });
