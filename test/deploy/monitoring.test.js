@@ -1,7 +1,7 @@
 // deploy/monitoring and /metrics against the real tools: promtool lints the exposition of a real manager process
 // (sandbox, after some traffic) and the alert rules, and unit-tests the alerts; the ServiceMonitor and PrometheusRule validate against the
 // prometheus-operator schemas; every metric a dashboard query or an alert uses is one the manager exports; the
-// README's alerts are the PrometheusRule's.
+// alerts listed in docs/observability.md are the PrometheusRule's.
 
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -88,13 +88,15 @@ function exportedNames(exposition) {
   return names;
 }
 
-// The alerts in the README's block that follows its sentence naming the PrometheusRule, as { alert, expr, for }.
+// The alerts in docs/observability.md's block that follows its sentence naming the PrometheusRule, as
+// { alert, expr, for }.
+const DOCS_ALERTS_FILE = 'docs/observability.md';
 const README_ALERTS_INTRO = 'The alerts, as `deploy/monitoring/prometheusrule.yaml` carries them';
 function readmeAlerts() {
-  const readme = readFileSync(join(repoRoot, 'README.md'), 'utf8');
-  const at = readme.indexOf(README_ALERTS_INTRO);
-  if (at < 0) throw new Error(`README.md has no "${README_ALERTS_INTRO}" before its alerts block`);
-  return parseYamlDocuments(readme.slice(at).match(/```yaml\n([\s\S]*?)```/)[1], 'README alerts')[0];
+  const doc = readFileSync(join(repoRoot, DOCS_ALERTS_FILE), 'utf8');
+  const at = doc.indexOf(README_ALERTS_INTRO);
+  if (at < 0) throw new Error(`${DOCS_ALERTS_FILE} has no "${README_ALERTS_INTRO}" before its alerts block`);
+  return parseYamlDocuments(doc.slice(at).match(/```yaml\n([\s\S]*?)```/)[1], `${DOCS_ALERTS_FILE} alerts`)[0];
 }
 
 let manager;
@@ -276,7 +278,7 @@ describe('deploy/monitoring', () => {
     }
   });
 
-  test('when the README\'s example alerts are read, then they are the PrometheusRule\'s alerts, in order, with the same expressions and durations', () => {
+  test('when the documented alerts (docs/observability.md) are read, then they are the PrometheusRule\'s alerts, in order, with the same expressions and durations', () => {
     expect(readmeAlerts()).toEqual(alerts.map(({ alert, expr, for: forDuration }) => ({ alert, expr, ...(forDuration ? { for: forDuration } : {}) })));
   });
 
