@@ -1,10 +1,11 @@
 // The query gate's entry point (npm run gate): configuration from the environment, the gate on GATE_PORT, and
-// /livez, /readyz and /metrics on GATE_METRICS_PORT; SIGTERM stops accepting, lets queries in flight finish within
+// /livez, /readyz, /metrics and the manager's holds (/v1/holds, src/admin.js) on GATE_METRICS_PORT; SIGTERM stops accepting, lets queries in flight finish within
 // GATE_DRAIN_SECONDS, then exits.
 
 import { createServer } from 'node:http';
 import pino from 'pino';
 import { loadGateConfig } from './src/config.js';
+import { createAdminHandler } from './src/admin.js';
 import { createGate } from './src/gate.js';
 import { createGateMetrics } from './src/metrics.js';
 
@@ -22,18 +23,15 @@ async function main() {
   const metrics = createGateMetrics();
   const gate = createGate({ config, metrics, clock, logger });
   const { port } = await gate.start();
-  const probes = createServer(async (req, res) => {
-    if (req.url === '/livez') { res.end('ok\n'); return; }
-    if (req.url === '/readyz') { res.statusCode = gate.ready() ? 200 : 503; res.end(gate.ready() ? 'ready\n' : 'draining\n'); return; }
-    if (req.url === '/metrics') { res.setHeader('content-type', metrics.registry.contentType); res.end(await metrics.registry.metrics()); return; }
-    res.statusCode = 404;
-    res.end('not found\n');
-  });
+  const probes = createServer(createAdminHandler({ gate, metrics, tokenFile: config.hold.tokenFile, logger }));
+  // A request must arrive whole within 10 s (Node's default is 300 s): a slow caller holds no connection for long.
+  probes.requestTimeout = 10000;
+  probes.headersTimeout = 10000;
   await new Promise((resolve, reject) => {
     probes.once('error', reject);
     probes.listen(config.metricsPort, config.host, () => { probes.off('error', reject); resolve(); });
   });
-  logger.info({ port, metricsPort: probes.address().port, upstream: `${config.upstream.host}:${config.upstream.port}`, retryBudgetMs: config.retry.budgetMs }, 'query gate listening');
+  logger.info({ port, metricsPort: probes.address().port, upstream: `${config.upstream.host}:${config.upstream.port}`, retryBudgetMs: config.retry.budgetMs, holds: config.hold.tokenFile ? 'on' : 'off (GATE_HOLD_TOKEN_FILE is not set)' }, 'query gate listening');
   let stopping = false;
   const stop = async (signal) => {
     if (stopping) return;

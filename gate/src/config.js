@@ -17,6 +17,9 @@ const KEYS = [
   { env: 'GATE_UPSTREAM_TLS', field: 'upstreamTls.enabled', parse: boolean, default: false },
   { env: 'GATE_UPSTREAM_TLS_CA_FILE', field: 'upstreamTls.caFile', parse: nonEmpty, default: undefined },
   { env: 'GATE_UPSTREAM_TLS_SERVERNAME', field: 'upstreamTls.servername', parse: nonEmpty, default: undefined },
+  { env: 'GATE_HOLD_TOKEN_FILE', field: 'hold.tokenFile', parse: nonEmpty, default: undefined },
+  { env: 'GATE_HOLD_MAX_MS', field: 'hold.maxMs', parse: integer(1, 60000), default: 5000 },
+  { env: 'GATE_HOLD_MAX_QUEUED_BYTES', field: 'hold.maxQueuedBytes', parse: integer(1024, 1024 * 1024 * 1024), default: 16 * 1024 * 1024 },
   { env: 'LOG_LEVEL', field: 'logLevel', parse: oneOf(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']), default: 'info' },
 ];
 

@@ -1,5 +1,5 @@
 // The gate's Prometheus metrics (prom-client, a registry of its own): connections, queries by whether they may be sent
-// again, retries and give-ups by the error's class, the time a retried query was held, protocol errors.
+// again, retries and give-ups by the error's class, the time a retried query was held, protocol errors, holds.
 
 import client from 'prom-client';
 
@@ -16,6 +16,11 @@ export function createGateMetrics() {
     buckets: [0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 10],
   });
   const protocolErrors = m(client.Counter, 'protocol_errors_total', 'connections closed for bad input (wrong version, oversized frame, garbage)', ['kind']);
+  const holdsStarted = m(client.Counter, 'holds_total', 'holds the manager took on tables before moving their primaries');
+  const holdsEnded = m(client.Counter, 'holds_ended_total', 'holds ended, by how: released by the manager, expired at their ttl, or stopping (the gate stopped)', ['how']);
+  const holdsActive = m(client.Gauge, 'holds_active', 'holds in force now');
+  const holdSeconds = m(client.Histogram, 'hold_seconds', 'how long a hold lasted', [], { buckets: [0.1, 0.25, 0.5, 0.75, 1, 1.5, 2, 3, 5] });
+  const heldQueries = m(client.Counter, 'held_queries_total', 'queries (and retries) kept back by a hold until it ended');
   const handshakes = m(client.Counter, 'handshake_failures_total', 'handshakes the server refused (wrong password, unknown user)');
   // The per-query counter's children bound once: a labelled inc() on every query costs a label lookup each time.
   const queryKinds = { retryable: queries.labels('retryable'), not_retryable: queries.labels('not_retryable') };
@@ -29,5 +34,8 @@ export function createGateMetrics() {
     held: (ms, outcome) => held.observe({ outcome }, ms / 1000),
     protocolError: (kind) => protocolErrors.inc({ kind }),
     handshakeFailed: () => handshakes.inc(),
+    holdStarted: () => { holdsStarted.inc(); holdsActive.inc(); },
+    holdEnded: (how, ms) => { holdsEnded.inc({ how }); holdsActive.dec(); holdSeconds.observe(ms / 1000); },
+    heldQuery: () => heldQueries.inc(),
   };
 }

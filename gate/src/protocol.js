@@ -28,36 +28,67 @@ const NEVER_RETRIED = new Map([
   [176, 'reconfigure'], [179, 'rebalance'], [138, 'sync'], [188, 'grant'], [189, 'setWriteHook'],
 ]);
 const DB_TERM = 14;
+const TABLE_TERM = 15;
 const SYSTEM_DB = 'rethinkdb';
 
 // A global optarg as the server reads it: a bare value, or a DATUM term ([1, value]).
 const datumOf = (value) => (Array.isArray(value) && value[0] === 1 && value.length === 2 ? value[1] : value);
 
-// Whether a query may be sent again after an OP_FAILED answer: { retryable, reason }. query: the parsed JSON
+// What the gate needs to know of a query, in one walk of its term tree: whether it may be sent again after an
+// OP_FAILED answer ({ retryable, reason }), and the tables it names, for holds (./holds.js): `tables`, as 'db.table'
+// (a table without a db is in the query's `db` optarg, else `test`, as the server reads it), `unknownTables`, true
+// when a table's name or db is not a literal (computed in the query: any hold covers it), and `writes`, true when it
+// holds a write term or reads with read_mode majority (which RethinkDB runs as a write: both are what a handover
+// refuses, and what holds keep back). query: the parsed JSON
 // [type, term, globalOptargs]. Only a START holding at most one write term (read-only included), with none of the
-// terms above, and not noreply.
+// terms above, and not noreply, may be sent again.
 export function classifyQuery(query) {
-  if (!Array.isArray(query) || typeof query[0] !== 'number') return { retryable: false, reason: 'not a query' };
-  if (query[0] !== QUERY.START) return { retryable: false, reason: 'not a START' };
+  const none = { tables: [], unknownTables: false, writes: false };
+  if (!Array.isArray(query) || typeof query[0] !== 'number') return { retryable: false, reason: 'not a query', ...none };
+  if (query[0] !== QUERY.START) return { retryable: false, reason: 'not a START', ...none };
   const options = query[2] && typeof query[2] === 'object' && !Array.isArray(query[2]) ? query[2] : {};
-  if (isNoreplyQuery(query)) return { retryable: false, reason: 'noreply' };
-  const found = { writes: 0, never: null };
+  const found = {
+    writes: 0, never: null, tables: new Set(), unknownTables: false, majority: datumOf(options.read_mode) === 'majority',
+    defaultDb: literalDb(options.db) ?? (options.db === undefined ? 'test' : null),
+  };
   walk(query[1], found);
   for (const value of Object.values(options)) walk(value, found);
-  if (found.never) return { retryable: false, reason: found.never };
-  if (found.writes > 1) return { retryable: false, reason: `${found.writes} write terms` };
-  return { retryable: true, reason: found.writes === 1 ? 'one write term' : 'read-only' };
+  const tables = [...found.tables];
+  const facts = { tables, unknownTables: found.unknownTables, writes: found.writes > 0 || found.majority };
+  if (isNoreplyQuery(query)) return { retryable: false, reason: 'noreply', ...facts };
+  if (found.never) return { retryable: false, reason: found.never, ...facts };
+  if (found.writes > 1) return { retryable: false, reason: `${found.writes} write terms`, ...facts };
+  return { retryable: true, reason: found.writes === 1 ? 'one write term' : 'read-only', ...facts };
+}
+
+// The name in a DB term ([14, ["name"]]), or null when it is not a literal.
+function literalDb(term) {
+  return Array.isArray(term) && term[0] === DB_TERM && Array.isArray(term[1]) && typeof term[1][0] === 'string' ? term[1][0] : null;
+}
+
+// A TABLE term's 'db.table', or null when its db or name is computed.
+function tableName(term, defaultDb) {
+  const args = Array.isArray(term[1]) ? term[1] : [];
+  const name = args.at(-1);
+  if (typeof name !== 'string') return null;
+  const db = args.length === 2 ? literalDb(args[0]) : defaultDb;
+  return db === null ? null : `${db}.${name}`;
 }
 
 // A term is [type, args, optargs]; a JSON object is a datum whose values are terms; anything else is a datum.
 function walk(term, found) {
-  if (found.never) return;
   if (Array.isArray(term)) {
     if (typeof term[0] !== 'number') return;
-    if (NEVER_RETRIED.has(term[0])) { found.never = NEVER_RETRIED.get(term[0]); return; }
+    if (NEVER_RETRIED.has(term[0])) found.never ??= NEVER_RETRIED.get(term[0]);
     // The system tables (users, permissions, table_config...) are administration too.
-    if (term[0] === DB_TERM && Array.isArray(term[1]) && term[1][0] === SYSTEM_DB) { found.never = 'the rethinkdb system database'; return; }
+    if (term[0] === DB_TERM && Array.isArray(term[1]) && term[1][0] === SYSTEM_DB) found.never ??= 'the rethinkdb system database';
     if (WRITE_TERMS.has(term[0])) found.writes += 1;
+    if (term[0] === TABLE_TERM) {
+      const name = tableName(term, found.defaultDb);
+      if (name === null) found.unknownTables = true;
+      else found.tables.add(name);
+      if (datumOf(term[2]?.read_mode) === 'majority') found.majority = true;
+    }
     if (Array.isArray(term[1])) for (const arg of term[1]) walk(arg, found);
     if (term[2] && typeof term[2] === 'object' && !Array.isArray(term[2])) for (const value of Object.values(term[2])) walk(value, found);
     return;

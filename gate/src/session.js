@@ -3,7 +3,11 @@
 // may be sent again (protocol.js classifyQuery) and is answered OP_FAILED is sent again after a short backoff, until
 // it is answered otherwise or the retry budget runs out (then the client gets the last error). Everything else passes
 // as it came; other tokens flow meanwhile. If the upstream connection breaks, the client's is closed: the gate cannot
-// know what was applied.
+// know what was applied. While a hold (./holds.js) covers a write's tables, the write (or its retry) waits in the
+// session's queue and goes up when no hold covers it any more, in the order it came, and at
+// the latest once it has waited the longest a hold may last (config.hold.maxMs); a NOREPLY_WAIT waits behind the
+// queries held before it, so that it still means what the client meant. Past config.hold.maxQueuedBytes held, the
+// gate stops reading the client until the queue empties.
 
 import {
   ERROR_TYPE, QUERY, RESPONSE, SERVER_HANDSHAKE_MESSAGES, V1_0, classifyQuery, createFrameReader, errorClassOf, errorTypeOf, handshakeFailed,
@@ -20,8 +24,9 @@ const TERMINAL = new Set([RESPONSE.SUCCESS_ATOM, RESPONSE.SUCCESS_SEQUENCE, RESP
 
 // client: the accepted socket. connectUpstream(): a socket to the upstream (connecting). config: the gate's retry and
 // frame settings. onClose(): called once when both sides are closed.
+// holds: the gate's holds (./holds.js), or null when there are none.
 export function createSession({
-  client, connectUpstream, config, metrics, clock, logger, onClose = () => {},
+  client, connectUpstream, config, metrics, clock, logger, holds = null, onClose = () => {},
 }) {
   const log = logger;
   let upstream = null;
@@ -31,10 +36,18 @@ export function createSession({
   let serverHandshake = { seen: 0, partial: Buffer.alloc(0) };
   const fromClient = createFrameReader({ maxFrameBytes: config.maxFrameBytes });
   const fromUpstream = createFrameReader({ maxFrameBytes: config.maxFrameBytes });
-  // token (string) -> { raw, retryable, attempts, firstSentAt, timer, lastError, streaming, awaiting }: the queries
-  // sent and not finally answered. streaming: answered SUCCESS_PARTIAL (a cursor or a changefeed); awaiting: a CONTINUE
-  // of it is out. A drain waits for every entry but the streaming ones with nothing out.
+  // token (string) -> { raw, retryable, attempts, firstSentAt, timer, lastError, streaming, awaiting, facts, held }: the
+  // queries sent (or held) and not finally answered. streaming: answered SUCCESS_PARTIAL (a cursor or a changefeed);
+  // awaiting: a CONTINUE of it is out; facts: the tables it names, when it names any; held: it waits in `queued`. A
+  // drain waits for every entry but the streaming ones with nothing out.
   const inFlight = new Map();
+  // Frames held while a hold covers their query, in the order they came: { key, raw, kind, facts, since }, kind 'start'
+  // (a new query), 'retry' (sent again), 'follow' (a CONTINUE or STOP of a held query) or 'wait' (a NOREPLY_WAIT).
+  let queued = [];
+  let queuedBytes = 0;
+  let queueTimer = null;
+  const maxHeldMs = config.hold?.maxMs ?? 5000;
+  const maxQueuedBytes = config.hold?.maxQueuedBytes ?? 16 * 1024 * 1024;
   let closed = false;
   let draining = false;
   // A noreply write was sent and no WAIT_COMPLETE has come since: a drain waits for the client's noreplyWait (a
@@ -172,12 +185,33 @@ export function createSession({
       try { query = JSON.parse(frame.body.toString('utf8')); } catch { /* relayed as it is: the server answers CLIENT_ERROR */ }
       const verdict = query ? classifyQuery(query) : { retryable: false };
       metrics.query(verdict.retryable ? 'retryable' : 'not_retryable');
-      if (query && isNoreplyQuery(query)) { inFlight.delete(key); noreplyOutstanding = true; return true; }
+      const facts = verdict.writes && (verdict.tables.length > 0 || verdict.unknownTables)
+        ? { tables: verdict.tables, unknownTables: verdict.unknownTables, writes: true } : null;
+      const held = Boolean(holds?.covers(facts));
+      // One copy of the bytes, kept for a retry and for the queue alike.
+      const raw = held || verdict.retryable ? Buffer.from(frame.raw) : null;
+      if (held) { enqueue({ key, raw, kind: 'start', facts }); metrics.heldQuery(); }
+      if (query && isNoreplyQuery(query)) { inFlight.delete(key); noreplyOutstanding = true; return !held; }
       inFlight.set(key, {
-        raw: verdict.retryable ? Buffer.from(frame.raw) : null, retryable: verdict.retryable, attempts: 0, firstSentAt: clock.now(), timer: null, lastError: null,
-        streaming: false, awaiting: false,
+        raw: verdict.retryable ? raw : null, retryable: verdict.retryable, attempts: 0, firstSentAt: clock.now(), timer: null, lastError: null,
+        streaming: false, awaiting: false, facts, held,
       });
-      return true;
+      return !held;
+    }
+    if (entry?.held && type === QUERY.STOP && queued.some((q) => q.key === key && q.kind === 'retry')) {
+      // The client gives up on a query held to be sent again: as for a retry waiting for its backoff (below).
+      dequeue((q) => q.key !== key);
+      inFlight.delete(key);
+      metrics.gaveUp('stopped');
+      write(client, entry.lastError, upstream);
+      return false;
+    }
+    // A frame of a held query, or a NOREPLY_WAIT behind held queries, waits its turn.
+    if (entry?.held || (type === QUERY.NOREPLY_WAIT && queued.length > 0)) {
+      if (type === QUERY.NOREPLY_WAIT) inFlight.set(key, { ...waitEntry(), held: true });
+      if (type === QUERY.CONTINUE && entry) entry.awaiting = true;
+      enqueue({ key, raw: Buffer.from(frame.raw), kind: type === QUERY.NOREPLY_WAIT ? 'wait' : 'follow' });
+      return false;
     }
     if (type === QUERY.STOP && entry?.timer) {
       // The client gives up on a query the gate holds to send again: it is not sent, and the client gets the error
@@ -189,12 +223,77 @@ export function createSession({
       return false;
     }
     if (type === QUERY.CONTINUE && entry) entry.awaiting = true;
-    if (type === QUERY.NOREPLY_WAIT || type === QUERY.SERVER_INFO) {
-      inFlight.set(key, {
-        raw: null, retryable: false, attempts: 0, firstSentAt: clock.now(), timer: null, lastError: null, streaming: false, awaiting: false,
-      });
-    }
+    if (type === QUERY.NOREPLY_WAIT || type === QUERY.SERVER_INFO) inFlight.set(key, waitEntry());
     return true;
+  }
+
+  function waitEntry() {
+    return {
+      raw: null, retryable: false, attempts: 0, firstSentAt: clock.now(), timer: null, lastError: null, streaming: false, awaiting: false, facts: null, held: false,
+    };
+  }
+
+  // Queues a held frame; past maxQueuedBytes the client is not read until the queue empties (a client cannot make the
+  // gate hold more than that, whatever it sends while a hold lasts).
+  function enqueue(item) {
+    queued.push({ ...item, since: clock.now() });
+    queuedBytes += item.raw.length;
+    if (queuedBytes > maxQueuedBytes) client.pause();
+    scheduleQueueExpiry();
+  }
+
+  // Keeps the queued items `keep` says to keep.
+  function dequeue(keep) {
+    queued = queued.filter(keep);
+    queuedBytes = queued.reduce((n, item) => n + item.raw.length, 0);
+    if (queuedBytes <= maxQueuedBytes && !closed) client.resume();
+    scheduleQueueExpiry();
+  }
+
+  // Holds may follow each other on one table (or on any, for a query that computes its table): the oldest item goes
+  // up once it has waited maxHeldMs, whatever holds are in force then.
+  function scheduleQueueExpiry() {
+    if (queueTimer) { clearTimeout(queueTimer); queueTimer = null; }
+    if (queued.length === 0 || closed) return;
+    queueTimer = setTimeout(() => { queueTimer = null; guard(releaseHeld); }, Math.max(0, queued[0].since + maxHeldMs - clock.now()));
+    queueTimer.unref?.();
+  }
+
+  // A hold ended (or an item waited its longest): the held frames no hold covers any more go up, in the order they
+  // came. A frame stays when its query is still covered and it has not waited maxHeldMs, when an earlier frame of its
+  // token stays, and (a NOREPLY_WAIT) when anything before it stays.
+  function releaseHeld() {
+    if (closed || queued.length === 0 || phase !== 'frames') return;
+    const now = clock.now();
+    const staying = new Set();
+    const keep = [];
+    const send = [];
+    for (const item of queued) {
+      const covered = (item.kind === 'start' || item.kind === 'retry') && holds.covers(item.facts);
+      const stays = staying.has(item.key) || (covered && now - item.since < maxHeldMs) || (item.kind === 'wait' && keep.length > 0);
+      if (stays) { staying.add(item.key); keep.push(item); } else send.push(item);
+    }
+    if (send.length === 0) { scheduleQueueExpiry(); return; }
+    dequeue((item) => keep.includes(item));
+    upstream.cork();
+    for (const item of send) {
+      const entry = inFlight.get(item.key);
+      if (entry && !staying.has(item.key)) {
+        entry.held = false;
+        // The time held does not count against the retry budget.
+        if (item.kind === 'start') entry.firstSentAt = now;
+        if (item.kind === 'retry') entry.firstSentAt += now - item.since;
+      }
+      write(upstream, item.raw, client);
+    }
+    process.nextTick(() => upstream.uncork());
+  }
+
+  // The writes sent, not held and not finally answered, that name one of `tables` (a Set) or a computed table.
+  function inFlightTouching(tables) {
+    let n = 0;
+    for (const entry of inFlight.values()) if (!entry.held && holds.touches(entry.facts, tables)) n += 1;
+    return n;
   }
 
   function onResponse(frame) {
@@ -235,7 +334,10 @@ export function createSession({
     metrics.retry(errorClassOf(frame.body));
     entry.timer = setTimeout(() => {
       entry.timer = null;
-      if (!closed) write(upstream, entry.raw, client);
+      if (closed) return;
+      // A hold that began meanwhile keeps the retry back too.
+      if (holds?.covers(entry.facts)) { entry.held = true; enqueue({ key, raw: entry.raw, kind: 'retry', facts: entry.facts }); metrics.heldQuery(); return; }
+      write(upstream, entry.raw, client);
     }, delayMs);
     return true;
   }
@@ -252,6 +354,9 @@ export function createSession({
     closed = true;
     for (const entry of inFlight.values()) if (entry.timer) clearTimeout(entry.timer);
     inFlight.clear();
+    queued = [];
+    queuedBytes = 0;
+    if (queueTimer) clearTimeout(queueTimer);
     if (graceful) {
       client.end();
       upstream?.end();
@@ -274,6 +379,9 @@ export function createSession({
     },
     destroy: (reason = 'the gate is stopping') => close(reason),
     inFlight: () => pendingCount(),
+    releaseHeld: () => guard(releaseHeld),
+    inFlightTouching,
+    heldCount: () => queued.length,
   };
 }
 

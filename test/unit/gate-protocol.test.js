@@ -28,7 +28,26 @@ describe('classifyQuery', () => {
     ['a STOP', [QUERY.STOP], false, 'not a START'],
     ['garbage', { not: 'a query' }, false, 'not a query'],
   ])('when the query is %s, then retryable is %s', (_, query, retryable, reason) => {
-    expect(classifyQuery(query)).toEqual({ retryable, reason });
+    expect(classifyQuery(query)).toMatchObject({ retryable, reason });
+  });
+
+  // Holds (gate/src/holds.js) cover a write by the tables it names.
+  const update = (t) => [53, [[16, [t, 'k']], { f: 1 }]];
+  test.each([
+    ['a read of ycsb.usertable', [QUERY.START, [16, [table, 'k1']], {}], ['ycsb.usertable'], false, false],
+    ['an update of ycsb.usertable', [QUERY.START, update(table), {}], ['ycsb.usertable'], false, true],
+    ['a majority read (global optarg)', [QUERY.START, [16, [table, 'k1']], { read_mode: 'majority' }], ['ycsb.usertable'], false, true],
+    ['a majority read (table optarg)', [QUERY.START, [16, [[15, [[14, ['ycsb']], 'usertable'], { read_mode: 'majority' }], 'k1']], {}], ['ycsb.usertable'], false, true],
+    ['a write to a table without a db: the query\'s db optarg', [QUERY.START, update([15, ['t']]), { db: [14, ['app']] }], ['app.t'], false, true],
+    ['a write to a table without a db and no db optarg: test', [QUERY.START, update([15, ['t']]), {}], ['test.t'], false, true],
+    ['a join of two tables', [QUERY.START, [48, [[15, [[14, ['a']], 'x']], [15, [[14, ['b']], 'y']], [69, [[2, [1, 2]], true]]]], {}], ['a.x', 'b.y'], false, false],
+    ['a write to a table named by a computed string', [QUERY.START, update([15, [[14, ['a']], [24, ['x', 'y']]]]), {}], [], true, true],
+    ['a write to a table of a computed db', [QUERY.START, update([15, [[14, [[24, ['a', 'b']]]], 'x']]), {}], [], true, true],
+    ['a table without a db, the db optarg computed', [QUERY.START, [15, ['t']], { db: [14, [[24, ['a', 'b']]]] }], [], true, false],
+    ['no table at all', [QUERY.START, [103, []], {}], [], false, false],
+    ['a changefeed (never retried, its table still named)', [QUERY.START, [152, [table]], {}], ['ycsb.usertable'], false, false],
+  ])('when the query is %s, then its tables are %j', (_, query, tables, unknownTables, writes) => {
+    expect(classifyQuery(query)).toMatchObject({ tables, unknownTables, writes });
   });
 });
 

@@ -105,7 +105,7 @@ async function scriptedUpstream(answer) {
 async function startGate(upstreamPort, overrides = {}) {
   const config = {
     port: 0, host: '127.0.0.1', upstream: { host: '127.0.0.1', port: upstreamPort }, retry: { budgetMs: 3000, minMs: 5, maxMs: 20 },
-    maxFrameBytes: 1024 * 1024, connectTimeoutMs: 1000, drainSeconds: 1, tls: { enabled: false }, upstreamTls: { enabled: false }, ...overrides,
+    maxFrameBytes: 1024 * 1024, connectTimeoutMs: 1000, drainSeconds: 1, tls: { enabled: false }, upstreamTls: { enabled: false }, hold: { maxMs: 5000 }, ...overrides,
   };
   const metrics = createGateMetrics();
   const gate = createGate({ config, metrics, clock, logger });
@@ -334,5 +334,197 @@ describe('the query gate', () => {
     const refused = connect(port, '127.0.0.1');
     const [err] = await once(refused, 'error');
     expect(err.code).toBe('ECONNREFUSED');
+  });
+});
+
+// Holds (gate/src/holds.js): the manager keeps a table's new queries back while it moves the table's primaries.
+describe('holds', () => {
+  const other = [15, [[14, ['ycsb']], 'accounts']];
+  // An update of one document of a table: a write, which holds keep back.
+  const update = (tbl, key) => [53, [[16, [tbl, key]], { f: 1 }]];
+  const computedTable = [15, [[14, ['ycsb']], [24, ['user', 'table']]]];
+  const sleep = (ms) => new Promise((resolve) => { setTimeout(resolve, ms); });
+  // Until check() holds (polled every 5 ms, at most 3 s): the tests wait for what happened, not for a guessed time.
+  const until = async (check) => {
+    for (let i = 0; i < 600; i += 1) { if (check()) return; await sleep(5); }
+    throw new Error('timed out waiting');
+  };
+  const tokens = (up) => up.seen.map((x) => x.token);
+  async function setUp(answer, overrides = {}) {
+    const up = await scriptedUpstream(answer);
+    const started = await startGate(up.port, overrides);
+    const c = await client(started.port);
+    c.socket.setNoDelay(true);
+    return { up, c, ...started };
+  }
+  const echo = (q, attempt, token) => ({ t: 1, r: [token] });
+
+  test('when a table is held, then its writes wait and go up in order at the release, while its reads and other tables pass', async () => {
+    const { up, c, gate, metrics } = await setUp(echo);
+    const hold = await gate.hold({ tables: ['ycsb.usertable'], ttlMs: 5000, drainMs: 0 });
+    c.send(1, [1, update(table, 'a'), {}]);
+    c.send(2, [1, update(other, 'b'), {}]);
+    c.send(3, [1, insert('c'), {}]);
+    c.send(4, [1, [16, [table, 'read']], {}]);
+    expect([await c.next(), await c.next()].sort((a, b) => a.token - b.token)).toEqual([{ token: 2, body: { t: 1, r: [2] } }, { token: 4, body: { t: 1, r: [4] } }]);
+    await until(() => gate.heldQueries() === 2);
+    expect(tokens(up).sort()).toEqual([2, 4]);
+    expect(gate.release(hold.id)).toMatchObject({ how: 'released', tables: ['ycsb.usertable'] });
+    expect([await c.next(), await c.next()]).toEqual([{ token: 1, body: { t: 1, r: [1] } }, { token: 3, body: { t: 1, r: [3] } }]);
+    expect(tokens(up).slice(2)).toEqual([1, 3]);
+    expect(await value(metrics, 'rethinkdb_gate_held_queries_total')).toBe(2);
+    expect(await value(metrics, 'rethinkdb_gate_holds_ended_total', { how: 'released' })).toBe(1);
+  });
+
+  test('when a hold is not released, then it expires at its ttl and what it held goes up', async () => {
+    const { up, c, gate, metrics } = await setUp(echo);
+    const heldAt = Date.now();
+    await gate.hold({ tables: ['ycsb.usertable'], ttlMs: 80, drainMs: 0 });
+    c.send(1, [1, update(table, 'a'), {}]);
+    expect(await c.next()).toEqual({ token: 1, body: { t: 1, r: [1] } });
+    expect(Date.now() - heldAt).toBeGreaterThanOrEqual(79);
+    expect(tokens(up)).toEqual([1]);
+    expect(gate.holds()).toEqual([]);
+    expect(await value(metrics, 'rethinkdb_gate_holds_ended_total', { how: 'expired' })).toBe(1);
+  });
+
+  test('when a hold is asked for, then it answers once the writes of its tables in flight are answered, or says how many were left', async () => {
+    const { up, c, gate } = await setUp((q, attempt, token) => ({ response: { t: 1, r: [token] }, delayMs: token === 2 ? 0 : 150 }));
+    const answered = [];
+    c.send(1, [1, update(table, 'slow'), {}]);
+    c.send(2, [1, update(other, 'elsewhere'), {}]);
+    await until(() => tokens(up).length === 2);
+    const answers = (async () => { for (let i = 0; i < 2; i += 1) answered.push((await c.next()).token); })();
+    const hold = await gate.hold({ tables: ['ycsb.usertable'], ttlMs: 5000, drainMs: 2000 });
+    expect(hold.inFlight).toBe(0);
+    await answers;
+    expect(answered).toContain(1);
+    gate.release(hold.id);
+    // A drain of 0 answers at once with what is still in flight.
+    c.send(3, [1, update(table, 'slow too'), {}]);
+    await until(() => tokens(up).includes(3));
+    const short = await gate.hold({ tables: ['ycsb.usertable'], ttlMs: 5000, drainMs: 0 });
+    expect(short.inFlight).toBe(1);
+    gate.release(short.id);
+  });
+
+  test('when a retry comes due during a hold, then it waits for the release without spending its budget; a STOP meanwhile ends it with its error', async () => {
+    let failing = true;
+    const { up, c, gate } = await setUp(() => (failing ? OP_FAILED : { t: 1, r: ['ok'] }), { retry: { budgetMs: 400, minMs: 100, maxMs: 100 } });
+    c.send(1, [1, insert('k1'), {}]);
+    c.send(2, [1, insert('k2'), {}]);
+    await until(() => tokens(up).length === 2);
+    const hold = await gate.hold({ tables: ['ycsb.usertable'], ttlMs: 5000, drainMs: 0 });
+    // Both retries come due (100 ms) and are held, longer than the whole budget.
+    await until(() => gate.heldQueries() === 2);
+    await sleep(450);
+    expect(tokens(up)).toEqual([1, 2]);
+    failing = false;
+    c.send(2, [3]);
+    expect(await c.next()).toEqual({ token: 2, body: OP_FAILED });
+    gate.release(hold.id);
+    expect(await c.next()).toEqual({ token: 1, body: { t: 1, r: ['ok'] } });
+    expect(tokens(up)).toEqual([1, 2, 1]);
+  });
+
+  test('when noreply writes are held, then a noreplyWait waits behind them; a table computed in the query is held by any hold', async () => {
+    const { up, c, gate } = await setUp((q, attempt, token) => (q[0] === 4 ? { t: 4, r: [] } : q[2]?.noreply ? null : { t: 1, r: [token] }));
+    const hold = await gate.hold({ tables: ['ycsb.usertable'], ttlMs: 5000, drainMs: 0 });
+    c.send(1, [1, insert('nr'), { noreply: true }]);
+    c.send(2, [4]);
+    c.send(3, [1, update(computedTable, 'k'), {}]);
+    c.send(4, [1, [103, []], {}]);
+    expect(await c.next()).toEqual({ token: 4, body: { t: 1, r: [4] } });
+    await until(() => gate.heldQueries() === 3);
+    expect(tokens(up)).toEqual([4]);
+    gate.release(hold.id);
+    const answers = [await c.next(), await c.next()].sort((a, b) => a.token - b.token);
+    expect(answers).toEqual([{ token: 2, body: { t: 4, r: [] } }, { token: 3, body: { t: 1, r: [3] } }]);
+    expect(tokens(up)).toEqual([4, 1, 2, 3]);
+  });
+
+  test('when two holds cover a table, then its queries wait until both have ended', async () => {
+    const { up, c, gate } = await setUp(echo);
+    const first = await gate.hold({ tables: ['ycsb.usertable'], ttlMs: 5000, drainMs: 0 });
+    const second = await gate.hold({ tables: ['ycsb.usertable', 'ycsb.accounts'], ttlMs: 5000, drainMs: 0 });
+    c.send(1, [1, update(table, 'a'), {}]);
+    await until(() => gate.heldQueries() === 1);
+    gate.release(first.id);
+    await sleep(30);
+    expect(up.seen).toEqual([]);
+    gate.release(second.id);
+    expect(await c.next()).toEqual({ token: 1, body: { t: 1, r: [1] } });
+  });
+
+  test('when holds follow each other without a gap, then a held query still goes up once it has waited GATE_HOLD_MAX_MS', async () => {
+    const { up, c, gate } = await setUp(echo, { hold: { maxMs: 200 } });
+    let stop = false;
+    // A hold on some other table every 50 ms, each lasting 150 ms: a query that computes its table is always covered.
+    const holding = (async () => { while (!stop) { await gate.hold({ tables: ['other.t'], ttlMs: 150, drainMs: 0 }); await sleep(50); } })();
+    await until(() => gate.holds().length > 0);
+    const sent = Date.now();
+    c.send(1, [1, update(computedTable, 'k'), {}]);
+    expect(await c.next()).toEqual({ token: 1, body: { t: 1, r: [1] } });
+    const waited = Date.now() - sent;
+    stop = true;
+    await holding;
+    expect(waited).toBeGreaterThanOrEqual(150);
+    expect(waited).toBeLessThan(1000);
+    expect(tokens(up)).toEqual([1]);
+  });
+
+  test('when a cursor opened before the hold asks for its next batch, or a changefeed its changes, then they pass (reads are not held)', async () => {
+    const { up, c, gate } = await setUp((q, attempt, token) => (q[0] === 2 ? { t: 3, r: [`batch-${token}`] } : { t: 3, r: ['first'] }));
+    c.send(1, [1, table, {}]);
+    c.send(2, [1, [152, [table]], {}]);
+    expect((await c.next()).body.t).toBe(3);
+    expect((await c.next()).body.t).toBe(3);
+    const hold = await gate.hold({ tables: ['ycsb.usertable'], ttlMs: 5000, drainMs: 0 });
+    c.send(1, [2]);
+    c.send(2, [2]);
+    const answers = [await c.next(), await c.next()].sort((a, b) => a.token - b.token);
+    expect(answers).toEqual([{ token: 1, body: { t: 3, r: ['batch-1'] } }, { token: 2, body: { t: 3, r: ['batch-2'] } }]);
+    expect(gate.heldQueries()).toBe(0);
+    gate.release(hold.id);
+    expect(up.seen.filter((x) => x.query[0] === 2).map((x) => x.token).sort()).toEqual([1, 2]);
+  });
+
+  test('when a client sends more than GATE_HOLD_MAX_QUEUED_BYTES during a hold, then the gate stops reading it; the release sends all of it', async () => {
+    const { up, c, gate } = await setUp(echo, { hold: { maxMs: 5000, maxQueuedBytes: 64 * 1024 } });
+    const hold = await gate.hold({ tables: ['ycsb.usertable'], ttlMs: 5000, drainMs: 0 });
+    const big = 'x'.repeat(32 * 1024);
+    for (let i = 1; i <= 40; i += 1) c.send(i, [1, [56, [table, { id: `big-${i}`, pad: big }]], {}]);
+    await sleep(200);
+    // About 64 KiB held (three frames at most), the rest still in the client's socket or the gate's unread buffers.
+    expect(gate.heldQueries()).toBeLessThanOrEqual(4);
+    expect(up.seen).toEqual([]);
+    gate.release(hold.id);
+    const got = [];
+    for (let i = 0; i < 40; i += 1) got.push((await c.next()).token);
+    expect(got.sort((a, b) => a - b)).toEqual(Array.from({ length: 40 }, (_, i) => i + 1));
+  });
+
+  test('when the gate stops, then what its holds keep back goes up before the drain, and no new hold is taken', async () => {
+    const { up, c, gate } = await setUp((q, attempt, token) => ({ response: { t: 1, r: [token] }, delayMs: 20 }));
+    await gate.hold({ tables: ['ycsb.usertable'], ttlMs: 5000, drainMs: 0 });
+    c.send(1, [1, update(table, 'a'), {}]);
+    await until(() => gate.heldQueries() === 1);
+    const stopped = gate.stop(2000);
+    expect(await c.next()).toEqual({ token: 1, body: { t: 1, r: [1] } });
+    expect(await stopped).toEqual({ closedWithQueriesInFlight: 0 });
+    expect(tokens(up)).toEqual([1]);
+    expect(await gate.hold({ tables: ['ycsb.usertable'], ttlMs: 5000, drainMs: 0 })).toEqual({ refused: 'the gate is stopping' });
+  });
+
+  test('when the caller goes away while its hold drains, then the hold ends', async () => {
+    const { up, c, gate } = await setUp((q, attempt, token) => ({ response: { t: 1, r: [token] }, delayMs: 300 }));
+    c.send(1, [1, update(table, 'slow'), {}]);
+    await until(() => tokens(up).length === 1);
+    let gone = false;
+    const holding = gate.hold({ tables: ['ycsb.usertable'], ttlMs: 5000, drainMs: 2000 }, { abandoned: () => gone });
+    await until(() => gate.holds().length === 1);
+    gone = true;
+    expect(await holding).toEqual({ refused: 'the caller went away before the hold answered' });
+    expect(gate.holds()).toEqual([]);
   });
 });
