@@ -12,6 +12,9 @@
   const MAX_EVENTS = 20;
 
   const refreshMs = refreshIntervalMs(new URLSearchParams(window.location.search).get('refreshMs'));
+  // The API's paths relative to where the page was opened, so that the page works behind a path prefix (an ingress
+  // or kubectl proxy serving the manager at /some/prefix/): /some/prefix or /some/prefix/ -> /some/prefix/v1/...
+  const apiBase = window.location.pathname.endsWith('/') ? window.location.pathname : `${window.location.pathname}/`;
   // The last good answer of each endpoint, kept on screen when a later fetch fails.
   const last = { cluster: null, operations: null, events: null, monitor: null, details: new Map(), at: null };
 
@@ -22,7 +25,8 @@
   }
 
   // One GET: { ok: true, data } or { ok: false, problem } with a sentence for the banner.
-  async function getJson(path) {
+  async function getJson(relative) {
+    const path = `${apiBase}${relative}`;
     let res;
     try {
       res = await fetch(path, {
@@ -50,7 +54,7 @@
       else problems.push(result.problem);
     };
     const [cluster, operations, events, monitor] = await Promise.all([
-      getJson('/v1/cluster'), getJson('/v1/operations'), getJson('/v1/events'), getJson('/v1/monitor'),
+      getJson('v1/cluster'), getJson('v1/operations'), getJson('v1/events'), getJson('v1/monitor'),
     ]);
     keep('cluster', cluster);
     keep('operations', operations);
@@ -64,7 +68,7 @@
   // The running operations' steps and progress come from GET /v1/operations/:id.
   async function refreshOperationDetails(problems) {
     const running = (last.operations.operations || []).filter((o) => o.status === 'running').slice(-MAX_DETAILED_OPERATIONS);
-    const results = await Promise.all(running.map((o) => getJson(`/v1/operations/${encodeURIComponent(o.id)}`)));
+    const results = await Promise.all(running.map((o) => getJson(`v1/operations/${encodeURIComponent(o.id)}`)));
     const details = new Map();
     running.forEach((o, i) => {
       if (results[i].ok) details.set(o.id, results[i].data);

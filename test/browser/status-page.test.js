@@ -2,6 +2,7 @@
 // shard map, follows a drain, shows a data-moving operation's progress, and keeps its data when reads fail.
 
 import { mkdirSync } from 'node:fs';
+import { createServer, request as httpRequest } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AppError } from '../../src/errors.js';
@@ -161,6 +162,36 @@ describe('status page in headless chromium', () => {
     const response = await page.goto(`${sandbox.base}/?refreshMs=${refreshMs}`);
     expect(response.status()).toBe(200);
     await page.locator('[data-testid="banner"]').filter({ hasText: 'read endpoints are protected; GET /v1/cluster answered 401' }).waitFor({ timeout: waitMs });
+  });
+
+  test('when the manager is served behind a path prefix (an ingress, kubectl proxy), then the page reads its API under that prefix', async () => {
+    const sandbox = await startSandboxServer();
+    // A reverse proxy that serves the manager at /ops/manager/ and nothing at the root.
+    const prefix = '/ops/manager';
+    const proxy = createServer((req, res) => {
+      const path = req.url.split('?')[0];
+      if (!path.startsWith(`${prefix}/`) && path !== prefix) { res.statusCode = 404; res.end('not here'); return; }
+      const rest = req.url.slice(prefix.length);
+      const upstream = httpRequest(`${sandbox.base}${rest.startsWith('/') ? rest : `/${rest}`}`, { method: req.method, headers: req.headers }, (answer) => {
+        res.writeHead(answer.statusCode, answer.headers);
+        answer.pipe(res);
+      });
+      req.pipe(upstream);
+    });
+    await new Promise((resolve) => { proxy.listen(0, '127.0.0.1', resolve); });
+    const context = await browser.newContext();
+    running.push(async () => { await context.close(); proxy.closeAllConnections(); await new Promise((resolve) => { proxy.close(resolve); }); await sandbox.close(); });
+    const page = await context.newPage();
+    const problems = [];
+    page.on('console', (msg) => { if (msg.type() === 'error') problems.push(msg.text()); });
+    page.on('response', (r) => { if (r.status() >= 400) problems.push(`${r.status()} ${r.url()}`); });
+    page.on('pageerror', (e) => problems.push(e.message));
+    for (const path of [`${prefix}/`, prefix]) {
+      await page.goto(`http://127.0.0.1:${proxy.address().port}${path}?refreshMs=${refreshMs}`);
+      await page.waitForSelector(`[data-testid="shard-map"][data-table="${TABLE}"] tbody tr`, { timeout: waitMs });
+      expect(await shownPrimaries(page)).toHaveLength(4);
+    }
+    expect(problems).toEqual([]);
   });
 
   test('when the read endpoints answer 401, then the banner says they are protected', async () => {
