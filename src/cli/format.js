@@ -8,9 +8,10 @@ export function formatTable(headers, rows) {
 }
 
 export function formatAnswer(parsed, body) {
+  if (parsed.action) return formatReport(body);
   switch (parsed.command) {
     case 'status': return formatStatus(body);
-    case 'drain': case 'release': case 'plan': return formatReport(body);
+    case 'perf-warning': return parsed.perfWarning.step === 'raise' ? formatPerfWarning(body) : formatPerfWarningEnd(body);
     case 'operations': return parsed.id === undefined ? formatOperations(body) : formatOperation(body);
     case 'events': return formatEvents(body);
     default: throw new TypeError(`no format for command ${parsed.command}`);
@@ -91,20 +92,28 @@ function statusNotes(cluster) {
   return notes;
 }
 
-// An action's report (or a dry run's plan): the outcome, then every change, skip and leftover.
+// An action's report (or a dry run's plan): the outcome, then every change, skip and leftover, then the reports it
+// contains (a release's rebalance, a migration's demotion first, the primaries an add-server plans after its moves).
 export function formatReport(report) {
   const lines = [reportHeadline(report)];
-  if (report.operation) {
-    lines.push(`operation ${report.operation.id}: ${report.operation.status} (follow it with: rethinkdb-manager operations ${report.operation.id})`);
-  }
+  if (report.decision?.reason) lines.push(`decision: ${report.decision.reason}`);
+  if (report.operation) lines.push(operationLine(report.operation.id, report.operation.status));
+  if (typeof report.operationId === 'string') lines.push(`the work ran as operation ${report.operationId} (show it with: rethinkdb-manager operations ${report.operationId})`);
   if (Array.isArray(report.changes)) {
     if (report.changes.length === 0) lines.push(report.dryRun ? 'no changes planned' : 'no changes');
     else lines.push(...formatTable(['TABLE', 'SHARD', 'KIND', 'FROM', 'TO'], report.changes.map((c) => [c.table, c.shard, c.kind, c.from, c.to])));
   }
   lines.push(...itemLines('skipped', report.skipped), ...itemLines('not done', report.notDone), ...itemLines('pending', report.pending));
   if (report.unmappedPods?.length > 0) lines.push(...report.unmappedPods.map((p) => `unmapped pod ${p.pod}: ${p.reason}`));
-  if (report.rebalance) lines.push('', ...formatReport(report.rebalance));
+  for (const inner of [report.demotion, report.rebalance, report.primaries]) {
+    if (inner && typeof inner === 'object') lines.push('', ...formatReport(inner));
+  }
   return lines;
+}
+
+// An operation that runs on in the manager, and how to follow it.
+function operationLine(id, status) {
+  return `operation ${id}: ${status} (follow it with: rethinkdb-manager operations ${id} --wait)`;
 }
 
 function reportHeadline(report) {
@@ -123,22 +132,74 @@ function itemLines(label, items) {
   });
 }
 
+// GET /v1/operations lists them as they were started; the newest come first here.
 export function formatOperations({ operations }) {
   if (operations.length === 0) return ['no operations (they are kept in memory: a restart of the manager forgets them)'];
-  return formatTable(['ID', 'KIND', 'STATUS', 'CREATED', 'FINISHED'], operations.map((o) => [o.id, o.kind, o.status, time(o.createdAt), time(o.finishedAt)]));
+  const newestFirst = operations.map((o, i) => ({ o, i }))
+    .sort((a, b) => String(b.o.createdAt ?? '').localeCompare(String(a.o.createdAt ?? '')) || b.i - a.i)
+    .map(({ o }) => o);
+  return formatTable(['ID', 'KIND', 'STATUS', 'CREATED', 'FINISHED'], newestFirst.map((o) => [o.id, o.kind, o.status, time(o.createdAt), time(o.finishedAt)]));
 }
 
+// GET /v1/operations/ID: what the operation is (its kind and what it was started on), its steps, then its report.
 export function formatOperation(op) {
+  const target = targetText(op.params);
   const lines = [
-    `operation ${op.id}: ${op.kind}, ${op.status}`,
+    `operation ${op.id}: ${op.kind}${target ? ` ${target}` : ''}, ${op.status}`,
     `created ${time(op.createdAt)}${op.finishedAt ? `, finished ${time(op.finishedAt)}` : ''}`,
   ];
   if (op.error) lines.push(`error: ${typeof op.error === 'string' ? op.error : op.error.message ?? JSON.stringify(op.error)}`);
-  if (op.steps?.length > 0) {
-    const rows = op.steps.map((s) => [s.table, s.shard, s.kind, s.from, s.to, s.status, typeof s.progress === 'number' ? `${Math.round(s.progress * 100)}%` : null, s.error]);
-    lines.push('', ...formatTable(['TABLE', 'SHARD', 'KIND', 'FROM', 'TO', 'STATUS', 'PROGRESS', 'ERROR'], rows));
+  if (op.steps?.length > 0) lines.push('', ...formatSteps(op.steps));
+  if (op.report) lines.push('', ...formatReport(operationReport(op)));
+  return lines;
+}
+
+// A replica move's steps (per shard), or a POSTSTART's (named steps).
+function formatSteps(steps) {
+  if (steps.every((s) => typeof s.step === 'string')) return formatTable(['STEP', 'STATUS', 'DETAIL'], steps.map((s) => [s.step, s.status, s.detail]));
+  const rows = steps.map((s) => [s.step ?? s.table, s.shard, s.kind, s.from, s.to, s.status, typeof s.progress === 'number' ? `${Math.round(s.progress * 100)}%` : null, s.error]);
+  return formatTable(['TABLE', 'SHARD', 'KIND', 'FROM', 'TO', 'STATUS', 'PROGRESS', 'ERROR'], rows);
+}
+
+// An operation's report names its action and target; a POSTSTART's result names neither (it has the event, the pod
+// and the server), so the operation's kind and parameters stand in, and the lists it repeats from its rebalance are
+// shown once, under the rebalance.
+function operationReport(op) {
+  const { report } = op;
+  const target = report.target ?? (report.pod ? { pod: report.pod, ...(report.server ? { server: report.server } : {}) } : op.params);
+  const repeated = report.rebalance ? { changes: undefined, skipped: undefined, notDone: undefined } : {};
+  return { ...report, action: report.action ?? op.kind, target, ...repeated };
+}
+
+// POST /v1/hooks/perfwarning: the decision, each warned pod, then the demotion (one plan for all of them), the Raft
+// leadership moves and the migrations a long warning starts.
+export function formatPerfWarning(result) {
+  const lines = [`perf warning raised on ${targetText(result.target)}${result.source ? ` by ${result.source}` : ''}: ${result.decision?.reason ?? ''}`.trimEnd()];
+  if (result.decision?.actions?.length > 0) lines.push(`actions: ${result.decision.actions.join(', ')}`);
+  const pods = result.pods ?? [];
+  if (pods.length === 0) return [...lines, 'no RethinkDB pod warned'];
+  lines.push(...formatTable(['POD', 'SERVER', 'OUTCOME', 'UNTIL', 'MIGRATION'], pods.map((p) => [p.pod, p.server, p.outcome, time(p.expiresAt), p.migration?.id])));
+  const demotions = [...new Set(pods.map((p) => p.demotion).filter(Boolean))];
+  for (const report of [...demotions, ...pods.map((p) => p.raftLeadership).filter(Boolean)]) lines.push('', ...formatReport(report));
+  const migrations = pods.filter((p) => p.migration);
+  if (migrations.length > 0) lines.push('', ...migrations.map((p) => operationLine(p.migration.id, p.migration.status)));
+  for (const p of pods.filter((x) => x.reason && !x.demotion)) lines.push(`${p.pod}: ${p.reason}`);
+  return lines;
+}
+
+// DELETE /v1/hooks/perfwarning: the warning of one pod (or of each pod on a node) ended, and how primaries come back.
+export function formatPerfWarningEnd(result) {
+  if (Array.isArray(result.pods)) {
+    const lines = [`perf warnings ended on node ${result.node}: ${result.reason ?? ''}`.trimEnd()];
+    for (const ended of result.pods) lines.push('', ...formatPerfWarningEnd(ended));
+    return lines;
   }
-  if (op.report) lines.push('', ...formatReport(op.report));
+  const lines = [`perf warning ended on pod ${result.pod}: ${result.reason ?? ''}`.trimEnd()];
+  const { restore } = result;
+  if (!restore) return lines;
+  lines.push(`restore: ${restore.action}${restore.outcome ? `, ${restore.outcome}` : ''}${restore.reason ? ` (${restore.reason})` : ''}`);
+  if (restore.operation) lines.push(operationLine(restore.operation.id, restore.operation.status));
+  if (restore.changes?.length > 0) lines.push(...formatTable(['TABLE', 'SHARD', 'KIND', 'FROM', 'TO'], restore.changes.map((c) => [c.table, c.shard, c.kind, c.from, c.to])));
   return lines;
 }
 
@@ -150,7 +211,8 @@ export function formatEvents({ events }) {
 
 function targetText(target) {
   if (!target || typeof target !== 'object') return '';
-  return Object.entries(target).map(([key, value]) => `${key}=${Array.isArray(value) ? value.join(',') : value}`).join(' ');
+  return Object.entries(target).filter(([, value]) => value !== null && value !== undefined)
+    .map(([key, value]) => `${key}=${Array.isArray(value) ? value.join(',') : value}`).join(' ');
 }
 
 // ISO times without milliseconds: a terminal column, not a log.

@@ -55,18 +55,19 @@ describe('rethinkdb-manager against the sandbox (AUTH_MODE=none)', () => {
     }
   });
 
-  test('when plan drain runs, then it prints the plan and nothing changes', async () => {
+  test('when plan move-primaries-from-server runs, then it prints the plan and nothing changes', async () => {
     const before = await serversFromApi();
-    const { code, stdout } = run(['plan', 'drain', 'rethinkdb_1']);
+    const { code, stdout } = run(['plan', 'move-primaries-from-server', 'rethinkdb_1']);
     expect(code).toBe(0);
     expect(stdout).toMatch(/^move-primaries-from-server server=rethinkdb_1: planned \(dry run: nothing changed\)$/m);
     expect(stdout).toMatch(/^ycsb\.usertable +1 +primary +rethinkdb_1 +rethinkdb_\d$/m);
     expect(await serversFromApi()).toEqual(before);
   });
 
-  test('when drain runs, then its report is printed, and status shows the server draining with 0 primaries', async () => {
-    const drained = run(['drain', 'rethinkdb_1', '--reason', 'kernel upgrade']);
+  test('when move-primaries-from-server runs on a pod\'s name, then it says which server that is, its report is printed, and status shows the server draining with 0 primaries', async () => {
+    const drained = run(['move-primaries-from-server', 'rethinkdb-1', '--reason', 'kernel upgrade']);
     expect(drained.code).toBe(0);
+    expect(drained.stderr).toBe('rethinkdb-manager: pod rethinkdb-1 -> server rethinkdb_1\n');
     expect(drained.stdout).toMatch(/^move-primaries-from-server server=rethinkdb_1: completed in \d+ ms$/m);
     const { stdout } = run(['status']);
     const row = serverRow(stdout, 'rethinkdb_1');
@@ -105,17 +106,20 @@ describe('rethinkdb-manager against the sandbox (AUTH_MODE=none)', () => {
     expect(unknown.stderr).toMatch(/^rethinkdb-manager: error: OPERATION_NOT_FOUND \(HTTP 404\): operation "no-such-op" does not exist/);
   });
 
-  test('when the server is unknown, then the exit code is 1 and stderr has the 404 code and message', () => {
-    const { code, stdout, stderr } = run(['drain', 'rethinkdb_9']);
+  test('when the server is unknown, then the exit code is 1 and stderr names what it knows; the old name drain still works, with a notice', () => {
+    const { code, stdout, stderr } = run(['move-primaries-from-server', 'rethinkdb_9']);
     expect({ code, stdout }).toEqual({ code: 1, stdout: '' });
-    expect(stderr).toBe('rethinkdb-manager: error: SERVER_NOT_FOUND (HTTP 404): server "rethinkdb_9" is not in the cluster (known: rethinkdb_0, rethinkdb_1, rethinkdb_2, rethinkdb_3)\n');
+    expect(stderr).toMatch(/SERVER_NOT_FOUND.*"rethinkdb_9".*rethinkdb_0, rethinkdb_1, rethinkdb_2, rethinkdb_3/);
+    const old = run(['plan', 'drain', 'rethinkdb_2']);
+    expect(old.code).toBe(0);
+    expect(old.stderr).toMatch(/drain.*move-primaries-from-server/);
   });
 
-  test('when the command line is wrong, then the exit code is 2 and the usage is printed', () => {
-    for (const args of [['drain'], ['status', '--force'], ['undrain', 'rethinkdb_1']]) {
+  test('when the command line is wrong, then the exit code is 2 and one line says why, with a hint', () => {
+    for (const args of [['move-primaries-from-server'], ['status', '--force'], ['undrain', 'rethinkdb_1']]) {
       const { code, stdout, stderr } = run(args);
       expect({ args, code, stdout }).toEqual({ args, code: 2, stdout: '' });
-      expect(stderr).toMatch(/\n\nUsage: rethinkdb-manager COMMAND/);
+      expect(stderr).toMatch(/^rethinkdb-manager: [^\n]*\(try --help\)\n$/);
     }
   });
 
@@ -143,9 +147,9 @@ describe('rethinkdb-manager against a manager with a static token (AUTH_MODE=sta
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
-  test('when no token or a wrong one is given, then drain exits 1 with UNAUTHENTICATED (401) and nothing is drained', async () => {
+  test('when no token or a wrong one is given, then move-primaries-from-server exits 1 with UNAUTHENTICATED (401) and nothing is drained', async () => {
     for (const env of [{}, { RETHINKDB_MANAGER_TOKEN: `${token.slice(0, -1)}X` }]) {
-      const { code, stderr } = cli(['drain', 'rethinkdb_1'], { RETHINKDB_MANAGER_URL: manager.url, ...env });
+      const { code, stderr } = cli(['move-primaries-from-server', 'rethinkdb_1'], { RETHINKDB_MANAGER_URL: manager.url, ...env });
       expect(code).toBe(1);
       expect(stderr).toMatch(/^rethinkdb-manager: error: UNAUTHENTICATED \(HTTP 401\): /);
     }
@@ -153,10 +157,10 @@ describe('rethinkdb-manager against a manager with a static token (AUTH_MODE=sta
     expect(body.servers.find((s) => s.name === 'rethinkdb_1')).toMatchObject({ primaries: 1, draining: false });
   });
 
-  test('when the right token is given, by variable or by flag, then plan and drain succeed', () => {
-    const planned = cli(['plan', 'drain', 'rethinkdb_1'], { RETHINKDB_MANAGER_URL: manager.url, RETHINKDB_MANAGER_TOKEN: token });
+  test('when the right token is given, by variable or by flag, then plan and move-primaries-from-server succeed', () => {
+    const planned = cli(['plan', 'move-primaries-from-server', 'rethinkdb_1'], { RETHINKDB_MANAGER_URL: manager.url, RETHINKDB_MANAGER_TOKEN: token });
     expect(planned.code).toBe(0);
-    const drained = cli(['drain', 'rethinkdb_1', '--url', manager.url, '--token', token]);
+    const drained = cli(['move-primaries-from-server', 'rethinkdb_1', '--url', manager.url, '--token', token]);
     expect(drained.code).toBe(0);
     expect(drained.stdout).toMatch(/^move-primaries-from-server server=rethinkdb_1: completed in \d+ ms$/m);
   });
