@@ -82,6 +82,13 @@ const KEYS = [
   { env: 'MANAGER_ADVERTISE_HOST', field: 'leaderElection.advertiseHost', parse: nonEmptyString, default: undefined },
   { env: 'RELAY_TOKEN_FILE', field: 'relay.tokenFile', parse: nonEmptyString, default: '/var/run/secrets/rethinkdb-manager/relay/token' },
   { env: 'RELAY_AUDIENCE', field: 'relay.audience', parse: nonEmptyString, default: 'rethinkdb-manager-relay' },
+  // Holds on the query gates around a primary handover (README, "The query gate"): off without a token file.
+  { env: 'GATE_HOLD_TOKEN_FILE', field: 'gateHold.tokenFile', parse: nonEmptyString, default: undefined },
+  { env: 'GATE_HOLD_ENDPOINTS', field: 'gateHold.endpointList', parse: hostList, default: undefined },
+  { env: 'GATE_HOLD_POD_SELECTOR', field: 'gateHold.podSelector', parse: nonEmptyString, default: 'app=rethinkdb-proxy' },
+  { env: 'GATE_HOLD_PORT', field: 'gateHold.port', parse: integer(1, 65535), default: 9180 },
+  { env: 'GATE_HOLD_TTL_MS', field: 'gateHold.ttlMs', parse: integer(100, 5000), default: 2000 },
+  { env: 'GATE_HOLD_DRAIN_MS', field: 'gateHold.drainMs', parse: integer(0, 2000), default: 300 },
   { env: 'AUTH_MODE', field: 'auth.mode', parse: oneOf(AUTH_MODES), default: undefined },
   { env: 'AUTH_AUDIENCE', field: 'auth.audience', parse: nonEmptyString, default: 'rethinkdb-manager' },
   { env: 'AUTH_HOOK_SUBJECTS', field: 'auth.hookSubjects', parse: subjects, default: undefined },
@@ -106,6 +113,11 @@ export function loadConfig(env) {
     }
     setPath(config, key.field, value);
   }
+  const { endpointList, ...gateHold } = config.gateHold;
+  // The gates' HTTP ports as host:port ('[v6]:port'); an entry without a port is at GATE_HOLD_PORT.
+  gateHold.endpoints = endpointList ? endpointList.map((e) => `${e.host.includes(':') ? `[${e.host}]` : e.host}:${e.port ?? gateHold.port}`) : null;
+  config.gateHold = gateHold;
+  if (gateHold.endpoints && !gateHold.tokenFile) problems.push('GATE_HOLD_ENDPOINTS is set but GATE_HOLD_TOKEN_FILE is not: the gates take holds only with their shared token');
   const { seedList, ...rethinkdb } = config.rethinkdb;
   config.rethinkdb = rethinkdb;
   // The seed hosts; the others are learned from server_status once connected.
@@ -193,7 +205,7 @@ export const CONFIG_KEYS = KEYS.map(({ env, default: def }) => ({ env, default: 
 // The prefixes of the manager's own keys, distinctive enough that another program's variable rarely has them.
 const OWN_PREFIXES = [
   'RETHINKDB_', 'MANAGER_', 'MANAGED_', 'PRESTOP_', 'POSTSTART_', 'PERFWARNING_', 'MONITOR_', 'WEBHOOK_', 'LEADER_ELECTION_', 'AUTH_',
-  'READINESS_', 'NODE_WATCH', 'NODE_DRAIN', 'RAFT_LEADER_', 'RELAY_', 'SANDBOX_', 'KUBERNETES_',
+  'READINESS_', 'NODE_WATCH', 'NODE_DRAIN', 'RAFT_LEADER_', 'RELAY_', 'SANDBOX_', 'KUBERNETES_', 'GATE_HOLD_',
 ];
 // What Kubernetes puts in every container for each Service of the namespace (service links), e.g.
 // RETHINKDB_CLIENT_SERVICE_HOST or RETHINKDB_MANAGER_PORT_8080_TCP_ADDR: not the manager's keys, and not misspellings.

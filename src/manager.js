@@ -6,6 +6,7 @@ import { createRaftLeadership } from './actions/raft-leadership.js';
 import { createReconfigurer } from './actions/reconfigurer.js';
 import { createApp } from './app.js';
 import { createAudit } from './audit/audit.js';
+import { createQueryHolds } from './actions/query-holds.js';
 import { createAuthenticator } from './auth/authenticator.js';
 import { createRelayCredentials } from './auth/relay-credentials.js';
 import { AppError } from './errors.js';
@@ -19,6 +20,7 @@ import { createTargets } from './events/targets.js';
 import { createKeyedMutex } from './lib/keyed-mutex.js';
 import { retryUntilDone } from './lib/retry.js';
 import { createWorkTracker } from './lib/work-tracker.js';
+import { createGateClient, podEndpoints } from './gates/gate-client.js';
 import { createMetrics } from './metrics/metrics.js';
 import { createMonitor } from './monitor/monitor.js';
 import { relayRoute } from './policy/leadership.js';
@@ -33,10 +35,13 @@ import { reconcileState } from './state/reconcile.js';
 import { createReviewRelay } from './webhook-server.js';
 
 // staticToken: the bearer token read from AUTH_STATIC_TOKEN_FILE (AUTH_MODE=static only).
+// gates: the query gates' client (src/gates/gate-client.js) for holds around primary handovers; by default made from
+// GATE_HOLD_* (null, holds off, without GATE_HOLD_TOKEN_FILE).
 // stateLoaded: the caller vouches that there is no persisted state to load (a fresh sandbox), so the manager
 // takes work at once; otherwise it takes none until reconcile() has loaded the state.
 export function createManager({
   config, store: dataStore, kube: kubePort = null, clock, logger, sandboxModel = null, extraRoutes = [], metrics = createMetrics(), staticToken = null, stateLoaded = false,
+  gates = gateClientFrom(config, kubePort),
 }) {
   // Who leads: this replica alone until startElection() (src/server.js, with LEADER_ELECTION_ENABLED and a Kubernetes
   // API); then the Lease decides. Every write to RethinkDB and Kubernetes goes through the fence.
@@ -48,8 +53,14 @@ export function createManager({
   const authenticator = createAuthenticator({ auth: config.auth, kube, staticToken, clock, logger });
   const operations = createOperationRegistry({ clock, logger });
   const work = createWorkTracker({ started: stateLoaded });
+  const queryHolds = createQueryHolds({
+    gates, store, clock, logger, metrics, ttlMs: config.gateHold.ttlMs, drainMs: config.gateHold.drainMs,
+  });
+  if (config.gateHold.tokenFile && !gates) {
+    logger.warn({ tokenFile: config.gateHold.tokenFile }, 'GATE_HOLD_TOKEN_FILE is set, but there is no Kubernetes API to list the gates and no GATE_HOLD_ENDPOINTS: no holds');
+  }
   const reconfigurer = createReconfigurer({
-    store, locks, marks, clock, logger, waitPollIntervalMs: config.waitPollIntervalMs, writeConcurrency: config.tableWriteConcurrency,
+    store, locks, marks, clock, logger, waitPollIntervalMs: config.waitPollIntervalMs, writeConcurrency: config.tableWriteConcurrency, queryHolds,
   });
   const actions = {
     ...createActions({ store, reconfigurer, marks, operations, clock, logger, config, audit }),
@@ -234,6 +245,8 @@ export function createManager({
     const settled = Promise.all([work.drain(), operations.drain()]).then(() => true);
     const finished = await Promise.race([settled, clock.sleep(graceMs).then(() => false)]);
     await marks.flush();
+    // Holds on the query gates end by themselves at their ttl; ended here, the gates need not wait for it.
+    await Promise.race([queryHolds.idle(), clock.sleep(config.gateHold.ttlMs)]);
     const lease = await elector.stop();
     await nodeWatch?.stop().catch(() => {});
     if (lingerMs > 0) {
@@ -246,4 +259,14 @@ export function createManager({
 
   return {
     app, webhookApp, watchNodes, lead, startElection, leadership: () => elector, maintenance, actions, commands, events, monitor, marks, audit, authenticator, operations, work, store, metrics, reconcile, tick, shutdown };
+}
+
+// The query gates' client for holds (GATE_HOLD_*): the gates are GATE_HOLD_ENDPOINTS, or the pods of
+// GATE_HOLD_POD_SELECTOR that the Kubernetes API lists, at GATE_HOLD_PORT. null without a token file, or with neither.
+function gateClientFrom(config, kube) {
+  const { tokenFile, endpoints, podSelector, port } = config.gateHold ?? {};
+  if (!tokenFile) return null;
+  if (endpoints) return createGateClient({ tokenFile, listEndpoints: async () => endpoints });
+  if (!kube?.listPodsBySelector) return null;
+  return createGateClient({ tokenFile, listEndpoints: async () => podEndpoints(await kube.listPodsBySelector(podSelector), port) });
 }

@@ -54,14 +54,28 @@ async function theLab(log) {
 
 // The readiness gate (rethinkdb.readinessGate) goes with the manager: without one nobody sets the condition, and a
 // restarted pod would never be Ready. Changing it rolls the StatefulSet (not measured: before the client starts).
+// helm upgrade of the lab's release with its values as they are but `sets` (['--set', 'k=v', ...]).
+async function helmUpgrade(kubectl, sets) {
+  await run(HELM, ['upgrade', 'rethinkdb-manager', `${REPO}deploy/helm/rethinkdb-k8s-manager`, '-n', 'rethinkdb', '--reuse-values', ...sets], { env: kubectl.env });
+}
+
 async function setReadinessGate(kubectl, on, log) {
   const sts = await kubectl.nsJson('get', 'statefulset', 'rethinkdb');
   const has = (sts.spec.template.spec.readinessGates ?? []).length > 0;
   if (has === on) return;
   log({ readinessGate: on }, 'helm upgrade: the RethinkDB pods\' readiness gate, and the rollout it makes');
-  await run(HELM, ['upgrade', 'rethinkdb-manager', `${REPO}deploy/helm/rethinkdb-k8s-manager`, '-n', 'rethinkdb', '--reuse-values',
-    '--set', `rethinkdb.readinessGate=${on}`], { env: kubectl.env });
+  await helmUpgrade(kubectl, ['--set', `rethinkdb.readinessGate=${on}`]);
   await kubectl.ns('rollout', 'status', 'statefulset/rethinkdb', '--timeout=900s');
+}
+
+// Holds on the gates (gate.hold.enabled): the proxies and the manager are made again with or without the token.
+async function setHolds(kubectl, on, log) {
+  const config = (await kubectl.nsJson('get', 'configmap', 'rethinkdb-manager')).data ?? {};
+  if (Boolean(config.GATE_HOLD_TOKEN_FILE) === on) return;
+  log({ holds: on }, 'helm upgrade: holds on the query gates');
+  await helmUpgrade(kubectl, ['--set', `gate.hold.enabled=${on}`]);
+  await kubectl.ns('rollout', 'status', 'deployment/rethinkdb-proxy', '--timeout=300s');
+  await kubectl.ns('rollout', 'status', 'deployment/rethinkdb-manager', '--timeout=300s');
 }
 
 // --manager-env K=V on the lab: the chart's manager.config keys (the manager's ConfigMap), then the manager made again.
@@ -71,8 +85,7 @@ async function setManagerConfig(kubectl, managerEnv, log) {
   const current = (await kubectl.nsJson('get', 'configmap', 'rethinkdb-manager')).data ?? {};
   if (entries.every(([k, v]) => current[k] === v)) return;
   log(managerEnv, 'helm upgrade: the manager\'s configuration');
-  await run(HELM, ['upgrade', 'rethinkdb-manager', `${REPO}deploy/helm/rethinkdb-k8s-manager`, '-n', 'rethinkdb', '--reuse-values',
-    ...entries.flatMap(([k, v]) => ['--set-string', `manager.config.${k}=${v}`])], { env: kubectl.env });
+  await helmUpgrade(kubectl, entries.flatMap(([k, v]) => ['--set-string', `manager.config.${k}=${v}`]));
   await kubectl.ns('rollout', 'restart', 'deployment/rethinkdb-manager');
   await kubectl.ns('rollout', 'status', 'deployment/rethinkdb-manager', '--timeout=300s');
 }
@@ -109,20 +122,22 @@ export async function runOnKubeLab(scenario, arm, {
   rate, keyCount, managerEnv = {}, log = () => {},
 }) {
   const { kubectl, password } = await theLab(log);
-  const withManager = arm === 'manager' || arm === 'manager+gate';
-  const withGate = arm === 'gate' || arm === 'manager+gate';
+  const withHold = arm === 'manager+gate+hold';
+  const withManager = arm === 'manager' || arm === 'manager+gate' || withHold;
+  const withGate = arm === 'gate' || arm === 'manager+gate' || withHold;
   log({ arm }, withManager ? 'the manager: 2 replicas' : 'the manager: scaled to 0');
   // With the manager first, so that it sets the gate's condition during the rollout the change makes; without it last.
   if (withManager) {
     await setManagerReplicas(kubectl, 2);
     await setManagerConfig(kubectl, managerEnv, log);
+    await setHolds(kubectl, withHold, log);
   }
   await setReadinessGate(kubectl, withManager, log);
   if (!withManager) await setManagerReplicas(kubectl, 0);
   await prepareTable(kubectl, password);
   const proxies = (await kubectl.nsJson('get', 'pods', '-l', 'app=rethinkdb-proxy')).items.filter(podReady);
   const hosts = withGate ? null : proxies.map((p) => `${p.status.podIP}:28015`);
-  const name = `eval-${scenario.name}-${arm.replace('+', '-')}`;
+  const name = `eval-${scenario.name}-${arm.replaceAll('+', '-')}`;
   log({ hosts: hosts ?? 'rethinkdb-client:28015' }, 'starting the client pod');
   await startClientPod(kubectl, name, { db: 'ycsb', table: 'usertable', rate, keys: keyCount, hosts, records: true });
   const wallEvents = [];

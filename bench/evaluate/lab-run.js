@@ -2,6 +2,10 @@
 // load through three servers (or a proxy), a scenario's timeline of infrastructure events, and the op records it produced.
 
 import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import r from 'rethinkdb';
 import { createLabKube } from '../lab/lab-kube.js';
@@ -14,11 +18,13 @@ const GATE = fileURLToPath(new URL('../../gate/server.js', import.meta.url));
 const sleep = (ms) => new Promise((res) => { setTimeout(res, Math.max(0, ms)); });
 
 // options: { network, rate, keyCount, seed, hotServer, entryServers, log, managerEnv }
-// arm: 'none', 'manager', 'gate' (clients through the query gate, one process in front of each entry) or
-// 'manager+gate'.
+// arm: 'none', 'manager', 'gate' (clients through the query gate, one process in front of each entry),
+// 'manager+gate', or 'manager+gate+hold' (the manager holds a table's queries at the gates while it moves the table's
+// primaries: GATE_HOLD_*, with a token file both sides read).
 export async function runOnce(scenario, arm, options) {
-  const withManager = arm === 'manager' || arm === 'manager+gate';
-  const withGate = arm === 'gate' || arm === 'manager+gate';
+  const withHold = arm === 'manager+gate+hold';
+  const withManager = arm === 'manager' || arm === 'manager+gate' || withHold;
+  const withGate = arm === 'gate' || arm === 'manager+gate' || withHold;
   const {
     network, rate, keyCount, seed, hotServer = 1, entryServers = [0, 2, 3], log = () => {}, nodeCpus = 'shared',
   } = options;
@@ -42,22 +48,25 @@ export async function runOnce(scenario, arm, options) {
     // A scenario may shape the cluster further before the load starts, the same in both arms.
     const prepared = scenario.prepare ? await scenario.prepare({ cluster, layout, hotServer }) : null;
     if (prepared) log(prepared, 'prepared');
-    if (withManager) {
-      manager = await startManager(cluster, {
-        via: entryServers[0], env: { ...scenario.managerEnv, ...options.managerEnv }, kube: scenario.coresPerNode ? createLabKube(cluster) : null,
-      });
-    }
     // scenario.entry 'proxy': every client enters through a query router (rethinkdb proxy) instead of three servers.
     const direct = scenario.entry === 'proxy'
       ? [await cluster.addProxy()].map((p) => ({ name: p.name, host: p.host, port: p.driverPort }))
       : entryServers.map((i) => ({ name: cluster.servers[i].name, host: cluster.servers[i].host, port: cluster.servers[i].driverPort }));
-    // The gate's arms: a gate process in front of each entry, on loopback (as beside each proxy in a pod).
+    // The gate's arms: a gate process in front of each entry, on loopback (as beside each proxy in a pod). Started
+    // before the manager, which is told where their HTTP ports are in the hold arm.
+    const tokenFile = withHold ? holdTokenFile() : null;
     const entries = [];
     for (const entry of direct) {
       if (!withGate) { entries.push(entry); continue; }
-      const gate = await startGate(entry);
+      const gate = await startGate(entry, { tokenFile });
       gates.push(gate);
       entries.push({ name: `gate-${entry.name}`, host: '127.0.0.1', port: gate.port });
+    }
+    if (withManager) {
+      const holdEnv = withHold ? { GATE_HOLD_TOKEN_FILE: tokenFile, GATE_HOLD_ENDPOINTS: gates.map((g) => `127.0.0.1:${g.metricsPort}`).join(',') } : {};
+      manager = await startManager(cluster, {
+        via: entryServers[0], env: { ...scenario.managerEnv, ...options.managerEnv, ...holdEnv }, kube: scenario.coresPerNode ? createLabKube(cluster) : null,
+      });
     }
     const load = createLoadGenerator({ r, entries, db: 'ycsb', table: 'usertable', rateOpsPerSec: rate, keyCount, seed, opTimeoutMs: 5000 });
     const { t0 } = await load.start();
@@ -80,23 +89,32 @@ export async function runOnce(scenario, arm, options) {
   }
 }
 
-// node gate/server.js in front of `entry`; resolves once it listens, with its port.
-async function startGate(entry) {
+// A fresh shared token for the hold arm's gates and manager, in a file of its own.
+function holdTokenFile() {
+  const path = join(mkdtempSync(join(tmpdir(), 'eval-gate-hold-')), 'token');
+  writeFileSync(path, randomBytes(32).toString('hex'));
+  return path;
+}
+
+// node gate/server.js in front of `entry`; resolves once it listens, with its port and its HTTP port. tokenFile: the
+// holds' token (GATE_HOLD_TOKEN_FILE), or null.
+async function startGate(entry, { tokenFile = null } = {}) {
   const env = {
     ...process.env, GATE_UPSTREAM: `${entry.host}:${entry.port}`, GATE_PORT: '0', GATE_METRICS_PORT: '0', GATE_HOST: '127.0.0.1', LOG_LEVEL: 'warn',
+    ...(tokenFile ? { GATE_HOLD_TOKEN_FILE: tokenFile } : {}),
   };
   const child = spawn(process.execPath, [GATE], { env: { ...env, LOG_LEVEL: 'info' }, stdio: ['ignore', 'pipe', 'inherit'] });
-  const port = await new Promise((resolve, reject) => {
+  const { port, metricsPort } = await new Promise((resolve, reject) => {
     let text = '';
     const onData = (chunk) => {
       text += chunk;
       const line = text.split('\n').find((l) => l.includes('query gate listening'));
-      if (line) { child.stdout.off('data', onData); child.stdout.resume(); resolve(JSON.parse(line).port); }
+      if (line) { child.stdout.off('data', onData); child.stdout.resume(); resolve(JSON.parse(line)); }
     };
     child.stdout.on('data', onData);
     child.once('exit', (code) => reject(new Error(`the query gate exited (${code}) before it listened`)));
   });
-  return { child, port };
+  return { child, port, metricsPort };
 }
 
 // usertable: the busiest shard (for this seed's key stream) has its primary on hotServer, the others one per other

@@ -135,8 +135,10 @@ export function formatTable(rows) {
 
 // The arms this evaluation knows, in the order its tables and figures list them: without the manager, the manager,
 // the query gate alone (clients through gate/ in front of each entry), and both.
-export const ARMS = Object.freeze(['none', 'manager', 'gate', 'manager+gate']);
-const ARM_LABELS = { none: 'no manager', manager: 'manager', gate: 'gate alone', 'manager+gate': 'manager and gate' };
+export const ARMS = Object.freeze(['none', 'manager', 'gate', 'manager+gate', 'manager+gate+hold']);
+const ARM_LABELS = {
+  none: 'no manager', manager: 'manager', gate: 'gate alone', 'manager+gate': 'manager and gate', 'manager+gate+hold': 'manager, gate and holds',
+};
 
 // Per scenario and arm, for every arm that ran: each pair's failed ops, their median, the failures by error kind
 // (summed over the runs), the slowest operation and the median p99 (what the gate's arms are judged by).
@@ -200,7 +202,7 @@ export function formatRolloutTable(rows) {
 // run of each arm; the events of the manager's run are marked.
 export function figurePanels(runsByArm) {
   const colors = {
-    none: '#c0392b', manager: '#2471a3', gate: '#27ae60', 'manager+gate': '#8e44ad',
+    none: '#c0392b', manager: '#2471a3', gate: '#27ae60', 'manager+gate': '#8e44ad', 'manager+gate+hold': '#d68910',
   };
   const label = ARM_LABELS;
   const series = (pick) => Object.entries(runsByArm).map(([arm, run]) => ({

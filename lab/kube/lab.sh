@@ -423,6 +423,11 @@ install_chart() {
   if ! kubectl -n "$NAMESPACE" get secret rethinkdb-admin > /dev/null 2>&1; then
     kubectl -n "$NAMESPACE" create secret generic rethinkdb-admin --from-literal=password="$(openssl rand -base64 24)" > /dev/null
   fi
+  # The query gates' shared token: with it the manager holds a table's queries at the gates while it moves the
+  # table's primaries (README, "Install on a cluster", step 2).
+  if ! kubectl -n "$NAMESPACE" get secret rethinkdb-gate-hold > /dev/null 2>&1; then
+    kubectl -n "$NAMESPACE" create secret generic rethinkdb-gate-hold --from-literal=token="$(openssl rand -hex 32)" > /dev/null
+  fi
   local status
   # Empty when there is no release (helm status fails: not an error here).
   status=$(helm status "$RELEASE" -n "$NAMESPACE" -o json 2> /dev/null | sed -n 's/.*"status":"\([a-z-]*\)".*/\1/p' | head -n1 || true)

@@ -24,8 +24,9 @@ function owedVotes(restores) {
 }
 
 // writeConcurrency: how many tables' configs are written at once (TABLE_WRITE_CONCURRENCY).
+// queryHolds: src/actions/query-holds.js (holds on the query gates around a write that moves primaries), or null.
 export function createReconfigurer({
-  store, locks, marks, clock, logger, waitPollIntervalMs, writeConcurrency = 1,
+  store, locks, marks, clock, logger, waitPollIntervalMs, writeConcurrency = 1, queryHolds = null,
 }) {
   const log = logger.child({ module: 'reconfigurer' });
 
@@ -88,9 +89,10 @@ export function createReconfigurer({
         }
         const startedAt = clock.now();
         try {
-          await store.writeTableShards(change.tableId, change.shards);
+          const write = () => store.writeTableShards(change.tableId, change.shards);
+          const { hold } = queryHolds ? await queryHolds.around(before, change.shards, write, { deadline }) : { result: await write(), hold: null };
           slowestMs = Math.max(slowestMs, clock.now() - startedAt);
-          outcomes[i] = { written: items[i] };
+          outcomes[i] = { written: hold ? { ...items[i], hold } : items[i] };
         } catch (err) {
           if (err.code === 'DATA_STORE_UNAVAILABLE') {
             stopped ??= `not written: RethinkDB became unavailable during another table's write (${err.message})`;

@@ -10,7 +10,7 @@ export function describeShard(cluster, shard) {
 
 export function primaryChanges(cluster, written) {
   const rows = [];
-  for (const { change, before } of written) {
+  for (const { change, before, hold } of written) {
     for (const move of change.moves) {
       rows.push({
         table: tableLabel(before),
@@ -21,6 +21,7 @@ export function primaryChanges(cluster, written) {
         to: serverName(cluster, move.to),
         before: describeShard(cluster, before.shards[move.shard]),
         after: describeShard(cluster, change.shards[move.shard]),
+        ...(hold ? { queryHold: hold } : {}),
       });
     }
   }

@@ -65,6 +65,12 @@ export function createKubeAdapter({
     return list.items.map(toPod);
   }
 
+  // Pods of another selector in the namespace (the query gates' proxy pods, for holds).
+  async function listPodsBySelector(labelSelector) {
+    const list = await call(`list pods ${labelSelector}`, () => core.listNamespacedPod({ namespace, labelSelector }));
+    return list.items.map(toPod);
+  }
+
   async function getNode(name) {
     const node = await call(`get node ${name}`, () => core.readNode({ name }));
     return { name: node.metadata.name, allocatableCpuCores: parseOptionalQuantity(node.status?.allocatable?.cpu) };
@@ -248,6 +254,7 @@ export function createKubeAdapter({
     getPod,
     listRethinkDbPods: () => listRethinkDbPods(),
     listRethinkDbPodsOnNode: (nodeName) => listRethinkDbPods({ nodeName }),
+    listPodsBySelector,
     getNode,
     nodeExists,
     watchNodes,

@@ -45,6 +45,8 @@ export function createMetrics({ prefix = DEFAULT_METRICS_PREFIX, processMetrics 
   const prestopMajorityWaitSeconds = counter('prestop_majority_wait_seconds_total', 'Seconds PRESTOPs spent waiting for a ready voting majority, by outcome.', ['outcome']);
   const podReplicasReady = gauge('pod_replicas_ready', 'The readiness gate the manager sets on each RethinkDB pod that has one: 1 when its server is connected and every replica it holds is ready (or it was held past READINESS_MAX_WAIT_SECONDS), else 0.', ['pod']);
   const handBacksOwed = gauge('hand_backs_owed', 'Servers that came back during a rollout and are owed their primaries at its end.');
+  const queryHolds = counter('query_holds_total', 'Holds taken on the query gates around a table_config write that moved primaries, by how they ended (handed_over: no old primary acted any more; ttl: GATE_HOLD_TTL_MS passed first; write_failed; not_taken: no gate was held).', ['how']);
+  const queryHoldSeconds = counter('query_hold_seconds_total', 'Seconds the query gates held queries for the manager, by how the holds ended.', ['how']);
   const clusterScrapeSuccess = gauge('cluster_scrape_success', '1 if this scrape read the cluster from the data store in time, else 0 (and no per-server primaries or replicas).');
 
   const httpRequests = counter('http_requests_total', 'HTTP requests answered, by method, route template (unmatched for no route) and status code (aborted when the caller hung up first).', ['method', 'route', 'code']);
@@ -121,6 +123,10 @@ export function createMetrics({ prefix = DEFAULT_METRICS_PREFIX, processMetrics 
       for (const { pod, ready } of readiness) podReplicasReady.set({ pod }, ready ? 1 : 0);
     },
     setHandBacksOwed(count) { handBacksOwed.set(count); },
+    queryHoldEnded(how, ms) {
+      queryHolds.inc({ how });
+      queryHoldSeconds.inc({ how }, ms / 1000);
+    },
     setLeading(leading) { leader.set(leading ? 1 : 0); },
     recordLeaderChange(change) { leaderTransitions.inc({ change }); },
     recordHttpRequest({ method, route, code, seconds }) {

@@ -19,6 +19,11 @@ export function buildReadSystemTables(r, { backfills = true } = {}) {
   });
 }
 
+// One table's table_status (by uuid, servers as uuids), or null: what a hold on the query gates polls.
+export function buildReadTableStatus(r, tableId) {
+  return r.db('rethinkdb').table('table_status', UUID).get(tableId);
+}
+
 // Client traffic per table and server (rethinkdb.stats), for choosing which primaries are cheap to move.
 export function buildReadTableServerStats(r) {
   return r.db('rethinkdb').table('stats').filter(r.row('id').nth(0).eq('table_server'))

@@ -3,7 +3,7 @@
 import { AppError } from '../errors.js';
 import { withinMs } from '../lib/clock.js';
 import {
-  buildPing, buildReadSystemTables, buildReadTableServerStats, buildSetHeartbeatTimeout, buildUpdateTableShards,
+  buildPing, buildReadSystemTables, buildReadTableServerStats, buildReadTableStatus, buildSetHeartbeatTimeout, buildUpdateTableShards,
 } from './queries.js';
 
 // runQuery(term) -> Promise<result>. Tests pass a fake that records term.build() and replays fixtures.
@@ -19,6 +19,7 @@ export function createRethinkDbSource({ r, runQuery, connections = null }) {
     steerAwayFrom: async (serverIds) => connections?.steerAwayFrom(serverIds) ?? { moved: false, reason: 'no connection manager' },
     updateTableShards: (tableId, rawShards) => runQuery(buildUpdateTableShards(r, tableId, rawShards), 'update table_config'),
     readTableServerStats: () => runQuery(buildReadTableServerStats(r), 'read table_server stats'),
+    readTableStatus: (tableId) => runQuery(buildReadTableStatus(r, tableId), 'read table_status'),
     updateHeartbeatTimeout: (seconds) => runQuery(buildSetHeartbeatTimeout(r, seconds), 'update cluster_config heartbeat'),
     ping: async () => { await runQuery(buildPing(r), 'ping'); return true; },
     close: async () => {},

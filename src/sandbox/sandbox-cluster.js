@@ -365,6 +365,7 @@ export function createSandboxSource(model) {
   return {
     kind: 'sandbox',
     readSystemTables: async () => structuredClone(model.readSystemTables()),
+    readTableStatus: async (tableId) => structuredClone(model.readSystemTables().tableStatus.find((t) => t.id === tableId) ?? null),
     updateTableShards: async (tableId, rawShards) => model.updateTableShards(tableId, structuredClone(rawShards)),
     updateHeartbeatTimeout: async (seconds) => model.updateHeartbeatTimeout(seconds),
     ping: async () => true,

@@ -102,6 +102,10 @@ export function createSandboxKube({
     async listRethinkDbPodsOnNode(nodeName) {
       return [...pods.values()].filter((p) => p.nodeName === nodeName).map(publicPod);
     },
+    // The sandbox models RethinkDB pods only: no proxy pods, so no query gates to hold.
+    async listPodsBySelector() {
+      return [];
+    },
     async getNode(name) {
       const node = nodes.get(name);
       if (!node) throw notFound('node', name);

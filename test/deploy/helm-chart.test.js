@@ -14,16 +14,19 @@ import {
 
 const customValues = join(repoRoot, 'test/helm/custom-values.yaml');
 const CUSTOM_NAMESPACE = 'rethinkdb-custom';
-const base = objectsById(renderKustomization().resources.map(({ doc }) => doc));
+const fullBase = objectsById(renderKustomization().resources.map(({ doc }) => doc));
+// The chart's default (namespace.create false, for helm install into an existing namespace) is the base less its
+// Namespace.
+const base = new Map([...fullBase].filter(([id]) => !id.startsWith('Namespace/')));
 const chart = objectsById(renderHelmChart());
 const custom = objectsById(renderHelmChart({ namespace: CUSTOM_NAMESPACE, valuesFiles: [customValues] }));
 const customObject = (kind, name) => custom.get(`${kind}/${CLUSTER_SCOPED_KINDS.has(kind) ? '' : CUSTOM_NAMESPACE}/${name}`);
 
 // What each render differs from the base in: { id: [paths] }, objects missing on either side as ['(missing)'].
-function diffFromBase(rendered) {
+function diffFromBase(rendered, from = base) {
   const found = {};
-  for (const id of new Set([...base.keys(), ...rendered.keys()])) {
-    const paths = base.has(id) && rendered.has(id) ? differences(base.get(id), withoutHelmChecksum(rendered.get(id))) : ['(missing)'];
+  for (const id of new Set([...from.keys(), ...rendered.keys()])) {
+    const paths = from.has(id) && rendered.has(id) ? differences(withoutHelmChecksum(from.get(id)), withoutHelmChecksum(rendered.get(id))) : ['(missing)'];
     if (paths.length > 0) found[id] = paths;
   }
   return found;
@@ -32,7 +35,7 @@ function diffFromBase(rendered) {
 // The manager's environment as its pod would have it: the ConfigMap plus the Deployment's own variables.
 function managerEnv(objects, namespace) {
   const configMap = [...objects.values()].find((o) => o.kind === 'ConfigMap');
-  return { ...configMap.data, RETHINKDB_PASSWORD: 'from-the-secret', KUBERNETES_NAMESPACE: namespace, KUBERNETES_SERVICE_HOST: '10.96.0.1' };
+  return { ...configMap.data, RETHINKDB_PASSWORD: 'from-the-secret', KUBERNETES_NAMESPACE: namespace, KUBERNETES_SERVICE_HOST: '198.18.96.1' };
 }
 
 describe('the Helm chart: lint', () => {
@@ -54,7 +57,7 @@ describe('the Helm chart: lint', () => {
 });
 
 describe('the Helm chart with the default values equals the kustomize base', () => {
-  test('when both are rendered (helm template in namespace rethinkdb, deploy/k8s), then they hold the same objects, each equal field for field', () => {
+  test('when both are rendered (helm template in namespace rethinkdb, deploy/k8s less its Namespace), then they hold the same objects, each equal field for field', () => {
     expect([...chart.keys()].sort()).toEqual([...base.keys()].sort());
     expect(diffFromBase(chart)).toEqual({});
   });
@@ -65,7 +68,9 @@ describe('the Helm chart with the default values equals the kustomize base', () 
   });
 
   test('when the namespace or the Namespace object changes, then the comparison reports every object concerned', () => {
-    expect(diffFromBase(objectsById(renderHelmChart({ set: { 'namespace.create': false } })))).toEqual({ 'Namespace//rethinkdb': ['(missing)'] });
+    const withNamespace = objectsById(renderHelmChart({ set: { 'namespace.create': true } }));
+    expect(diffFromBase(withNamespace)).toEqual({ 'Namespace//rethinkdb': ['(missing)'] });
+    expect(diffFromBase(withNamespace, fullBase)).toEqual({});
     // In namespace db every object of the base is missing or differs, except the ClusterRole, which names none.
     const elsewhere = Object.keys(diffFromBase(objectsById(renderHelmChart({ namespace: 'db' }))));
     expect(elsewhere).toEqual(expect.arrayContaining([...base.keys()].filter((id) => id !== 'ClusterRole//rethinkdb-manager')));
@@ -88,7 +93,8 @@ describe('the Helm chart with test/helm/custom-values.yaml renders what the valu
   });
 
   test('when the release namespace is rethinkdb-custom, then every namespaced object, binding and webhook reference is in it', () => {
-    expect(customObject('Namespace', CUSTOM_NAMESPACE)).toBeDefined();
+    // namespace.create defaults to false: helm install goes into a namespace that exists.
+    expect(customObject('Namespace', CUSTOM_NAMESPACE)).toBeUndefined();
     const namespaced = [...custom.values()].filter((o) => !CLUSTER_SCOPED_KINDS.has(o.kind));
     expect(new Set(namespaced.map((o) => o.metadata.namespace))).toEqual(new Set([CUSTOM_NAMESPACE]));
     expect(customObject('ClusterRoleBinding', 'rethinkdb-manager').subjects).toEqual([{ kind: 'ServiceAccount', name: 'rethinkdb-manager', namespace: CUSTOM_NAMESPACE }]);
@@ -171,7 +177,7 @@ describe('the Helm chart: other values', () => {
     expect([...objects.keys()]).not.toContain('ValidatingWebhookConfiguration//rethinkdb-manager-eviction');
     const pod = objects.get('Deployment/rethinkdb/rethinkdb-manager').spec.template.spec;
     expect(pod.containers[0].ports.map((p) => p.name)).toEqual(['http']);
-    expect(pod.volumes.map((v) => v.name)).toEqual(['tmp', 'relay-token']);
+    expect(pod.volumes.map((v) => v.name)).toEqual(['tmp', 'gate-hold', 'relay-token']);
     expect(objects.get('Service/rethinkdb/rethinkdb-manager').spec.ports.map((p) => p.name)).toEqual(['http']);
     const policy = objects.get('NetworkPolicy/rethinkdb/rethinkdb-manager').spec;
     expect([...policy.ingress, ...policy.egress].flatMap((rule) => (rule.ports ?? []).map((p) => p.port))).not.toContain('webhook');
@@ -180,7 +186,8 @@ describe('the Helm chart: other values', () => {
 
   test('when proxy.enabled is false, then no proxy Deployment or PDB is rendered and rethinkdb-client selects the servers, nothing else changes', () => {
     const objects = objectsById(renderHelmChart({ set: { 'proxy.enabled': false } }));
-    expect(diffFromBase(objects)).toEqual({
+    // Without proxies there are no gates to hold (the holds' own objects: the next tests).
+    expect(diffFromBase(objects, objectsById(renderHelmChart({ set: { 'gate.hold.enabled': false } })))).toEqual({
       'Deployment/rethinkdb/rethinkdb-proxy': ['(missing)'],
       'PodDisruptionBudget/rethinkdb/rethinkdb-proxy': ['(missing)'],
       // ... and goes to the servers' driver port: the gate runs beside a proxy only.
@@ -194,13 +201,38 @@ describe('the Helm chart: other values', () => {
 
   test('when gate.enabled is false, then the proxies run alone and rethinkdb-client goes to their driver port', () => {
     const objects = objectsById(renderHelmChart({ set: { 'gate.enabled': false } }));
-    expect(diffFromBase(objects)).toEqual({
+    expect(diffFromBase(objects, objectsById(renderHelmChart({ set: { 'gate.hold.enabled': false } })))).toEqual({
       'Deployment/rethinkdb/rethinkdb-proxy': ['.spec.template.spec.containers[1]'],
       'Service/rethinkdb/rethinkdb-client': ['.spec.ports[0].targetPort'],
     });
     const proxy = objects.get('Deployment/rethinkdb/rethinkdb-proxy').spec.template.spec;
     expect(proxy.containers.map((c) => c.name)).toEqual(['rethinkdb-proxy']);
     expect(proxy.containers[0].ports).toContainEqual({ name: objects.get('Service/rethinkdb/rethinkdb-client').spec.ports[0].targetPort, containerPort: 28015 });
+  });
+
+  test.each([['gate.hold.enabled', 'gate.hold.enabled'], ['gate.enabled', 'gate.enabled'], ['proxy.enabled', 'proxy.enabled']])('when %s is false, then no hold token is mounted, no GATE_HOLD_ key is set and the manager has no egress to the gates', (_, key) => {
+    const objects = objectsById(renderHelmChart({ set: { [key]: false } }));
+    const config = objects.get('ConfigMap/rethinkdb/rethinkdb-manager').data;
+    expect(Object.keys(config).filter((k) => k.startsWith('GATE_HOLD_'))).toEqual([]);
+    expect(objects.get('Deployment/rethinkdb/rethinkdb-manager').spec.template.spec.volumes.map((v) => v.name)).not.toContain('gate-hold');
+    const proxy = objects.get('Deployment/rethinkdb/rethinkdb-proxy')?.spec.template.spec;
+    expect((proxy?.volumes ?? []).map((v) => v.name)).not.toContain('gate-hold');
+    expect(JSON.stringify(objects.get('NetworkPolicy/rethinkdb/rethinkdb-manager').spec.egress)).not.toContain('rethinkdb-proxy');
+    expect(loadConfig(managerEnv(objects, 'rethinkdb')).gateHold.tokenFile).toBeUndefined();
+  });
+
+  test('when holds are on (the default), then the manager and every gate read one token file, of the Secret gate.hold.secretName', () => {
+    const objects = objectsById(renderHelmChart({ set: { 'gate.hold.secretName': 'my-hold-token' } }));
+    const manager = objects.get('Deployment/rethinkdb/rethinkdb-manager').spec.template.spec;
+    const proxy = objects.get('Deployment/rethinkdb/rethinkdb-proxy').spec.template.spec;
+    const gate = proxy.containers.find((c) => c.name === 'query-gate');
+    const tokenFile = loadConfig(managerEnv(objects, 'rethinkdb')).gateHold.tokenFile;
+    expect(gate.env).toContainEqual({ name: 'GATE_HOLD_TOKEN_FILE', value: tokenFile });
+    for (const [spec, container] of [[manager, manager.containers[0]], [proxy, gate]]) {
+      const mount = container.volumeMounts.find((m) => m.name === 'gate-hold');
+      expect(tokenFile.startsWith(`${mount.mountPath}/`)).toBe(true);
+      expect(spec.volumes.find((v) => v.name === 'gate-hold')).toEqual({ name: 'gate-hold', secret: { secretName: 'my-hold-token', optional: true } });
+    }
   });
 
   test('when auth.mode is none, then the manager runs without checks and the hooks keep their projected token', () => {
@@ -233,9 +265,14 @@ describe('the Helm chart: other values', () => {
     ['manager.config.READINESS_GATE_ENABLED=false', { 'manager.config.READINESS_GATE_ENABLED': false }, /manager\.config\.READINESS_GATE_ENABLED: the chart sets READINESS_GATE_ENABLED itself \(from .*rethinkdb\.readinessGate/],
     ['manager.config.PORT=9090', { 'manager.config.PORT': 9090 }, /manager\.config\.PORT: the chart sets PORT itself/],
     ['manager.config.MONITOR_HOT_SKEW=2', { 'manager.config.MONITOR_HOT_SKEW': 2 }, /manager\.config\.MONITOR_HOT_SKEW: the chart sets/],
-    ['a misspelt monitor setting', { 'monitor.hotUtilisation': 0.9 }, /monitor\.hotUtilisation: not a monitor setting \(known: clearCooldownSeconds, /],
-    ['auth.mode=token', { 'auth.mode': 'token' }, /auth\.mode: "token" is not one of tokenreview, static, none/],
-    ['rethinkdb.podAntiAffinity=sometimes', { 'rethinkdb.podAntiAffinity': 'sometimes' }, /rethinkdb\.podAntiAffinity: "sometimes" is not one of required, preferred/],
+    // values.schema.json: a misspelt key or a value out of its set is refused before any template runs.
+    ['a misspelt monitor setting', { 'monitor.hotUtilisation': 0.9 }, /at '\/monitor': additional properties 'hotUtilisation' not allowed/],
+    ['a misspelt top-level key', { 'gates.enabled': false }, /additional properties 'gates' not allowed/],
+    ['a misspelt hold setting', { 'gate.hold.secretname': 'x' }, /at '\/gate\/hold': additional properties 'secretname' not allowed/],
+    ['auth.mode=token', { 'auth.mode': 'token' }, /at '\/auth\/mode': value must be one of 'tokenreview', 'static', 'none'/],
+    ['rethinkdb.podAntiAffinity=sometimes', { 'rethinkdb.podAntiAffinity': 'sometimes' }, /at '\/rethinkdb\/podAntiAffinity': value must be one of 'required', 'preferred'/],
+    ['webhook.evictionDeadlineSeconds=12', { 'webhook.evictionDeadlineSeconds': 12 }, /at '\/webhook\/evictionDeadlineSeconds': maximum: got 12, want 9/],
+    ['a lower-case manager.config key', { 'manager.config.log_level': 'debug' }, /invalid propertyName 'log_level'/],
   ])('when %s is given, then helm refuses to render and says which value is wrong', (name, set, message) => {
     expect(() => renderHelmChart({ set })).toThrow(message);
   });

@@ -256,8 +256,10 @@ describe('deploy/k8s: the RethinkDB proxies', () => {
     expect(spec.securityContext).toEqual(servers.securityContext);
     expect(container.securityContext).toEqual(servers.containers[0].securityContext);
     expect(spec.automountServiceAccountToken).toBe(false);
-    expect(spec.volumes).toEqual([{ name: 'tmp', emptyDir: {} }]);
+    // The pod's other volume is the gate's hold token (a Secret, read-only, in the gate's container only).
+    expect(spec.volumes).toEqual([{ name: 'tmp', emptyDir: {} }, { name: 'gate-hold', secret: { secretName: 'rethinkdb-gate-hold', optional: true } }]);
     expect(container.volumeMounts).toEqual([{ name: 'tmp', mountPath: '/tmp' }]);
+    expect(spec.containers.find((c) => c.name === 'query-gate').volumeMounts).toEqual([{ name: 'gate-hold', mountPath: '/var/run/secrets/rethinkdb-gate-hold', readOnly: true }]);
   });
 
   test('when it starts, then it runs `rethinkdb proxy` on all interfaces without the web UI or a data directory, joining every server by its headless DNS name at the cluster port', () => {

@@ -282,6 +282,12 @@ test('kubectl rollout restart under client load through rethinkdb-client: each p
   expect(poststarts.map((l) => l.pod).sort()).toEqual(['rethinkdb-0', 'rethinkdb-1', 'rethinkdb-2']);
   for (const l of poststarts) expect(l.reason).toMatch(/came back during a rollout/);
   expect(log.filter((l) => l.msg === 'rollout ended: levelling the primaries once')).toHaveLength(1);
+  // Holds: around each handover it wrote, the manager held the table at the proxies' gates (found by their pods'
+  // label, with the token of the Secret rethinkdb-gate-hold that lab.sh creates) and released them.
+  const holds = log.filter((l) => l.msg === 'query gates released');
+  process.stderr.write(`rollout restart: ${holds.length} holds (${JSON.stringify(holds.map((l) => `${l.how} ${l.heldMs} ms at ${l.tableGates} gates`))})\n`);
+  expect(holds.length).toBeGreaterThan(0);
+  for (const l of holds) expect({ gates: l.tableGates > 0, notReleased: l.notReleased }).toEqual({ gates: true, notReleased: [] });
   // The clients were served: ops succeeded through the shipped entry. How many failed is a measured figure, printed
   // above and reported by npm run evaluate -- --lab kube --scenarios rolling-restart, not a bound here.
   expect(summary.ok).toBeGreaterThan(0);

@@ -12,9 +12,10 @@ import { startKubeApiServer } from '../helpers/kube-apiserver.js';
 import { applyObjects } from '../helpers/kube-objects.js';
 
 const CUSTOM_NAMESPACE = 'rethinkdb-custom';
-const chart = renderHelmChart();
+// With the Namespace (namespace.create true), as the base has it: the API server here starts empty.
+const chart = renderHelmChart({ set: { 'namespace.create': true } });
 const base = renderKustomization().resources.map(({ doc }) => doc);
-const custom = renderHelmChart({ namespace: CUSTOM_NAMESPACE, valuesFiles: [join(repoRoot, 'test/helm/custom-values.yaml')] });
+const custom = renderHelmChart({ namespace: CUSTOM_NAMESPACE, valuesFiles: [join(repoRoot, 'test/helm/custom-values.yaml')], set: { 'namespace.create': true } });
 let api;
 let objects;
 

@@ -45,3 +45,9 @@ rethinkdb-0.rethinkdb:29015,... for { replicas, port }. */}}
 {{- end -}}
 {{- join "," $names -}}
 {{- end }}
+
+{{/* Holds on the query gates around a primary handover (README, "The query gate"): with the proxies, their gates and
+gate.hold.enabled. */}}
+{{- define "rkm.gateHolds" -}}
+{{- if and .Values.proxy.enabled .Values.gate.enabled .Values.gate.hold.enabled -}}true{{- end -}}
+{{- end }}

@@ -1,0 +1,110 @@
+// The query gates' adapter (gate/src/admin.js's /v1/holds, over HTTP): takes and ends a hold at every gate at once.
+// It never throws: a gate that cannot be listed, reached or that refuses is reported in `failed`, and the manager
+// writes anyway (a hold only spares clients an error; it is never what makes a write safe). Every call has a time
+// limit. The gates are listed at each hold (their pods come and go): GATE_HOLD_ENDPOINTS, or the pods of
+// GATE_HOLD_POD_SELECTOR in the manager's namespace, at GATE_HOLD_PORT, as the Kubernetes API lists them.
+
+import { readFile as readFileAsync } from 'node:fs/promises';
+
+// listEndpoints(): a promise of ['host:port'], kept for listTtlMs (a drain writes many tables in a few seconds; a
+// gate that appears meanwhile is held from the next listing); request: fetch's signature.
+export function createGateClient({
+  listEndpoints, tokenFile, readFile = readFileAsync, request = fetch, timeoutMs = 500, clock = { now: () => Date.now() }, listTtlMs = 5000, listTimeoutMs = 2000,
+}) {
+  let listed = null; // { at, endpoints }
+
+  async function endpoints() {
+    if (listed && clock.now() - listed.at < listTtlMs) return listed.endpoints;
+    let timer;
+    const limit = new Promise((resolve, reject) => { timer = setTimeout(() => reject(new Error(`the gates were not listed within ${listTimeoutMs} ms`)), listTimeoutMs); });
+    try {
+      const found = await Promise.race([listEndpoints(), limit]);
+      listed = { at: clock.now(), endpoints: found };
+      return found;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  // The shared token; null while its file does not exist (the Secret, optional in the manifests, not created: holds
+  // are off until it is, and nothing is reported as failed).
+  async function token() {
+    let text;
+    try {
+      text = (await readFile(tokenFile, 'utf8')).trim();
+    } catch (err) {
+      if (err.code === 'ENOENT') return null;
+      throw err;
+    }
+    if (!text) throw new Error(`${tokenFile} is empty`);
+    return text;
+  }
+
+  async function call(endpoint, method, path, secret, body, limitMs) {
+    const res = await request(`http://${endpoint}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${secret}`, ...(body ? { 'content-type': 'application/json' } : {}) },
+      body: body ? JSON.stringify(body) : undefined,
+      signal: AbortSignal.timeout(limitMs),
+    });
+    const text = await res.text();
+    let json = null;
+    try { json = JSON.parse(text); } catch { /* reported as text */ }
+    if (!res.ok) throw new Error(`${res.status}: ${json?.error ?? text.slice(0, 200)}`);
+    return json;
+  }
+
+  // -> { held: [{ endpoint, id, inFlight }], failed: [{ endpoint, error }], off }: off (a reason) when there is no
+  // token file, and then nothing was asked.
+  async function hold(tables, { ttlMs, drainMs }) {
+    let secret;
+    let list;
+    try {
+      secret = await token();
+      if (secret === null) return { held: [], failed: [], off: `no token at ${tokenFile}` };
+      list = await endpoints();
+    } catch (err) {
+      return { held: [], failed: [{ endpoint: null, error: err.message }] };
+    }
+    const outcomes = await Promise.all(list.map(async (endpoint) => {
+      try {
+        const answer = await call(endpoint, 'POST', '/v1/holds', secret, { tables, ttlMs, drainMs }, drainMs + timeoutMs);
+        return { held: { endpoint, id: answer.id, inFlight: answer.inFlight ?? 0 } };
+      } catch (err) {
+        return { failed: { endpoint, error: err.name === 'TimeoutError' ? `no answer within ${drainMs + timeoutMs} ms` : err.message } };
+      }
+    }));
+    return { held: outcomes.filter((o) => o.held).map((o) => o.held), failed: outcomes.filter((o) => o.failed).map((o) => o.failed) };
+  }
+
+  // Ends the holds; -> [{ endpoint, error }] for those not ended here (a gate that expired one answers 404: its hold
+  // is over all the same).
+  async function release(held) {
+    if (held.length === 0) return [];
+    let secret;
+    try {
+      secret = await token();
+      if (secret === null) throw new Error(`no token at ${tokenFile}`);
+    } catch (err) {
+      return held.map(({ endpoint }) => ({ endpoint, error: err.message }));
+    }
+    const outcomes = await Promise.all(held.map(async ({ endpoint, id }) => {
+      try {
+        await call(endpoint, 'DELETE', `/v1/holds/${id}`, secret, null, timeoutMs);
+        return null;
+      } catch (err) {
+        return /^404:/.test(err.message) ? null : { endpoint, error: err.name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : err.message };
+      }
+    }));
+    return outcomes.filter(Boolean);
+  }
+
+  return { hold, release };
+}
+
+// The gates' endpoints from the pods the Kubernetes API lists: running, with an IP, at `port`. A pod being deleted is
+// one: its gate still relays the queries of its open connections while it drains.
+export function podEndpoints(pods, port) {
+  return pods.filter((p) => p.phase === 'Running' && p.podIp)
+    .map((p) => `${p.podIp.includes(':') ? `[${p.podIp}]` : p.podIp}:${port}`);
+}

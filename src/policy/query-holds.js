@@ -1,0 +1,33 @@
+// Pure: the manager's holds on the query gates (README, "The query gate"). Before a table_config write that moves
+// primaries, the manager asks every gate to keep the table's new queries back; RethinkDB answers a query still in
+// flight when an old primary's execution ends OP_INDETERMINATE ("lost contact with primary replica"), which the gate
+// may not send again, even for a read, or a write the old primary refused. The hold ends once no old primary acts
+// for its shard any more: from then on the shard answers what reaches it with OP_FAILED ("primary replica ... not
+// available") until the new primary acts, and the gate sends that again.
+
+import { tableLabel } from '../cluster/cluster-model.js';
+
+// The shards whose primary the write changes: [{ shard, from, to }], `from` the servers whose primary execution may end
+// (the configured primary before and whoever acts now, if not the new one). before: the table as read; shards: the
+// shards as written.
+export function handoversOf(before, shards) {
+  return shards.flatMap((shard, index) => {
+    const was = before.shards[index];
+    if (!was || shard.primary === was.primary) return [];
+    const from = [...new Set([was.primary, ...(was.acting ?? [])])].filter((id) => id && id !== shard.primary);
+    return from.length > 0 ? [{ shard: index, from, to: shard.primary }] : [];
+  });
+}
+
+// The names a hold gives the gates for a table: 'db.table', as queries name it.
+export const holdTables = (table) => [tableLabel(table)];
+
+// Whether a hold taken for `handovers` may end, on a fresh read of the table's acting primaries (per shard: server
+// ids; null: the table is gone): { end, reason }. It ends once none of the old primaries acts for its shard, or when
+// the table is gone (nothing left to protect).
+export function holdMayEnd(acting, handovers) {
+  if (!acting) return { end: true, reason: 'the table is gone' };
+  const still = handovers.filter(({ shard, from }) => (acting[shard] ?? []).some((id) => from.includes(id)));
+  if (still.length === 0) return { end: true, reason: 'no old primary acts any more' };
+  return { end: false, reason: `${still.length} of ${handovers.length} old primaries still act` };
+}

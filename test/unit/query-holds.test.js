@@ -1,0 +1,142 @@
+// Holds on the query gates around a write that moves primaries: the pure decisions (src/policy/query-holds.js) and
+// their orchestration (src/actions/query-holds.js), with a virtual clock, a scripted store and recorded gates.
+
+import pino from 'pino';
+import { createQueryHolds } from '../../src/actions/query-holds.js';
+import { createVirtualClock } from '../../src/lib/clock.js';
+import { createMetrics } from '../../src/metrics/metrics.js';
+import { handoversOf, holdMayEnd, holdTables } from '../../src/policy/query-holds.js';
+
+const logger = pino({ level: 'silent' });
+const shard = (primary, acting = [primary]) => ({ primary, replicas: ['a', 'b', 'c'], nonvoting: [], acting });
+const table = (shards) => ({ id: 't1', db: 'ycsb', name: 'usertable', shards });
+
+describe('handoversOf and holdMayEnd (pure)', () => {
+  test('when a write changes two shards\' primaries and the replicas of a third, then the two are handovers', () => {
+    const before = table([shard('a'), shard('b'), shard('c')]);
+    const after = [shard('b'), shard('c'), { ...shard('c'), replicas: ['a', 'c', 'd'] }];
+    expect(handoversOf(before, after)).toEqual([{ shard: 0, from: ['a'], to: 'b' }, { shard: 1, from: ['b'], to: 'c' }]);
+    expect(holdTables(before)).toEqual(['ycsb.usertable']);
+  });
+
+  test('when another server than the configured primary still acts (a handover not over), then both are old primaries; the new one never is', () => {
+    expect(handoversOf(table([shard('b', ['a'])]), [shard('c')])).toEqual([{ shard: 0, from: ['b', 'a'], to: 'c' }]);
+    expect(handoversOf(table([shard('b', ['c'])]), [shard('c')])).toEqual([{ shard: 0, from: ['b'], to: 'c' }]);
+  });
+
+  test('when a shard had no primary configured and nobody acts, then its new one is no handover (no old primary to lose contact with)', () => {
+    expect(handoversOf(table([shard(null, [])]), [shard('a')])).toEqual([]);
+  });
+
+  test.each([
+    ['the old primary still acts', [['a']], false, '1 of 1 old primaries still act'],
+    ['nobody acts yet (the election)', [[]], true, 'no old primary acts any more'],
+    ['the new primary acts', [['b']], true, 'no old primary acts any more'],
+    ['the table is gone', null, true, 'the table is gone'],
+  ])('when %s, then holdMayEnd says whether the hold may end', (_, acting, end, reason) => {
+    expect(holdMayEnd(acting, [{ shard: 0, from: ['a'], to: 'b' }])).toEqual({ end, reason });
+  });
+});
+
+describe('createQueryHolds', () => {
+  // Gates that record calls; reads: the clusters the store returns, one per read (the last one repeats).
+  function setUp({ reads = [], held = [{ endpoint: 'g1:9180', id: 'h1', inFlight: 2 }], failed = [] } = {}) {
+    const clock = createVirtualClock();
+    const calls = [];
+    const gates = {
+      hold: async (tables, options) => { calls.push(['hold', tables, options, clock.now()]); return { held, failed }; },
+      release: async (list) => { calls.push(['release', list.map((h) => h.id), clock.now()]); return []; },
+    };
+    let i = 0;
+    const store = { readActingPrimaries: async () => { const c = reads[Math.min(i, reads.length - 1)]; i += 1; if (c instanceof Error) throw c; return c; } };
+    const metrics = createMetrics();
+    const holds = createQueryHolds({
+      gates, store, clock, logger, metrics, ttlMs: 2000, drainMs: 300, pollMs: 20,
+    });
+    return { clock, calls, holds, metrics };
+  }
+  const before = table([shard('a'), shard('b')]);
+  const moved = [shard('b'), shard('b')];
+  const count = async (metrics, how) => (await metrics.registry.getSingleMetric('rethinkdb_manager_query_holds_total').get()).values.find((v) => v.labels.how === how)?.value ?? 0;
+
+  test('when a write moves a primary, then the table is held before the write and released once the old primary no longer acts', async () => {
+    const { calls, holds, metrics } = setUp({ reads: [[['a'], ['b']], [['a'], ['b']], [[], ['b']]] });
+    const order = [];
+    const { result, hold } = await holds.around(before, moved, async () => { order.push(calls.length); return 'written'; });
+    expect(result).toBe('written');
+    expect(hold).toEqual({ gates: 1, unreachable: [], inFlight: 2, tookMs: 0 });
+    expect(calls[0]).toEqual(['hold', ['ycsb.usertable'], { ttlMs: 2000, drainMs: 300 }, expect.any(Number)]);
+    expect(order).toEqual([1]); // the write came after the hold
+    await holds.idle();
+    expect(calls[1][0]).toBe('release');
+    expect(calls[1][1]).toEqual(['h1']);
+    expect(calls[1][2] - calls[0][3]).toBe(40); // two polls at 20 ms saw the old primary acting
+    expect(await count(metrics, 'handed_over')).toBe(1);
+  });
+
+  test('when the old primary acts until the ttl, then the hold is released at the ttl', async () => {
+    const { calls, holds, metrics } = setUp({ reads: [[['a'], ['b']]] });
+    await holds.around(before, moved, async () => 'written');
+    await holds.idle();
+    expect(calls[1][2] - calls[0][3]).toBeGreaterThanOrEqual(2000);
+    expect(await count(metrics, 'ttl')).toBe(1);
+  });
+
+  test('when the reads fail, then the hold still ends at its ttl', async () => {
+    const { calls, holds, metrics } = setUp({ reads: [new Error('RethinkDB unavailable')] });
+    await holds.around(before, moved, async () => 'written');
+    await holds.idle();
+    expect(calls.map((c) => c[0])).toEqual(['hold', 'release']);
+    expect(calls[1][2] - calls[0][3]).toBeGreaterThanOrEqual(2000);
+    expect(await count(metrics, 'ttl')).toBe(1);
+  });
+
+  test('when the action\'s deadline leaves less than two holds\' time, then the write goes ahead without a hold, and the report says why', async () => {
+    const { calls, holds } = setUp();
+    const { result, hold } = await holds.around(before, moved, async () => 'written', { deadline: { remainingMs: () => 1000 } });
+    expect(result).toBe('written');
+    expect(hold).toEqual({ skipped: 'the deadline leaves 1000 ms, too little for a hold' });
+    expect(calls).toEqual([]);
+  });
+
+  test('when the write fails, then the hold is released at once and the error is the write\'s', async () => {
+    const { calls, holds, metrics } = setUp();
+    await expect(holds.around(before, moved, async () => { throw new Error('rejected'); })).rejects.toThrow('rejected');
+    expect(calls.map((c) => c[0])).toEqual(['hold', 'release']);
+    expect(await count(metrics, 'write_failed')).toBe(1);
+  });
+
+  test('when a write moves no primary, then no gate is asked', async () => {
+    const { calls, holds } = setUp();
+    const { hold } = await holds.around(before, [shard('a'), { ...shard('b'), replicas: ['b', 'c', 'd'] }], async () => 'written');
+    expect(hold).toBeNull();
+    expect(calls).toEqual([]);
+  });
+
+  test('when no gate could be held, then the write goes ahead and the report says which gate failed', async () => {
+    const { calls, holds, metrics } = setUp({ held: [], failed: [{ endpoint: 'g1:9180', error: '401: a valid bearer token is required' }] });
+    const { result, hold } = await holds.around(before, moved, async () => 'written');
+    expect(result).toBe('written');
+    expect(hold).toMatchObject({ gates: 0, unreachable: [{ endpoint: 'g1:9180', error: expect.stringMatching(/401/) }] });
+    expect(calls.map((c) => c[0])).toEqual(['hold']);
+    expect(await count(metrics, 'not_taken')).toBe(1);
+  });
+
+  test('when the gates\' token is not there yet (holds off), then the write goes ahead with no hold and nothing counted', async () => {
+    const clock = createVirtualClock();
+    const metrics = createMetrics();
+    const holds = createQueryHolds({
+      gates: { hold: async () => ({ held: [], failed: [], off: 'no token at /t' }), release: async () => [] }, store: {}, clock, logger, metrics, ttlMs: 2000, drainMs: 300,
+    });
+    expect(await holds.around(before, moved, async () => 'written')).toEqual({ result: 'written', hold: null });
+    expect((await metrics.registry.getSingleMetric('rethinkdb_manager_query_holds_total').get()).values).toEqual([]);
+  });
+
+  test('when holds are off (no gates), then around() only writes', async () => {
+    const holds = createQueryHolds({
+      gates: null, store: {}, clock: createVirtualClock(), logger, ttlMs: 2000, drainMs: 300,
+    });
+    expect(await holds.around(before, moved, async () => 'written')).toEqual({ result: 'written', hold: null });
+    expect(holds.enabled).toBe(false);
+  });
+});
