@@ -5,8 +5,8 @@
 //   DELETE /v1/holds/<id>   -> 200 the hold ended, 404 if it is not in force (released, or expired)
 //   GET    /v1/holds        -> 200 the holds in force and the queries they hold
 // The token is read from GATE_HOLD_TOKEN_FILE at each request (a Secret's file is rewritten when it rotates) and
-// compared in constant time. Without the file the routes answer 404 (holds are off). A request answered 4xx changed
-// nothing.
+// compared in constant time. Without GATE_HOLD_TOKEN_FILE the routes answer 404 (holds are off); with it but its file
+// missing or empty, 503. A request answered 4xx changed nothing.
 
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { readFile as readFileAsync } from 'node:fs/promises';

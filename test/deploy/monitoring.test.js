@@ -231,6 +231,11 @@ describe('deploy/monitoring', () => {
       fires: [['RethinkDBManagerPrestopNotCompleted', { ...at, hook: 'prestop', outcome: 'timed_out' }]],
     },
     {
+      what: 'a dry-run PRESTOP (outcome planned) fires nothing', evalTime: '10m',
+      series: { ...healthy, 'rethinkdb_manager_hook_requests_total{job="rethinkdb-manager", instance="a", hook="prestop", outcome="planned"}': '0 0 0 1x60' },
+      fires: [],
+    },
+    {
       what: 'three monitor polls fail in 15 min', evalTime: '10m',
       series: { ...healthy, 'rethinkdb_manager_monitor_poll_failures_total{job="rethinkdb-manager", instance="a"}': '0 0 1 2 3x60' },
       fires: [['RethinkDBManagerMonitorFailing', at]],
