@@ -5,7 +5,7 @@
 
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { loadConfig } from '../../src/config.js';
+import { CONFIG_KEYS, loadConfig } from '../../src/config.js';
 import { REPLICAS_READY_CONDITION } from '../../src/policy/rollout.js';
 import {
   CLUSTER_SCOPED_KINDS, differences, helmChartDir, objectsById, readYamlFile, renderHelmChart, renderKustomization, repoRoot, runHelm, validateManifest,
@@ -273,7 +273,13 @@ describe('the Helm chart: other values', () => {
     ['rethinkdb.podAntiAffinity=sometimes', { 'rethinkdb.podAntiAffinity': 'sometimes' }, /at '\/rethinkdb\/podAntiAffinity': value must be one of 'required', 'preferred'/],
     ['webhook.evictionDeadlineSeconds=12', { 'webhook.evictionDeadlineSeconds': 12 }, /at '\/webhook\/evictionDeadlineSeconds': maximum: got 12, want 9/],
     ['a lower-case manager.config key', { 'manager.config.log_level': 'debug' }, /invalid propertyName 'log_level'/],
+    ['a manager.config key the manager does not know', { 'manager.config.RETHINKDB_HOSTS': 'x' }, /invalid propertyName 'RETHINKDB_HOSTS'/],
   ])('when %s is given, then helm refuses to render and says which value is wrong', (name, set, message) => {
     expect(() => renderHelmChart({ set })).toThrow(message);
+  });
+
+  test('when the schema lists the keys manager.config may hold, then they are exactly the manager\'s configuration keys', () => {
+    const schema = JSON.parse(readFileSync(join(helmChartDir, 'values.schema.json'), 'utf8'));
+    expect(schema.properties.manager.properties.config.propertyNames.enum).toEqual(CONFIG_KEYS.map((k) => k.env).sort());
   });
 });

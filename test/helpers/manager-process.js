@@ -49,8 +49,20 @@ export async function startTcpRelay(targetPort) {
 }
 
 // node src/server.js with `env` (on top of a minimal environment), its JSON log lines kept. Resolves once /livez answers.
-// args and cwd: another entry point, such as the image's bundle (node dist/server.mjs in its folder).
-export async function startManagerProcess({
+// args and cwd: another entry point, such as the image's bundle (node dist/server.mjs in its folder). The port is
+// picked free and released before the manager binds it, so another process may take it first: a manager that exits
+// with EADDRINUSE is started again on another port (twice at most).
+export async function startManagerProcess(options) {
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      return await startOnce(options);
+    } catch (err) {
+      if (attempt >= 3 || err.code !== 'EADDRINUSE') throw err;
+    }
+  }
+}
+
+async function startOnce({
   name, env, args = [join(root, 'src', 'server.js')], cwd = root, startTimeoutMs = 30000,
 }) {
   const [port] = await freeLoopbackPorts(1);
@@ -81,7 +93,9 @@ export async function startManagerProcess({
     if (exited || Date.now() - started > startTimeoutMs) {
       await child.kill('SIGKILL');
       const what = exited ? `exited before /livez answered (${JSON.stringify(exited)})` : `did not answer /livez within ${startTimeoutMs} ms`;
-      throw new Error(`manager ${name} ${what}; stderr: ${child.stderrTail()}; log: ${JSON.stringify(lines.slice(-5))}`);
+      const error = new Error(`manager ${name} ${what}; stderr: ${child.stderrTail()}; log: ${JSON.stringify(lines.slice(-5))}`);
+      if (exited && lines.some((l) => l.code === 'EADDRINUSE')) error.code = 'EADDRINUSE';
+      throw error;
     }
     await new Promise((resolve) => { setTimeout(resolve, 100); });
   }
