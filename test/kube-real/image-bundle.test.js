@@ -104,7 +104,7 @@ describe('the bundle on the sandbox', () => {
     const page = await fetch(`${m.url}/`);
     expect(page.status).toBe(200);
     // The markup with the browser script inlined: both assets were read.
-    expect(await page.text()).toMatch(/<script nonce="[^"]+">[\s\S]*\/v1\/cluster/);
+    expect(await page.text()).toMatch(/<script nonce="[^"]+">[\s\S]*'v1\/cluster'/);
     const prestop = await m.json('/v1/hooks/prestop?pod=rethinkdb-1&dryRun=true', { method: 'POST' });
     expect(prestop.status).toBe(200);
     expect(prestop.body.decision.action).toBe('move-primaries-from-server');

@@ -51,6 +51,8 @@ describe('the manager\'s ServiceAccount with only the rules derived from KUBE_CA
     getPod: () => kube.getPod('rethinkdb-1'),
     listRethinkDbPods: () => kube.listRethinkDbPods(),
     listRethinkDbPodsOnNode: () => kube.listRethinkDbPodsOnNode('node-1'),
+    // The query gates' proxy pods, for holds (GATE_HOLD_POD_SELECTOR).
+    listPodsBySelector: () => kube.listPodsBySelector('app=rethinkdb-proxy'),
     getNode: () => kube.getNode('node-1'),
     nodeExists: () => kube.nodeExists('node-1'),
     listPodMetrics: () => kube.listPodMetrics(),
