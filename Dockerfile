@@ -2,7 +2,7 @@
 # src/server.js into dist/ with esbuild, scripts/build.js), and only that bundle copied into a clean runtime stage that
 # runs as the unprivileged "node" user (uid 1000) with node itself as PID 1. The bundle holds every dependency, so the
 # runtime stage has no node_modules.
-# Base: Node 20 on Debian bookworm-slim, pinned by version and by digest (see README, "Deploy on Kubernetes").
+# Base: Node 20 on Debian bookworm-slim, pinned by version and by digest (see docs/kubernetes.md).
 
 FROM node:20.20.2-bookworm-slim@sha256:2cf067cfed83d5ea958367df9f966191a942351a2df77d6f0193e162b5febfc0 AS build
 WORKDIR /app
@@ -34,5 +34,5 @@ EXPOSE 8080
 # Exec form: node is PID 1 and receives SIGTERM itself; the manager handles it (stop accepting, finish in-flight
 # actions, close clients). It starts no child processes, so no init is needed to reap them. The bundle, not src/:
 # @kubernetes/client-node's index loads every generated API and model module (53 MiB of resident memory, measured once), the
-# bundle only the code the adapter uses (see README, "Benchmarks" > "Memory").
+# bundle only the code the adapter uses (see docs/benchmarks.md > "Memory").
 CMD ["node", "dist/server.mjs"]

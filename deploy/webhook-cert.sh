@@ -1,5 +1,5 @@
 #!/bin/sh
-# Creates the eviction webhook's serving certificate and wires it in (README, "Node maintenance"):
+# Creates the eviction webhook's serving certificate and wires it in (docs/node-maintenance.md):
 #   1. a CA and a certificate for the Service rethinkdb-manager.NAMESPACE.svc, signed by it (openssl);
 #   2. the Secret rethinkdb-manager-webhook-tls (type kubernetes.io/tls) the manager mounts, with the CA as ca.crt
 #      (a follower replica checks the leader's certificate with it when it passes an eviction review on);

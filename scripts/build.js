@@ -1,7 +1,7 @@
 // `npm run build`: the manager as the image runs it, src/server.js bundled by esbuild into dist/server.mjs. The
 // reason is memory: importing @kubernetes/client-node's index loads its 967 modules, every generated API class and
 // model, and added 53 MiB of resident memory here; the bundle's Kubernetes chunk (the adapter and only the client code
-// its named imports reach) added 17 MiB (see README, "Benchmarks" > "Memory"). Code splitting keeps the backends'
+// its named imports reach) added 17 MiB (see docs/benchmarks.md > "Memory"). Code splitting keeps the backends'
 // dynamic imports (the Kubernetes adapter, the rethinkdb driver) in chunks of their own that the sandbox never loads.
 
 import { cp, readFile, rm } from 'node:fs/promises';

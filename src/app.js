@@ -44,7 +44,7 @@ export function createApp({
   app.use(createActionRoutes({ actions, work }));
   app.use(createOpenApiRoutes());
   for (const router of extraRoutes) app.use(router);
-  app.use((req, res, next) => next(new AppError('NOT_FOUND', `no route for ${req.method} ${req.path}; see the README's API reference`)));
+  app.use((req, res, next) => next(new AppError('NOT_FOUND', `no route for ${req.method} ${req.path}; see docs/api.md or GET /openapi.json`)));
   app.use(createErrorHandler(logger.child({ module: 'errors' })));
   return app;
 }

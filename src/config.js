@@ -82,7 +82,7 @@ const KEYS = [
   { env: 'MANAGER_ADVERTISE_HOST', field: 'leaderElection.advertiseHost', parse: nonEmptyString, default: undefined },
   { env: 'RELAY_TOKEN_FILE', field: 'relay.tokenFile', parse: nonEmptyString, default: '/var/run/secrets/rethinkdb-manager/relay/token' },
   { env: 'RELAY_AUDIENCE', field: 'relay.audience', parse: nonEmptyString, default: 'rethinkdb-manager-relay' },
-  // Holds on the query gates around a primary handover (README, "The query gate"): off without a token file.
+  // Holds on the query gates around a primary handover (docs/query-gate.md): off without a token file.
   { env: 'GATE_HOLD_TOKEN_FILE', field: 'gateHold.tokenFile', parse: nonEmptyString, default: undefined },
   { env: 'GATE_HOLD_ENDPOINTS', field: 'gateHold.endpointList', parse: hostList, default: undefined },
   { env: 'GATE_HOLD_POD_SELECTOR', field: 'gateHold.podSelector', parse: nonEmptyString, default: 'app=rethinkdb-proxy' },

@@ -59,7 +59,7 @@ async function main() {
     logger.info({ port: webhook.port }, 'eviction webhook listening (TLS)');
   }).catch((err) => {
     if (err.code === 'WEBHOOK_TLS_UNREADABLE') {
-      logger.error({ err: err.message }, 'eviction webhook off for now (tried again in a minute): evictions go ahead without demoting primaries first (see README, "Node maintenance")');
+      logger.error({ err: err.message }, 'eviction webhook off for now (tried again in a minute): evictions go ahead without demoting primaries first (see docs/node-maintenance.md)');
       if (!stopping) setTimeout(startWebhook, 60000).unref();
       return;
     }
@@ -79,7 +79,7 @@ async function main() {
     const { port } = server.address();
     logger.info({ port, backend: config.backend, auth: config.auth.mode, protectReads: config.auth.protectReads }, 'manager listening');
     if (config.auth.mode === 'none' && config.backend !== 'sandbox') {
-      logger.warn('AUTH_MODE=none: anyone who can reach this port can drain servers and move data; see the README, "Security"');
+      logger.warn('AUTH_MODE=none: anyone who can reach this port can drain servers and move data; see docs/security.md');
     }
     // The sandbox's pods call their hooks over HTTP, like the real pods' curl commands.
     if (backend.sandboxKube) connectSandboxHooks(backend.sandboxKube, sandboxPost(`http://127.0.0.1:${port}`, logger, backend.staticToken));

@@ -1,5 +1,5 @@
 // Serves the eviction webhook over TLS with the certificate and key from files (a Secret mounted in the manager's
-// pod; see README "Node maintenance"). A renewed certificate (cert-manager rewrites the files) is picked up
+// pod; see docs/node-maintenance.md). A renewed certificate (cert-manager rewrites the files) is picked up
 // without a restart: the files are checked every reloadIntervalMs and the TLS context is replaced when they change.
 
 import { existsSync, readFileSync, statSync } from 'node:fs';

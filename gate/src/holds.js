@@ -1,5 +1,5 @@
 // Holds: the manager, about to move a table's primaries, asks every gate to keep that table's new queries back
-// until the old primary has stopped acting (README, "The query gate"). A query met by the handover is then not in
+// until the old primary has stopped acting (docs/query-gate.md). A query met by the handover is then not in
 // flight when the old primary's execution ends, which RethinkDB answers OP_INDETERMINATE ("lost contact with primary
 // replica") even for a read or a write it never applied; the gate may not send those again. A held query goes up
 // when its hold is released, or at the latest when the hold expires (its ttl, at most GATE_HOLD_MAX_MS): a manager

@@ -128,7 +128,7 @@ export function decideMigrateReplicasOff({ server, reason = null }) {
 
 // A server that drops off the network after PRESTOP (a node powered off rather than a clean SIGTERM) stalls
 // writes on every shard it replicates, primary or not, until the others' heartbeat timeout declares it gone
-// (10 s by default; measured on 2.4.4, see README "Evaluation"). So from PRESTOP until the server has left,
+// (10 s by default; measured on 2.4.4, see docs/evaluation/README.md). So from PRESTOP until the server has left,
 // the cluster's heartbeat timeout is lowered to `seconds`. The value it goes back to is the one before the
 // first lowering (a second pod stopping meanwhile keeps that value, not the lowered one).
 // current: the cluster's heartbeat_timeout_secs now (null when unknown); departures: the servers it is lowered
@@ -180,7 +180,7 @@ export function decideHeartbeatRestore(cluster, { departures, now }) {
 // - an `expansion` otherwise.
 // A server that was draining before it went away is released in every case.
 // giveBack (POSTSTART_GIVE_BACK): whether a returning server gets its primaries back. Each handover costs clients
-// about as many failed operations as a failover (see README, "Evaluation"), so giving them back doubles the cost
+// about as many failed operations as a failover (see docs/evaluation/README.md), so giving them back doubles the cost
 // of a planned restart. 'always' gives back what it had; 'balance' levels the primaries again but moves the least
 // busy shards (an idle shard's handover costs nothing; with no traffic seen, what it had); 'never' leaves the layout
 // as the PRESTOP made it.
@@ -369,7 +369,7 @@ export function decideMigrationRetry({ report, failure, cluster, tableIds = [], 
 // immediateUtilization (0: off): a pod hot on the interference signal at or above it raises on its first poll
 // instead of after consecutivePolls: a node that busy for a whole poll interval is no passing spike, and each poll
 // waited is a poll interval of slow operations. Not on the pod's own load: a backfill or an index build can hold a
-// pod at its limit for a poll, and only interference was measured (README, Evaluation on real RethinkDB).
+// pod at its limit for a poll, and only interference was measured (docs/evaluation/README.md, on real RethinkDB).
 // monitorWarnings ([{ pod, since, long }]): the monitor's own warnings as persisted on the pods. A pod with one counts
 // as raised, so that a monitor that did not raise it itself (a restarted manager, a new leader) ends it too.
 // longMs (0: off): a pod hot on interference for consecutivePolls polls whose warning from the monitor was raised at

@@ -1,4 +1,4 @@
-// Pure: the manager's holds on the query gates (README, "The query gate"). Before a table_config write that moves
+// Pure: the manager's holds on the query gates (docs/query-gate.md). Before a table_config write that moves
 // primaries, the manager asks every gate to keep the table's new queries back; RethinkDB answers a query still in
 // flight when an old primary's execution ends OP_INDETERMINATE ("lost contact with primary replica"), which the gate
 // may not send again, even for a read, or a write the old primary refused. The hold ends once no old primary acts

@@ -8,7 +8,7 @@ import { dryRunQuery, fields, mountRoute, objectSchema } from './validation.js';
 
 const common = { deadlineSeconds: fields.deadlineSeconds, reason: fields.reason };
 
-// The route table is also what the README's API reference and the OpenAPI document describe.
+// The route table is also what docs/api.md and the OpenAPI document describe.
 export const ACTION_ROUTES = [
   {
     path: 'move-primaries-from-server', action: 'movePrimariesFromServer', schema: objectSchema({ server: fields.server, ...common }, ['server']),

@@ -87,7 +87,7 @@ describe('request hygiene', () => {
   test('when a route does not exist, then 404 with the error model', async () => {
     const res = await request(createSandboxHarness().app).get('/v1/nope');
     expect(res.status).toBe(404);
-    expect(res.body).toEqual({ error: 'NOT_FOUND', message: "no route for GET /v1/nope; see the README's API reference" });
+    expect(res.body).toEqual({ error: 'NOT_FOUND', message: "no route for GET /v1/nope; see docs/api.md or GET /openapi.json" });
   });
 });
 

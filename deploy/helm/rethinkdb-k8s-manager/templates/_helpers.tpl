@@ -46,7 +46,7 @@ rethinkdb-0.rethinkdb:29015,... for { replicas, port }. */}}
 {{- join "," $names -}}
 {{- end }}
 
-{{/* Holds on the query gates around a primary handover (README, "The query gate"): with the proxies, their gates and
+{{/* Holds on the query gates around a primary handover (docs/query-gate.md): with the proxies, their gates and
 gate.hold.enabled. */}}
 {{- define "rkm.gateHolds" -}}
 {{- if and .Values.proxy.enabled .Values.gate.enabled .Values.gate.hold.enabled -}}true{{- end -}}
