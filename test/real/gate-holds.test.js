@@ -122,6 +122,10 @@ describe('holds on a real cluster', () => {
     // Each hold ended: released by the manager once the old primary stopped acting (or, on a slow machine, at its ttl).
     expect(await metric('rethinkdb_gate_holds_ended_total', { how: 'released' }) + await metric('rethinkdb_gate_holds_ended_total', { how: 'expired' })).toBe(holds);
     expect(await metric('rethinkdb_gate_holds_ended_total', { how: 'released' })).toBeGreaterThan(0);
+    // The manager ended them on seeing the old primaries stop acting, not by waiting out their ttl.
+    const ended = () => m.logs.filter((l) => l.msg === 'query gates released');
+    await eventually(() => ended().length === holds, { timeoutMs: 5000, what: 'the manager\'s line for each hold it ended' });
+    expect(ended().filter((l) => l.how === 'handed_over').length).toBeGreaterThan(0);
     expect(primariesOf(await readTables(cluster))).toHaveLength(4);
   });
 });
