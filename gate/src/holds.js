@@ -54,14 +54,15 @@ export function createHolds({ maxMs, timers = { setTimeout, clearTimeout }, cloc
 
   // facts: { tables: ['db.table'], unknownTables, writes } (protocol.js classifyQuery).
   function covers(facts) {
-    if (holds.size === 0 || !facts?.writes) return false;
-    if (facts.unknownTables) return true;
-    for (const hold of holds.values()) for (const table of facts.tables) if (hold.tables.has(table)) return true;
+    for (const hold of holds.values()) if (touches(facts, hold.tables)) return true;
     return false;
   }
 
-  // Whether a query of these facts touches any of `tables` (a Set), for the drain before a hold answers.
-  const touches = (facts, tables) => Boolean(facts?.writes) && (facts.unknownTables || facts.tables.some((t) => tables.has(t)));
+  // Whether a query of these facts touches any of `tables` (a Set): what a hold covers, and what the drain before a
+  // hold answers waits for.
+  function touches(facts, tables) {
+    return Boolean(facts?.writes) && (facts.unknownTables || facts.tables.some((t) => tables.has(t)));
+  }
 
   const view = (hold) => ({ id: hold.id, tables: [...hold.tables], ttlMs: hold.until - hold.since, remainingMs: Math.max(0, hold.until - clock.now()) });
 

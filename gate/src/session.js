@@ -198,9 +198,12 @@ export function createSession({
       });
       return !held;
     }
-    if (entry?.held && type === QUERY.STOP && queued.some((q) => q.key === key && q.kind === 'retry')) {
-      // The client gives up on a query held to be sent again: as for a retry waiting for its backoff (below).
-      dequeue((q) => q.key !== key);
+    // The client gives up on a query the gate holds to send again (on its backoff, or kept back by a hold): it is not
+    // sent, and the client gets the error that query met (the write was not performed), as if the gate had not held it.
+    const heldRetry = entry?.held && queued.some((q) => q.key === key && q.kind === 'retry');
+    if (type === QUERY.STOP && (entry?.timer || heldRetry)) {
+      if (entry.timer) clearTimeout(entry.timer);
+      if (heldRetry) dequeue((q) => q.key !== key);
       inFlight.delete(key);
       metrics.gaveUp('stopped');
       write(client, entry.lastError, upstream);
@@ -211,15 +214,6 @@ export function createSession({
       if (type === QUERY.NOREPLY_WAIT) inFlight.set(key, { ...waitEntry(), held: true });
       if (type === QUERY.CONTINUE && entry) entry.awaiting = true;
       enqueue({ key, raw: Buffer.from(frame.raw), kind: type === QUERY.NOREPLY_WAIT ? 'wait' : 'follow' });
-      return false;
-    }
-    if (type === QUERY.STOP && entry?.timer) {
-      // The client gives up on a query the gate holds to send again: it is not sent, and the client gets the error
-      // that query met (the write was not performed), as if the gate had not held it.
-      clearTimeout(entry.timer);
-      inFlight.delete(key);
-      metrics.gaveUp('stopped');
-      write(client, entry.lastError, upstream);
       return false;
     }
     if (type === QUERY.CONTINUE && entry) entry.awaiting = true;

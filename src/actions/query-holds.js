@@ -7,10 +7,9 @@
 
 import { handoversOf, holdMayEnd, holdTables } from '../policy/query-holds.js';
 
-// gates: src/gates/gate-client.js, or null (holds off: around() only writes). holdTimeoutMs: the gate client's own
-// limit beyond drainMs (the longest a hold request may take is drainMs + holdTimeoutMs).
+// gates: src/gates/gate-client.js, or null (holds off: around() only writes).
 export function createQueryHolds({
-  gates, store, clock, logger, metrics = null, ttlMs, drainMs, holdTimeoutMs = 500, pollMs = 20,
+  gates, store, clock, logger, metrics = null, ttlMs, drainMs, pollMs = 20,
 }) {
   const log = logger.child({ module: 'query-holds' });
   const ending = new Set();
@@ -21,7 +20,7 @@ export function createQueryHolds({
   async function around(before, shards, write, { deadline = null } = {}) {
     const handovers = gates ? handoversOf(before, shards) : [];
     if (handovers.length === 0) return { result: await write(), hold: null };
-    if (deadline && deadline.remainingMs() < 2 * (drainMs + holdTimeoutMs)) {
+    if (deadline && deadline.remainingMs() < 2 * gates.holdLimitMs(drainMs)) {
       metrics?.queryHoldEnded('skipped', 0);
       return { result: await write(), hold: { skipped: `the deadline leaves ${Math.round(deadline.remainingMs())} ms, too little for a hold` } };
     }

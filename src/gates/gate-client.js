@@ -99,7 +99,8 @@ export function createGateClient({
     return outcomes.filter(Boolean);
   }
 
-  return { hold, release };
+  // The longest a hold request may take: the gate's drain, then the client's own limit.
+  return { hold, release, holdLimitMs: (drainMs) => drainMs + timeoutMs };
 }
 
 // The gates' endpoints from the pods the Kubernetes API lists: running, with an IP, at `port`. A pod being deleted is

@@ -40,9 +40,8 @@ export function createDataStore({ source, managedTables = [] }) {
     // rethinkdb.stats' table_server rows (client docs/s per table and server); [] where the source has none (the
     // sandbox models no traffic).
     // Each shard's acting primaries (server ids) of one table, or null when it is gone: one row, cheap enough to poll
-    // while a hold on the query gates lasts. A source without the read answers from the whole cluster read.
+    // while a hold on the query gates lasts.
     readActingPrimaries: async (tableId) => {
-      if (!source.readTableStatus) return (await readCluster()).tables.find((t) => t.id === tableId)?.shards.map((s) => s.acting) ?? null;
       const row = await timeQuery('read', () => source.readTableStatus(tableId));
       return row ? row.shards.map((s) => [...(s.primary_replicas ?? [])]) : null;
     },

@@ -46,6 +46,7 @@ describe('createQueryHolds', () => {
     const gates = {
       hold: async (tables, options) => { calls.push(['hold', tables, options, clock.now()]); return { held, failed }; },
       release: async (list) => { calls.push(['release', list.map((h) => h.id), clock.now()]); return []; },
+      holdLimitMs: (drainMs) => drainMs + 500,
     };
     let i = 0;
     const store = { readActingPrimaries: async () => { const c = reads[Math.min(i, reads.length - 1)]; i += 1; if (c instanceof Error) throw c; return c; } };
@@ -126,7 +127,7 @@ describe('createQueryHolds', () => {
     const clock = createVirtualClock();
     const metrics = createMetrics();
     const holds = createQueryHolds({
-      gates: { hold: async () => ({ held: [], failed: [], off: 'no token at /t' }), release: async () => [] }, store: {}, clock, logger, metrics, ttlMs: 2000, drainMs: 300,
+      gates: { hold: async () => ({ held: [], failed: [], off: 'no token at /t' }), release: async () => [], holdLimitMs: (d) => d + 500 }, store: {}, clock, logger, metrics, ttlMs: 2000, drainMs: 300,
     });
     expect(await holds.around(before, moved, async () => 'written')).toEqual({ result: 'written', hold: null });
     expect((await metrics.registry.getSingleMetric('rethinkdb_manager_query_holds_total').get()).values).toEqual([]);
