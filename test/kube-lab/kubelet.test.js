@@ -6,9 +6,11 @@
 // with a check that nothing of it is left on the machine.
 
 import { jest } from '@jest/globals';
+import { execFile, spawnSync } from 'node:child_process';
+import { promisify } from 'node:util';
 import {
-  adminPassword, clientLines, connectPod, createKubectl, labDown, labLeftovers, labNode, labUp, podReady, r,
-  startClientPod, stopClientPod, until,
+  KUBECTL, REPO, adminPassword, clientLines, connectPod, createKubectl, labDown, labLeftovers, labNode, labUp, podReady,
+  r, startClientPod, stopClientPod, until,
 } from '../../lab/kube/kube-lab.js';
 import { watchRollout } from '../../lab/kube/rollout-watch.js';
 
@@ -17,6 +19,7 @@ import { watchRollout } from '../../lab/kube/rollout-watch.js';
 jest.setTimeout(30 * 60 * 1000);
 
 const DB = 'lab';
+const run = promisify(execFile);
 let kubectl;
 let password;
 
@@ -42,6 +45,23 @@ async function primariesByServer(conn, table) {
   const config = await r.db(DB).table(table).config().run(conn);
   return config.shards.map((s) => s.primary_replica);
 }
+
+// The layout a test starts from: the server is the primary of the table's first shard if it holds none of its
+// primaries (an earlier test's levelling may have left it so; every table here has a replica on every server).
+async function givePrimary(conn, table, server) {
+  const config = await r.db(DB).table(table).config().run(conn);
+  if (!config.shards.some((sh) => sh.primary_replica === server)) {
+    const shards = config.shards.map((sh, i) => (i === 0 ? { ...sh, primary_replica: server } : sh));
+    await r.db(DB).table(table).config().update({ shards }).run(conn);
+    await r.db(DB).table(table).wait({ waitFor: 'all_replicas_ready', timeout: 60 }).run(conn);
+  }
+  expect(await primariesByServer(conn, table)).toContain(server);
+}
+
+// The manager levels primaries over the cluster, not table by table (the fewest handovers): a server given its share
+// back may get it in any table.
+const primariesOfAnyTable = async (conn) => (await r.db('rethinkdb').table('table_config').coerceTo('array').run(conn))
+  .flatMap((t) => t.shards.map((sh) => sh.primary_replica));
 
 const connectedServers = async (conn) => (await r.db('rethinkdb').table('server_status').pluck('name').coerceTo('array').run(conn))
   .map((s) => s.name);
@@ -91,12 +111,16 @@ test('the chart is installed by helm and everything it made is Ready on real kub
   expect(sts.metadata.labels['app.kubernetes.io/managed-by']).toBe('Helm');
 });
 
-test('a pod deleted: the kubelet runs its preStop, the manager moves its primaries before SIGTERM, postStart brings them back, the probes gate Ready', async () => {
-  const victim = 'rethinkdb-2';
-  const server = 'rethinkdb_2';
+// Deletes a RethinkDB pod and follows it through Kubernetes and the manager, checking through the driver: its
+// primaries left it before it left the cluster (the kubelet's preStop, through the manager), the new pod was never
+// Ready while its driver port refused connections (the probes), the returned server holds a primary again
+// (postStart), and no preStop hook failed. `before` runs just before the deletion (a leader change, in one test;
+// then the manager pod that served a hook may be gone with its log, so `hookLogs: false`).
+async function podStopsAndReturns(victim, table, { before = async () => {}, hookLogs = true } = {}) {
+  const server = victim.replace('-', '_');
   let conn = await observer(victim);
-  await ensureTable(conn, 'prestop');
-  expect(await primariesByServer(conn, 'prestop')).toContain(server);
+  await ensureTable(conn, table);
+  await givePrimary(conn, table, server);
 
   // Watch from another server: when the victim's primaries left it, and when it left the cluster.
   // Rounds, not times: the primaries must be seen gone in a round before the one that sees the server gone.
@@ -107,7 +131,7 @@ test('a pod deleted: the kubelet runs its preStop, the manager moves its primari
     while (watching) {
       round += 1;
       try {
-        const primaries = await primariesByServer(conn, 'prestop');
+        const primaries = await primariesByServer(conn, table);
         const connected = await connectedServers(conn);
         if (seen.primariesMovedRound === null && !primaries.includes(server)) seen.primariesMovedRound = round;
         if (seen.disconnectedRound === null && !connected.includes(server)) seen.disconnectedRound = round;
@@ -119,8 +143,10 @@ test('a pod deleted: the kubelet runs its preStop, the manager moves its primari
       await sleep(100);
     }
   })();
+  const since = new Date().toISOString();
   try {
     const uidBefore = (await pod(victim)).metadata.uid;
+    await before();
     await kubectl.ns('delete', 'pod', victim, '--wait=false');
     await until('the victim server leaves the cluster', () => seen.disconnectedRound !== null);
     expect(seen.primariesMovedRound).not.toBeNull();
@@ -147,19 +173,26 @@ test('a pod deleted: the kubelet runs its preStop, the manager moves its primari
   await until('the server is back in the cluster', async () => (await connectedServers(conn)).includes(server));
   // postStart: the manager levels the primaries back onto the returned server.
   try {
-    await until('the returned server holds a primary again', async () => (await primariesByServer(conn, 'prestop')).includes(server),
+    await until('the returned server holds a primary again', async () => (await primariesOfAnyTable(conn)).includes(server),
       { timeoutMs: 180000 });
   } finally {
     watching = false;
     await watch;
   }
   // The hooks came from the pod (curl in the container, run by the kubelet), as the manager's request log shows.
-  const logs = await kubectl.ns('logs', '-l', 'app=rethinkdb-manager', '--tail=-1', '--prefix');
-  expect(logs).toContain(`"url":"/v1/hooks/prestop?pod=${victim}"`);
-  expect(logs).toContain(`"url":"/v1/hooks/poststart?pod=${victim}"`);
+  if (hookLogs) {
+    const logs = await kubectl.ns('logs', '-l', 'app=rethinkdb-manager', '--tail=-1', '--prefix', `--since-time=${since}`);
+    expect(logs).toContain(`"url":"/v1/hooks/prestop?pod=${victim}"`);
+    expect(logs).toContain(`"url":"/v1/hooks/poststart?pod=${victim}"`);
+  }
   const events = (await kubectl.nsJson('get', 'events', '--field-selector', `involvedObject.name=${victim}`)).items;
-  expect(events.filter((e) => e.reason === 'FailedPreStopHook').map((e) => e.message)).toEqual([]);
+  const after = (e) => (e.lastTimestamp ?? e.eventTime ?? e.metadata.creationTimestamp) >= since.slice(0, 19);
+  expect(events.filter((e) => e.reason === 'FailedPreStopHook' && after(e)).map((e) => e.message)).toEqual([]);
   await conn.close();
+}
+
+test('a pod deleted: the kubelet runs its preStop, the manager moves its primaries before SIGTERM, postStart brings them back, the probes gate Ready', async () => {
+  await podStopsAndReturns('rethinkdb-2', 'prestop');
 });
 
 test('kubectl drain: the webhook demotes before the eviction, the PDB holds the next one, drain retries, uncordon levels back', async () => {
@@ -381,4 +414,103 @@ test('the manager\'s leader pod deleted mid-migration: the other replica takes t
   process.stderr.write(`leader deleted mid-migration (operation ${operation?.id}): ${JSON.stringify(reconciled.map((x) => ({ loaded: x.loaded, resumed: x.resumed })))}\n`);
   expect(reconciled.some((x) => x.resumed > 0)).toBe(true);
   await conn.close();
+});
+
+test('a noisy pod on a RethinkDB pod\'s node: the monitor reads metrics-server\'s node figures, raises PERFWARNING and demotes; the pod gone, it restores', async () => {
+  // Each lab node's kubelet runs in a cgroup namespace rooted at the node's cgroup (lab/kube/node-ns.sh), so what
+  // metrics-server serves for a node is that node's CPU, over its allocatable single CPU.
+  const victim = 'rethinkdb-1';
+  const server = 'rethinkdb_1';
+  const conn = await observer(victim);
+  await ensureTable(conn, 'noisy');
+  await givePrimary(conn, 'noisy', server);
+  const { spec } = await pod(victim);
+  const noisy = {
+    apiVersion: 'v1', kind: 'Pod',
+    metadata: { name: 'noisy', namespace: 'rethinkdb', labels: { app: 'lab-noisy' } },
+    spec: {
+      nodeName: spec.nodeName, terminationGracePeriodSeconds: 0, restartPolicy: 'Never',
+      containers: [{ name: 'busy', image: spec.containers[0].image, imagePullPolicy: 'Never', command: ['sh', '-c', 'while :; do :; done'] }],
+    },
+  };
+  const since = new Date().toISOString();
+  const t0 = Date.now();
+  let raisedAfter;
+  let nodeUsage;
+  try {
+    const applied = spawnSync(KUBECTL, ['apply', '-f', '-'], { input: JSON.stringify(noisy), env: kubectl.env, encoding: 'utf8' });
+    expect(applied.stderr).toBe('');
+    // Demoted, as RethinkDB shows it.
+    await until(`${server} holds no primary of ${DB}.noisy`, async () => !(await primariesByServer(conn, 'noisy')).includes(server), { timeoutMs: 240000, intervalMs: 1000 });
+    raisedAfter = (Date.now() - t0) / 1000;
+    nodeUsage = JSON.parse(await kubectl('get', '--raw', `/apis/metrics.k8s.io/v1beta1/nodes/${spec.nodeName}`)).usage.cpu;
+  } finally {
+    await kubectl.ns('delete', 'pod', 'noisy', '--ignore-not-found', '--wait=false');
+  }
+  const raised = (await managerLog(since)).filter((l) => l.msg === 'monitor decision' && l.decision === 'raise');
+  process.stderr.write(`noisy pod on ${spec.nodeName}: demoted after ${raisedAfter} s, node CPU then ${nodeUsage}; ${JSON.stringify(raised.map((l) => l.reason))}\n`);
+  // The monitor's own decision, on the interference signal: the node's figure, not the pod's.
+  expect(raised.map((l) => ({ pod: l.pod, signal: l.signal }))).toEqual([{ pod: victim, signal: 'interference' }]);
+  // The neighbour gone, the warning clears after its cooldown and the primaries come back.
+  await until(`${server} holds a primary again`, async () => (await primariesOfAnyTable(conn)).includes(server), { timeoutMs: 300000, intervalMs: 1000 });
+  const cleared = (await managerLog(since)).filter((l) => l.msg === 'monitor decision' && l.decision === 'clear');
+  expect(cleared.map((l) => l.pod)).toEqual([victim]);
+  await conn.close();
+});
+
+test('the manager\'s own Deployment rolled: a RethinkDB pod stopped as the leader\'s pod terminates still has its primaries moved first', async () => {
+  const managers = async () => (await kubectl.nsJson('get', 'pods', '-l', 'app=rethinkdb-manager')).items;
+  const before = new Set((await managers()).map((p) => p.metadata.name));
+  const leader0 = (await kubectl.nsJson('get', 'lease', 'rethinkdb-manager')).spec.holderIdentity.split('_')[0];
+  let leaderTerminatingAt;
+  await podStopsAndReturns('rethinkdb-0', 'rollover', {
+    hookLogs: false,
+    before: async () => {
+      await kubectl.ns('rollout', 'restart', 'deployment/rethinkdb-manager');
+      // The rollout replaces one replica at a time; the RethinkDB pod stops as soon as the leader's own pod is
+      // terminating, so that its preStop meets the leader's shutdown and the Lease changing hands.
+      await until(`the leader's pod ${leader0} terminating`, async () => {
+        const p = await pod(leader0).catch(() => null);
+        return p === null || Boolean(p.metadata.deletionTimestamp);
+      }, { timeoutMs: 300000, intervalMs: 100 });
+      leaderTerminatingAt = new Date().toISOString();
+    },
+  });
+  await kubectl.ns('rollout', 'status', 'deployment/rethinkdb-manager', '--timeout=300s');
+  const after = await managers();
+  const current = after.filter((p) => !p.metadata.deletionTimestamp);
+  expect(current).toHaveLength(2);
+  for (const p of current) expect({ pod: p.metadata.name, replaced: !before.has(p.metadata.name), ready: podReady(p) }).toEqual({ pod: p.metadata.name, replaced: true, ready: true });
+  const holder = (await kubectl.nsJson('get', 'lease', 'rethinkdb-manager')).spec.holderIdentity.split('_')[0];
+  expect(current.map((p) => p.metadata.name)).toContain(holder);
+  const prestops = (await managerLog(leaderTerminatingAt)).filter((l) => String(l.req?.url).startsWith('/v1/hooks/prestop'));
+  process.stderr.write(`manager rollout: the leader's pod terminating at ${leaderTerminatingAt}; preStop seen ${JSON.stringify(prestops.map((l) => [l.time, l.res?.statusCode ?? l.msg]))}\n`);
+});
+
+test('the kustomize base in place of the chart (helm uninstall, kubectl apply -k deploy/k8s, the webhook certificate): Ready, the servers on their data, the hooks through the manager', async () => {
+  const helm = `${REPO}test/helm/bin/helm`;
+  await run(helm, ['uninstall', 'rethinkdb-manager', '-n', 'rethinkdb', '--wait', '--timeout', '10m'], { env: kubectl.env });
+  await until('the chart\'s pods are gone', async () => (await kubectl.nsJson('get', 'pods', '-l', 'app in (rethinkdb,rethinkdb-manager,rethinkdb-proxy)')).items.length === 0, { timeoutMs: 300000, intervalMs: 1000 });
+  // The install steps of docs/install.md, on the base as shipped: the Secrets are still there (created outside the
+  // chart), so steps 3 and 4.
+  await kubectl('apply', '-k', `${REPO}deploy/k8s`);
+  await run('sh', [`${REPO}deploy/webhook-cert.sh`], { env: { ...kubectl.env, NAMESPACE: 'rethinkdb', PATH: `${REPO}lab/kube/bin:${process.env.PATH}` } });
+  for (const what of ['statefulset/rethinkdb', 'deployment/rethinkdb-proxy', 'deployment/rethinkdb-manager']) {
+    await kubectl.ns('rollout', 'status', what, '--timeout=600s');
+  }
+  const sts = await kubectl.nsJson('get', 'statefulset', 'rethinkdb');
+  expect(sts.metadata.labels?.['app.kubernetes.io/managed-by']).toBeUndefined();
+  const all = (await kubectl.nsJson('get', 'pods')).items.filter((p) => ['rethinkdb', 'rethinkdb-manager', 'rethinkdb-proxy'].includes(p.metadata.labels?.app));
+  for (const p of all) expect({ pod: p.metadata.name, ready: podReady(p) }).toEqual({ pod: p.metadata.name, ready: true });
+  expect(new Set((await pods()).map((p) => p.spec.nodeName)).size).toBe(3);
+  const conn = await observer('none');
+  try {
+    expect((await connectedServers(conn)).sort()).toEqual(['rethinkdb_0', 'rethinkdb_1', 'rethinkdb_2']);
+    // The servers came back on the volumes the chart's StatefulSet had claimed: the tables are still there.
+    expect(await r.db(DB).tableList().run(conn)).toContain('noisy');
+  } finally { await conn.close(); }
+  await podStopsAndReturns('rethinkdb-1', 'kustomize');
+  // Step 4's check: the manager serves the webhook once it has read the certificate.
+  await until('the manager serves the eviction webhook', async () => (await kubectl.ns('logs', '-l', 'app=rethinkdb-manager', '--tail=-1')).includes('eviction webhook listening (TLS)'),
+    { timeoutMs: 240000, intervalMs: 5000 });
 });
