@@ -51,14 +51,25 @@ const tokenFile = join(mkdtempSync(join(tmpdir(), 'manager-token-')), 'token');
 const projectedToken = 'projected-token-as-the-kubelet-mounts-it';
 writeFileSync(tokenFile, projectedToken);
 
-function runHook(name, { podName = sandboxPod, curlExitCode = 0 } = {}) {
-  return runScript(hookScript(name), { env: containerEnv(podName, tokenFile), fakes: { curl: { exitCode: curlExitCode } } });
+// curl's answers, in order: what --write-out prints (the HTTP status, or 000 with no response) and its exit code.
+const answered = (status) => ({ stdout: String(status), exitCode: 0 });
+const noResponse = (exitCode) => ({ stdout: '000', exitCode });
+
+// Runs a hook with a stand-in curl (its answers in order) and a clock: `date +%s` advances `secondsPerCall` at each
+// call, and sleep returns at once, so that a hook's time budget is counted without waiting for it.
+function runHook(name, { podName = sandboxPod, curl = [answered(200)], secondsPerCall = 1 } = {}) {
+  const clock = Array.from({ length: 200 }, (_, i) => ({ stdout: String(1_000_000 + i * secondsPerCall) }));
+  return runScript(hookScript(name), {
+    env: containerEnv(podName, tokenFile), fakes: { curl: { sequence: curl }, date: { sequence: clock }, sleep: {} },
+  });
 }
 
+const curlCallsOf = (result) => result.calls.filter((c) => c.command === 'curl').map((c) => parseCurlArgs(c.args));
+
 function curlCallOf(result) {
-  const curls = result.calls.filter((c) => c.command === 'curl');
+  const curls = curlCallsOf(result);
   expect(curls).toHaveLength(1);
-  return parseCurlArgs(curls[0].args);
+  return curls[0];
 }
 
 // Fires the hook's request, as curl would send it, at the real app on the sandbox. The app checks the bearer
@@ -107,21 +118,54 @@ describe('preStop hook', () => {
     expect(managerConfig.deadlines.prestopSeconds).toBe(loadConfig({}).deadlines.prestopSeconds);
   });
 
-  test('when the manager answers with an error, then the hook fails (a FailedPreStopHook event shows it)', () => {
-    expect(runHook('preStop', { curlExitCode: 22 }).exitCode).not.toBe(0);
+  test.each([[400], [404], [504]])('when the manager answers %i (refused, or its deadline passed), then the hook fails at once (a FailedPreStopHook event shows it)', (status) => {
+    const result = runHook('preStop', { curl: [answered(status)] });
+    expect(result.exitCode).not.toBe(0);
+    expect(curlCallsOf(result)).toHaveLength(1);
+  });
+
+  test('when nobody takes the request (a 503 while the manager\'s leader changes, then no answer), then the hook sends it again each second until a replica takes it', () => {
+    const result = runHook('preStop', { curl: [answered(503), noResponse(7), answered(503), answered(200)] });
+    expect(result.exitCode).toBe(0);
+    const calls = curlCallsOf(result);
+    expect(calls).toHaveLength(4);
+    expect(new Set(calls.map((c) => c.urls[0])).size).toBe(1);
+    expect(result.calls.filter((c) => c.command === 'sleep').map((c) => c.args)).toEqual([['1'], ['1'], ['1']]);
+    // Each try waits only for what is left of the one budget.
+    const maxTimes = calls.map((c) => Number(c.options['--max-time']));
+    expect(maxTimes[0]).toBeGreaterThan(managerConfig.deadlines.prestopSeconds);
+    for (let i = 1; i < maxTimes.length; i += 1) expect(maxTimes[i]).toBeLessThan(maxTimes[i - 1]);
+  });
+
+  test('when nobody ever takes it, then the hook gives up within its one budget, with a message', () => {
+    const result = runHook('preStop', { curl: [answered(503)], secondsPerCall: 2 });
+    expect(result.exitCode).not.toBe(0);
+    expect(result.stderr).toContain('no manager replica took the request within 25 s');
+    const maxTimes = curlCallsOf(result).map((c) => Number(c.options['--max-time']));
+    expect(maxTimes.length).toBeGreaterThan(1);
+    for (const t of maxTimes) expect(t).toBeGreaterThan(0);
+    expect(Math.max(...maxTimes)).toBeLessThanOrEqual(25);
   });
 });
 
 describe('postStart hook', () => {
   test.each([[6, 'cannot resolve'], [7, 'connection refused'], [28, 'timed out']])(
-    'when curl fails with exit %i (%s), then the hook still exits 0 and never fails the container',
+    'when curl fails with exit %i (%s) every time, then the hook tries within its budget, still exits 0 and never fails the container',
     (curlExitCode) => {
-      expect(runHook('postStart', { curlExitCode }).exitCode).toBe(0);
+      const result = runHook('postStart', { curl: [noResponse(curlExitCode)] });
+      expect(result.exitCode).toBe(0);
+      expect(curlCallsOf(result).length).toBeGreaterThan(1);
     },
   );
 
+  test.each([[202, 1], [500, 1], [503, 3]])('when the manager answers %i, then the hook exits 0 after %i tries', (status, tries) => {
+    const result = runHook('postStart', { curl: [answered(status), answered(status), answered(202)] });
+    expect(result.exitCode).toBe(0);
+    expect(curlCallsOf(result)).toHaveLength(tries);
+  });
+
   test('when the manager is slow, then the hook is bounded in time', () => {
-    const call = curlCallOf(runHook('postStart'));
+    const call = curlCallOf(runHook('postStart', { curl: [answered(202)] }));
     expect(Number(call.options['--max-time'])).toBeGreaterThan(0);
     expect(Number(call.options['--max-time'])).toBeLessThanOrEqual(15);
   });

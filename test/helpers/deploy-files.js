@@ -155,13 +155,21 @@ export function runScript(script, { env = {}, fakes = {}, timeoutMs = 10000 } = 
   const dir = mkdtempSync(join(tmpdir(), 'deploy-script-'));
   const logFile = join(dir, 'calls.log');
   writeFileSync(logFile, '');
-  for (const [name, { exitCode = 0, stdout = '' }] of Object.entries(fakes)) {
+  // A fake answers { stdout, exitCode }, or with `sequence` its Nth call answers the Nth entry (the last one
+  // from then on).
+  for (const [name, { exitCode = 0, stdout = '', sequence = [{ exitCode, stdout }] }] of Object.entries(fakes)) {
     const fake = join(dir, name);
+    const counter = join(dir, `${name}.calls`);
+    writeFileSync(counter, '0');
+    const answer = ({ stdout: out = '', exitCode: code = 0 }) => `${out ? `printf '%s\\n' ${shellQuote(out)}; ` : ''}exit ${code}`;
     writeFileSync(fake, [
       '#!/bin/sh',
       `{ printf '%s' ${shellQuote(name)}; for a in "$@"; do printf '\\037%s' "$a"; done; printf '\\n'; } >> ${shellQuote(logFile)}`,
-      stdout ? `printf '%s\\n' ${shellQuote(stdout)}` : ':',
-      `exit ${exitCode}`,
+      `n=$(cat ${shellQuote(counter)}); echo $((n + 1)) > ${shellQuote(counter)}`,
+      'case $n in',
+      ...sequence.slice(0, -1).map((entry, i) => `  ${i}) ${answer(entry)} ;;`),
+      `  *) ${answer(sequence.at(-1))} ;;`,
+      'esac',
       '',
     ].join('\n'));
     chmodSync(fake, 0o755);
@@ -183,7 +191,7 @@ function shellQuote(text) {
 
 // The method, URL and headers of one curl call, from its arguments (the options our hooks use).
 export function parseCurlArgs(args) {
-  const withValue = new Set(['-X', '--request', '-H', '--header', '--max-time', '-m', '--connect-timeout', '-d', '--data']);
+  const withValue = new Set(['-X', '--request', '-H', '--header', '--max-time', '-m', '--connect-timeout', '-d', '--data', '-o', '--output', '-w', '--write-out']);
   const call = { method: 'GET', headers: {}, options: {}, urls: [] };
   for (let i = 0; i < args.length; i += 1) {
     const arg = args[i];

@@ -294,7 +294,7 @@ describe('the lab images and the Dockerfiles', () => {
   });
 
   test('when the StatefulSet\'s hooks call the manager, then the RethinkDB image has curl', () => {
-    expect(read('deploy/helm/rethinkdb-k8s-manager/templates/rethinkdb-statefulset.yaml')).toMatch(/^\s+curl /m);
+    expect(read('deploy/helm/rethinkdb-k8s-manager/templates/rethinkdb-statefulset.yaml')).toMatch(/(^\s+|\$\()curl /m);
     expect(BASE_PACKAGES).toContain('curl');
     expect(all.rethinkdb.layers).toContain('base');
   });
