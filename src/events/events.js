@@ -47,28 +47,33 @@ export function createEvents({
     const report = resultOf(done, 'demote');
     const heartbeatResult = resultOf(done, 'lower-heartbeat');
     const [raftLeadership] = resultOf(done, 'move-raft-leadership')?.reports ?? [];
-    const majorityWait = resultOf(done, 'wait-for-majority') ?? { outcome: 'off', waitedMs: 0, short: [], reason: 'PRESTOP_MAJORITY_WAIT_SECONDS is 0' };
-    if (majorityWait.outcome === 'waited' || majorityWait.outcome === 'gave_up') recordWait({ server, pod, actor, majorityWait });
+    const waitOf = (phase) => done.find((d) => d.intent.type === 'wait-for-majority' && d.intent.phase === phase)?.result
+      ?? { outcome: 'off', waitedMs: 0, short: [], reason: 'PRESTOP_MAJORITY_WAIT_SECONDS is 0' };
+    const majorityWait = waitOf('before-demote');
+    const settleWait = waitOf('after-demote');
+    for (const [wait, when] of [[majorityWait, 'before its demotion'], [settleWait, 'after its demotion']]) {
+      if (wait.outcome === 'waited' || wait.outcome === 'gave_up') recordWait({ server, pod, actor, majorityWait: wait, when });
+    }
     const primariesOff = report.skipped.length === 0 && report.notDone.length === 0 && report.settled !== false;
     log.info({ pod, server: server.name, outcome: report.outcome, primariesOff, reason: decision.reason }, 'preStop handled');
     return {
-      event: 'PRESTOP', pod, server: server.name, decision: describe(decision), outcome: report.outcome, primariesOff, report, majorityWait,
+      event: 'PRESTOP', pod, server: server.name, decision: describe(decision), outcome: report.outcome, primariesOff, report, majorityWait, settleWait,
       ...(heartbeatResult ? { heartbeat: heartbeatResult } : {}),
       ...(raftLeadership ? { raftLeadership } : {}),
     };
   }
 
-  // A PRESTOP that waited for a ready majority: an audit record (an Event on the pod, a Warning when it gave up), the
-  // metric and a log line.
-  function recordWait({ server, pod, actor, majorityWait }) {
+  // A PRESTOP that waited for a ready majority (before or after its demotion): an audit record (an Event on the pod, a
+  // Warning when it gave up), the metric and a log line.
+  function recordWait({ server, pod, actor, majorityWait, when }) {
     const { outcome, waitedMs, short, reason } = majorityWait;
     metrics?.recordPrestopWait({ outcome, seconds: waitedMs / 1000 });
     audit?.record({
-      actor, action: 'wait-for-majority', target: { server: server.name }, pod, reason, durationMs: waitedMs,
+      actor, action: 'wait-for-majority', target: { server: server.name }, pod, reason: `${when}: ${reason}`, durationMs: waitedMs,
       outcome: outcome === 'waited' ? 'completed' : 'timed_out',
       notDone: outcome === 'waited' ? [] : short.map((s) => ({ table: s.table, shard: s.shard, reason: 'no ready voting majority without this server' })),
     });
-    log.info({ pod, server: server.name, outcome, waitedMs, short: short.length }, 'preStop waited for a ready majority');
+    log.info({ pod, server: server.name, when, outcome, waitedMs, short: short.length }, 'preStop waited for a ready majority');
   }
 
   // The StatefulSet's rollout ({ state: rolloutOf's answer, pods }), or null when it cannot be read (no Kubernetes API,

@@ -154,9 +154,14 @@ export function createExecutor({ store, actions, marks: realMarks, operations, c
       },
       // PRESTOP, once the server is marked: wait while stopping it would leave a shard without a ready voting majority,
       // within prestopWaitBudgetMs. The demotion then plans on the last read. A read that fails ends the wait (the
-      // demotion matters more). A dry run says whether it would wait, and does not.
-      async 'wait-for-majority'({ server, maxWaitSeconds }, { snapshot, observe, deadlineSeconds, dryRun }) {
+      // demotion matters more). A dry run says whether it would wait, and does not. After the demotion (phase
+      // after-demote) the same wait, on a fresh read, for the secondaries catching up with their new primaries; a dry
+      // run moved nothing, so it has nothing to say there.
+      async 'wait-for-majority'({ server, maxWaitSeconds, phase }, { snapshot, observe, deadlineSeconds, dryRun }) {
         const startedAt = clock.now();
+        if (dryRun && phase === 'after-demote') {
+          return { outcome: 'none', waitedMs: 0, short: [], reason: 'a dry run moves no primary, so no secondary has a new primary to catch up with' };
+        }
         const deadline = createDeadline(clock, prestopWaitBudgetMs({ maxWaitSeconds, deadlineSeconds }));
         let cluster = snapshot ?? await store.readCluster();
         const initial = decidePrestopWait(cluster, { serverId: server.id, serverName: server.name, waitLeftMs: deadline.remainingMs() });

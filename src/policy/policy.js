@@ -64,7 +64,9 @@ export function prestopActionSeconds(deadlineMs) {
 // gone (after a silent loss, for the heartbeat timeout first).
 // prefer: during a rollout, where the primaries should rather go (prestopPreference in ./rollout.js).
 // majorityWaitSeconds (PRESTOP_MAJORITY_WAIT_SECONDS, 0: off): once the server is marked, and before its demotion, wait
-// while stopping it would leave a shard without a ready voting majority (decidePrestopWait in ./rollout.js).
+// while stopping it would leave a shard without a ready voting majority (decidePrestopWait in ./rollout.js); and the
+// same again after the demotion, since a handover has the new primary's secondaries catch up with it for a moment (on
+// real 2.4.4 servers, `backfilling` for about half a second): the server should not stop before they have.
 export function decidePrestop({
   pod, server, heartbeat = { seconds: 0 }, moveRaftLeader = false, prefer = null, majorityWaitSeconds = 0,
 }) {
@@ -84,11 +86,17 @@ export function decidePrestop({
   };
 }
 
-// The drain's intents with the wait for a ready majority before its demotion (none when the wait is off).
+// The drain's intents with the waits for a ready majority before its demotion and after it (none when the wait is off).
 function withWait(intents, server, maxWaitSeconds) {
   if (!(maxWaitSeconds > 0)) return intents;
   const at = intents.findIndex((i) => i.type === 'demote');
-  return [...intents.slice(0, at), { type: 'wait-for-majority', server, maxWaitSeconds }, ...intents.slice(at)];
+  return [
+    ...intents.slice(0, at),
+    { type: 'wait-for-majority', server, maxWaitSeconds, phase: 'before-demote' },
+    intents[at],
+    { type: 'wait-for-majority', server, maxWaitSeconds, phase: 'after-demote' },
+    ...intents.slice(at + 1),
+  ];
 }
 
 // The operator's drain (move-primaries-from-server, move-primaries-from-node): the servers stay draining until

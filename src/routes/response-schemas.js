@@ -111,12 +111,21 @@ const PrestopResult = closed({
   raftLeadership: open({ action: { const: 'move-raft-leadership' }, outcome }, ['action', 'outcome']),
   majorityWait: {
     ...closed({
-      outcome: { type: 'string', enum: ['none', 'waited', 'gave_up', 'would_wait'] },
+      outcome: { type: 'string', enum: ['none', 'waited', 'gave_up', 'would_wait', 'off'] },
       waitedMs: number,
       short: arrayOf(closed({ tableId: string, table: string, shard: integer })),
       reason: string,
     }),
     description: 'the wait before the demotion while stopping the server would have left a shard without a ready voting majority (PRESTOP_MAJORITY_WAIT_SECONDS)',
+  },
+  settleWait: {
+    ...closed({
+      outcome: { type: 'string', enum: ['none', 'waited', 'gave_up', 'would_wait', 'off'] },
+      waitedMs: number,
+      short: arrayOf(closed({ tableId: string, table: string, shard: integer })),
+      reason: string,
+    }),
+    description: 'the same wait after the demotion: the secondaries catching up with their new primaries before the server stops (PRESTOP_MAJORITY_WAIT_SECONDS)',
   },
   timings: ref('Timings'),
 }, ['event', 'pod', 'server', 'decision', 'outcome', 'primariesOff', 'timings']);

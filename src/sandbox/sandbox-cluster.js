@@ -26,8 +26,13 @@ export function paperTopology() {
 // returnBackfillMs: how long a server that comes back (restoreServer) catches up on each shard it replicates before its
 // replicas are ready again; on 2.4.4 a server restarted on its data shows `backfilling` for about half a second under
 // 200 ops/s (the Kubernetes lab's rollout). 0: ready at once.
+// handoverResyncMs: after a primary handover, how long the shard's secondaries catch up with their new primary once it
+// acts (`backfilling` on 2.4.4, about half a second in the lab's rollouts). The old primary is modelled as up to date
+// (it handed over), so that the demotion's own wait (a live majority, the stopping server counted) is met while the
+// shard would have none without that server: the case PRESTOP's wait after the demotion is for. 0: no catch-up.
 export function createSandboxCluster({
   clock, topology = paperTopology(), electionTimeoutMs = 10000, handoverMs = 300, backfillMsPer1000Docs = 100, returnBackfillMs = 0,
+  handoverResyncMs = 0,
 }) {
   let nextId = 1;
   const servers = new Map();
@@ -70,7 +75,7 @@ export function createSandboxCluster({
   function replicaState(table, i, id, now) {
     if (!isConnected(id)) return 'disconnected';
     const backfill = table.runtime[i].backfills.get(id);
-    if (backfill) {
+    if (backfill && now >= backfill.start) {
       if (now < backfill.start + backfill.durationMs) return now < backfill.start + 50 ? 'transitioning' : 'backfilling';
       table.runtime[i].backfills.delete(id);
     }
@@ -271,7 +276,15 @@ export function createSandboxCluster({
         }
       }
       for (const id of rt.backfills.keys()) if (!shard.replicas.includes(id)) rt.backfills.delete(id);
-      if (shard.primary !== old.primary) rt.changedAt = now;
+      if (shard.primary !== old.primary) {
+        rt.changedAt = now;
+        // Once the new primary acts, its secondaries catch up with it.
+        if (handoverResyncMs > 0) {
+          for (const id of voters(shard)) {
+            if (id !== shard.primary && id !== old.primary && !rt.backfills.has(id)) rt.backfills.set(id, { start: now + handoverMs, durationMs: handoverResyncMs, source: shard.primary });
+          }
+        }
+      }
     });
     // Measured on 2.4.4: a leader that votes in no shard steps down during the next config write; another voter of
     // the new config leads.

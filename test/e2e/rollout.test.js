@@ -108,6 +108,38 @@ describe('PRESTOP waits for a ready voting majority', () => {
     expect((await request(h.app).get('/metrics')).text).toMatch(/rethinkdb_manager_prestop_majority_waits_total\{outcome="waited"\} 1/);
   });
 
+  test('when the handover has the secondaries catch up with their new primaries, then PRESTOP waits for them after the demotion, so that the server does not stop while they do', async () => {
+    // 2.4.4 shows a new primary's secondaries `backfilling` for about half a second after a handover.
+    const h = createSandboxHarness({ model: { handoverResyncMs: 600 } });
+    const started = h.clock.now();
+    const res = await request(h.app).post('/v1/hooks/prestop?pod=rethinkdb-1');
+    expect(res.status).toBe(200);
+    expect(res.body.primariesOff).toBe(true);
+    expect(res.body.majorityWait.outcome).toBe('none');
+    expect(res.body.settleWait).toMatchObject({ outcome: 'waited', short: expect.arrayContaining([expect.objectContaining({ table: 'ycsb.usertable' })]) });
+    expect(res.body.settleWait.waitedMs).toBeGreaterThan(0);
+    expect(res.body.settleWait.reason).toMatch(/without rethinkdb_1, .* would have no ready voting majority .*the majority was back after \d+ ms/);
+    // When it answers, every shard has a ready voting majority without rethinkdb_1.
+    const status = (await h.store.readCluster()).tables.flatMap((t) => t.shards);
+    const id = (await h.store.readCluster()).servers.find((s) => s.name === 'rethinkdb_1').id;
+    for (const shard of status) {
+      const others = shard.replicas.filter((r) => r !== id);
+      expect(others.filter((r) => shard.states[r] === 'ready').length * 2).toBeGreaterThan(shard.replicas.length);
+    }
+    expect(h.clock.now() - started).toBeGreaterThanOrEqual(600);
+    expect(h.audit.list({ limit: 20 }).find((e) => e.action === 'wait-for-majority')?.reason).toMatch(/^after its demotion: /);
+    // A dry run moves nothing, so there is nothing to wait for after it.
+    const dry = await request(h.app).post('/v1/hooks/prestop?pod=rethinkdb-2&dryRun=true');
+    expect(dry.body.settleWait).toMatchObject({ outcome: 'none', waitedMs: 0 });
+  });
+
+  test('when no secondary catches up after the handover, then PRESTOP does not wait after the demotion', async () => {
+    const res = await request(createSandboxHarness().app).post('/v1/hooks/prestop?pod=rethinkdb-1');
+    expect(res.body.settleWait).toMatchObject({ outcome: 'none', waitedMs: 0 });
+    const off = await request(createSandboxHarness({ env: { PRESTOP_MAJORITY_WAIT_SECONDS: '0' } }).app).post('/v1/hooks/prestop?pod=rethinkdb-1');
+    expect(off.body).toMatchObject({ majorityWait: { outcome: 'off' }, settleWait: { outcome: 'off' } });
+  });
+
   test('when the catch-up outlasts the wait, then PRESTOP gives up within its budget, demotes anyway, and reports it as a Warning', async () => {
     const h = createSandboxHarness({ env: { PRESTOP_MAJORITY_WAIT_SECONDS: '2' }, model: { returnBackfillMs: 60000 } });
     h.model.crashServer('rethinkdb_2', { mode: 'term' });

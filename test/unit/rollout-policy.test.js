@@ -73,10 +73,11 @@ describe('decidePrestopWait and shardsShortWithout: a stop must not leave a shar
     expect(prestopWaitOutcome(lost, { serverId: 'a', initialShort: short })).toBe('gave_up');
   });
 
-  test('when decidePrestop is given a wait, then the wait comes after the mark and before the demotion; 0 gives none', () => {
-    const types = (seconds) => decidePrestop({ pod: 'rethinkdb-1', server: server('s1'), majorityWaitSeconds: seconds }).intents.map((i) => i.type);
-    expect(types(10)).toEqual(['mark-draining', 'move-connection', 'wait-for-majority', 'demote']);
-    expect(types(0)).toEqual(['mark-draining', 'move-connection', 'demote']);
+  test('when decidePrestop is given a wait, then it waits after the mark and before the demotion, and again after the demotion; 0 gives none', () => {
+    const steps = (seconds) => decidePrestop({ pod: 'rethinkdb-1', server: server('s1'), majorityWaitSeconds: seconds }).intents
+      .map((i) => (i.phase ? `${i.type} ${i.phase}` : i.type));
+    expect(steps(10)).toEqual(['mark-draining', 'move-connection', 'wait-for-majority before-demote', 'demote', 'wait-for-majority after-demote']);
+    expect(steps(0)).toEqual(['mark-draining', 'move-connection', 'demote']);
   });
 
   test('when the budget is spent, then no wait, and the reason names the shard', () => {
