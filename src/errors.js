@@ -14,6 +14,9 @@ export const ERROR_CODES = Object.freeze({
   UNSUPPORTED_MEDIA_TYPE: { statusCode: 415 },
   PAYLOAD_TOO_LARGE: { statusCode: 413 },
   RECONFIGURATION_REJECTED: { statusCode: 502 },
+  // The leader took a relayed request but its answer was lost: it may have done it. Not a 503, which callers (the
+  // pods' hooks) may send again.
+  LEADER_ANSWER_LOST: { statusCode: 502 },
   SHUTTING_DOWN: { statusCode: 503 },
   STARTING: { statusCode: 503 },
   NOT_LEADER: { statusCode: 503 },

@@ -105,7 +105,7 @@ export function createLeaderRelay({
           if (err instanceof AppError) { next(err); return; }
           // Sent, but the answer was lost: the leader may have done it, so it is not sent again.
           if (!err.beforeSending) {
-            next(new AppError('NO_LEADER', `the leader ${leader.identity} took ${req.method} ${req.path} but its answer was lost (${err.code ?? err.message}); check what it did before sending it again`));
+            next(new AppError('LEADER_ANSWER_LOST', `the leader ${leader.identity} took ${req.method} ${req.path} but its answer was lost (${err.code ?? err.message}); check what it did before sending it again`));
             return;
           }
           lastProblem = `the leader ${leader.identity} at ${route.target} did not answer (${err.cause?.code ?? err.message})`;

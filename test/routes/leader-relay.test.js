@@ -214,6 +214,18 @@ describe('the relay trusts no one', () => {
     expect(sent.headers['x-forwarded-for']).toBeUndefined();
   });
 
+  test('when the leader takes the request and its answer is lost, then the follower answers 502 LEADER_ANSWER_LOST, not a 503 a hook would send again, and sends it nowhere else', async () => {
+    const seen = [];
+    const leaderUrl = await listen(express().use((req, res) => { seen.push(req.path); res.socket.destroy(); }));
+    const next = await replica(200, { ok: true });
+    const base = await follower({ elector: electorOf([{ identity: 'leader', http: leaderUrl }, { identity: 'next', http: next.url }]) });
+    const answer = await post(base, '/v1/hooks/prestop?pod=rethinkdb-0');
+    expect(answer).toMatchObject({ status: 502, body: { error: 'LEADER_ANSWER_LOST' } });
+    expect(answer.body.message).toMatch(/took POST \/v1\/hooks\/prestop but its answer was lost/);
+    expect(seen).toEqual(['/v1/hooks/prestop']);
+    expect(next.seen).toEqual([]);
+  });
+
   test('when a follower has no relay token, then it relays nothing and says why at once', async () => {
     const leader = await replica(200, { ok: true });
     const creds = { ...credentials, credential: async () => null, ownProblem: () => 'the relay token /x cannot be read (ENOENT)' };
