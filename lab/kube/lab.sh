@@ -69,6 +69,11 @@ node_run() { echo "$RUN_DIR/node-$1"; }
 NODE_NS=$REPO/lab/kube/node-ns.sh
 # A pid file's process is alive only if it is still the lab's (pids wrap: a stale file may name a stranger).
 alive() { [[ -f $1 ]] && grep -qF -- "$LAB_DIR" "/proc/$(cat "$1")/cmdline" 2> /dev/null; }
+# Node I's namespace holder is alive only if it is that node's (a reused pid may be another node's daemon).
+alive_ns() {
+  local f=$LAB_DIR/pids/node-ns-$1.pid
+  [[ -f $f ]] && [[ $(tr '\0' ' ' < "/proc/$(cat "$f")/cmdline" 2> /dev/null) == "sh $NODE_NS inside $LAB_DIR $1 " ]]
+}
 
 # Starts a daemon once: its pid in $LAB_DIR/pids/NAME.pid, its output in $LAB_DIR/logs/NAME.log.
 daemon() {
@@ -293,6 +298,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
   sandbox_image = "rkl.local/pause:1"
   restrict_oom_score_adj = true
   enable_selinux = false
+  # The pods' network namespaces are mounted in the node's own mount namespace (node-ns.sh): their files go under
+  # the node's state directory, which down removes, not into the host's /run/netns, where only empty files would stay.
+  netns_mounts_under_state_dir = true
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "$d/cni/net.d"
@@ -332,7 +340,7 @@ cgroupDriver: cgroupfs
 cgroupRoot: /
 # The node's CPU for pods: one CPU, as the lab's story of a small node has it, so that what the node's own cgroup
 # uses (its kubelet's "/" in its cgroup namespace) over its allocatable CPU is the monitor's interference signal.
-kubeReserved: { cpu: "$(( $(nproc) > 1 ? $(nproc) - 1 : 0 ))" }
+kubeReserved: { cpu: "$(( $(getconf _NPROCESSORS_ONLN) > 1 ? $(getconf _NPROCESSORS_ONLN) - 1 : 0 ))" }
 failCgroupV1: false
 failSwapOn: false
 containerRuntimeEndpoint: unix://$r/containerd.sock
@@ -375,11 +383,18 @@ start_node() {
   node_network "$i"
   node_cgroups "$i"
   node_files "$i"
-  if ! alive "$LAB_DIR/pids/node-ns-$i.pid"; then
+  if ! alive_ns "$i"; then
+    # New namespaces: daemons still running in old ones (a hold killed on its own, or a lab started before them)
+    # are stopped first, so that all of the node's daemons run in the new ones.
+    local p
+    for p in containerd kubelet kube-proxy; do
+      if alive "$LAB_DIR/pids/$p-$i.pid"; then kill "$(cat "$LAB_DIR/pids/$p-$i.pid")" 2> /dev/null || true; fi
+      rm -f "$LAB_DIR/pids/$p-$i.pid"
+    done
     rm -f "$d/namespaces-ready"
     daemon "node-ns-$i" sh "$NODE_NS" hold "$LAB_DIR" "$i"
-    wait_for 10 "node-$i's namespaces" test -f "$d/namespaces-ready"
   fi
+  wait_for 10 "node-$i's namespaces" test -f "$d/namespaces-ready"
   daemon "containerd-$i" sh "$NODE_NS" run "$LAB_DIR" "$i" containerd --config "$d/containerd.toml"
   wait_for 30 "node-$i's containerd" ctr --address "$r/containerd.sock" version
   local tar
@@ -451,6 +466,10 @@ install_chart() {
     step "chart: the kustomize base is applied here; deleting its objects (not the namespace) to install the chart"
     kubectl kustomize "$REPO/deploy/k8s" | awk 'BEGIN { RS = "\n---\n"; ORS = "\n---\n" } !/(^|\n)kind: Namespace\n/' \
       | kubectl delete --ignore-not-found --wait=true -f - > /dev/null
+    # Their pods too: a RethinkDB proxy that joins servers which then all go away does not find them again on their
+    # new addresses (seen here: the chart's proxies joined the base's stopping servers, then served no server).
+    wait_for 300 "the kustomize base's pods to be gone" \
+      sh -c "[ -z \"\$(kubectl -n '$NAMESPACE' get pods -l 'app in (rethinkdb,rethinkdb-proxy,rethinkdb-manager)' -o name)\" ]"
   fi
   local chart=(--namespace "$NAMESPACE" --set namespace.create=false --set manager.image.pullPolicy=Never --set rethinkdb.image.pullPolicy=Never)
   if [[ $status == deployed ]]; then
@@ -473,7 +492,11 @@ install_chart() {
     step "chart: helm install $RELEASE deploy/helm/rethinkdb-k8s-manager (image pull policy Never)"
     helm install "$RELEASE" "$REPO/deploy/helm/rethinkdb-k8s-manager" "${chart[@]}" > /dev/null
   fi
-  if ! kubectl -n "$NAMESPACE" get secret rethinkdb-manager-webhook-tls > /dev/null 2>&1; then
+  # Also when the webhook configuration has no CA (made again by an install after the kustomize base's was deleted,
+  # the Secret still there): without it the API server skips the webhook (failurePolicy Ignore).
+  local ca
+  ca=$(kubectl get validatingwebhookconfiguration rethinkdb-manager-eviction -o jsonpath='{.webhooks[0].clientConfig.caBundle}' 2> /dev/null || true)
+  if [[ -z $ca ]] || ! kubectl -n "$NAMESPACE" get secret rethinkdb-manager-webhook-tls > /dev/null 2>&1; then
     step "webhook certificate (deploy/webhook-cert.sh)"
     NAMESPACE=$NAMESPACE sh "$REPO/deploy/webhook-cert.sh" | sed 's/^/    /'
   fi

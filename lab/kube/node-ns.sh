@@ -24,7 +24,8 @@ case $mode in
   inside)
     for h in /sys/fs/cgroup/*; do
       [ "${h##*/}" = unified ] && continue
-      opts=$(awk -v m="$h" '$5 == m && $(NF - 2) == "cgroup" { print $NF }' /proc/self/mountinfo)
+      # The last mount on that path is the one seen there.
+      opts=$(awk -v m="$h" '$5 == m && $(NF - 2) == "cgroup" { print $NF }' /proc/self/mountinfo | tail -n1)
       [ -n "$opts" ] || continue
       umount "$h"
       mount -t cgroup -o "$opts" cgroup "$h"

@@ -51,9 +51,16 @@ const tokenFile = join(mkdtempSync(join(tmpdir(), 'manager-token-')), 'token');
 const projectedToken = 'projected-token-as-the-kubelet-mounts-it';
 writeFileSync(tokenFile, projectedToken);
 
-// curl's answers, in order: what --write-out prints (the HTTP status, or 000 with no response) and its exit code.
-const answered = (status) => ({ stdout: String(status), exitCode: 0 });
-const noResponse = (exitCode) => ({ stdout: '000', exitCode });
+// curl's answers, in order, as curl gives them: the body goes where --output says (else to stdout), and the HTTP
+// status (000 with no response) to stdout only if --write-out asks for it; then its exit code.
+const curlAnswer = (status, body) => [
+  'out=""; wo=""; prev=""',
+  'for a in "$@"; do case $prev in --output | -o) out=$a ;; --write-out | -w) wo=$a ;; esac; prev=$a; done',
+  `if [ -n "$out" ]; then printf '%s' '${body}' > "$out"; else printf '%s' '${body}'; fi`,
+  `[ "$wo" = '%{http_code}' ] && printf '%s' '${status}'`,
+].join('\n');
+const answered = (status) => ({ shell: curlAnswer(status, '{"answer":"the body"}'), exitCode: 0 });
+const noResponse = (exitCode) => ({ shell: curlAnswer('000', ''), exitCode });
 
 // Runs a hook with a stand-in curl (its answers in order) and a clock: `date +%s` advances `secondsPerCall` at each
 // call, and sleep returns at once, so that a hook's time budget is counted without waiting for it.

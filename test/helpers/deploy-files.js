@@ -155,13 +155,13 @@ export function runScript(script, { env = {}, fakes = {}, timeoutMs = 10000 } = 
   const dir = mkdtempSync(join(tmpdir(), 'deploy-script-'));
   const logFile = join(dir, 'calls.log');
   writeFileSync(logFile, '');
-  // A fake answers { stdout, exitCode }, or with `sequence` its Nth call answers the Nth entry (the last one
-  // from then on).
+  // A fake answers { stdout, exitCode } (or runs `shell`, with its arguments in "$@", then exits), or with `sequence`
+  // its Nth call answers the Nth entry (the last one from then on).
   for (const [name, { exitCode = 0, stdout = '', sequence = [{ exitCode, stdout }] }] of Object.entries(fakes)) {
     const fake = join(dir, name);
     const counter = join(dir, `${name}.calls`);
     writeFileSync(counter, '0');
-    const answer = ({ stdout: out = '', exitCode: code = 0 }) => `${out ? `printf '%s\\n' ${shellQuote(out)}; ` : ''}exit ${code}`;
+    const answer = ({ stdout: out = '', exitCode: code = 0, shell = '' }) => `${shell ? `${shell}; ` : ''}${out ? `printf '%s\\n' ${shellQuote(out)}; ` : ''}exit ${code}`;
     writeFileSync(fake, [
       '#!/bin/sh',
       `{ printf '%s' ${shellQuote(name)}; for a in "$@"; do printf '\\037%s' "$a"; done; printf '\\n'; } >> ${shellQuote(logFile)}`,
