@@ -5,7 +5,9 @@
 // the write goes ahead. A hold never takes time a deadline needs for the writes: with less than twice what a hold may
 // take left, the write goes ahead without one.
 
-import { handoversOf, holdMayEnd, holdTables } from '../policy/query-holds.js';
+import {
+  decideHold, handoversOf, holdMayEnd, holdTables,
+} from '../policy/query-holds.js';
 
 // gates: src/gates/gate-client.js, or null (holds off: around() only writes).
 export function createQueryHolds({
@@ -19,10 +21,11 @@ export function createQueryHolds({
   // inFlight, tookMs } as taken, or { skipped } when the deadline left no time for it.
   async function around(before, shards, write, { deadline = null } = {}) {
     const handovers = gates ? handoversOf(before, shards) : [];
-    if (handovers.length === 0) return { result: await write(), hold: null };
-    if (deadline && deadline.remainingMs() < 2 * gates.holdLimitMs(drainMs)) {
+    const decision = decideHold({ handovers, remainingMs: deadline ? deadline.remainingMs() : null, holdLimitMs: gates ? gates.holdLimitMs(drainMs) : 0 });
+    if (!decision.hold && !decision.skipped) return { result: await write(), hold: null };
+    if (!decision.hold) {
       metrics?.queryHoldEnded('skipped', 0);
-      return { result: await write(), hold: { skipped: `the deadline leaves ${Math.round(deadline.remainingMs())} ms, too little for a hold` } };
+      return { result: await write(), hold: { skipped: decision.skipped } };
     }
     const startedAt = clock.now();
     const taken = await gates.hold(holdTables(before), { ttlMs, drainMs });

@@ -102,10 +102,3 @@ export function createGateClient({
   // The longest a hold request may take: the gate's drain, then the client's own limit.
   return { hold, release, holdLimitMs: (drainMs) => drainMs + timeoutMs };
 }
-
-// The gates' endpoints from the pods the Kubernetes API lists: running, with an IP, at `port`. A pod being deleted is
-// one: its gate still relays the queries of its open connections while it drains.
-export function podEndpoints(pods, port) {
-  return pods.filter((p) => p.phase === 'Running' && p.podIp)
-    .map((p) => `${p.podIp.includes(':') ? `[${p.podIp}]` : p.podIp}:${port}`);
-}

@@ -19,6 +19,18 @@ export function handoversOf(before, shards) {
   });
 }
 
+// Whether to hold the gates around a write: { hold, skipped }. Not when the write moves no primary (skipped null);
+// not when the deadline leaves less than twice what a hold may take (skipped says so): the writes need that time more
+// than a hold does. remainingMs: what the action's deadline leaves, null without one; holdLimitMs: the longest a hold
+// may take (the gate client's time limit and the drain).
+export function decideHold({ handovers, remainingMs, holdLimitMs }) {
+  if (handovers.length === 0) return { hold: false, skipped: null };
+  if (remainingMs !== null && remainingMs < 2 * holdLimitMs) {
+    return { hold: false, skipped: `the deadline leaves ${Math.round(remainingMs)} ms, too little for a hold` };
+  }
+  return { hold: true, skipped: null };
+}
+
 // The names a hold gives the gates for a table: 'db.table', as queries name it.
 export const holdTables = (table) => [tableLabel(table)];
 
@@ -30,4 +42,11 @@ export function holdMayEnd(acting, handovers) {
   const still = handovers.filter(({ shard, from }) => (acting[shard] ?? []).some((id) => from.includes(id)));
   if (still.length === 0) return { end: true, reason: 'no old primary acts any more' };
   return { end: false, reason: `${still.length} of ${handovers.length} old primaries still act` };
+}
+
+// Which gates a hold goes to: the gates' endpoints from the pods the Kubernetes API lists: running, with an IP, at `port`. A pod being deleted is
+// one: its gate still relays the queries of its open connections while it drains.
+export function podEndpoints(pods, port) {
+  return pods.filter((p) => p.phase === 'Running' && p.podIp)
+    .map((p) => `${p.podIp.includes(':') ? `[${p.podIp}]` : p.podIp}:${port}`);
 }

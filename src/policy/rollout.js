@@ -65,9 +65,8 @@ export function decidePrestopWait(cluster, { serverId, serverName, waitLeftMs })
   const view = createView(cluster);
   const short = shardsShortWithout(cluster, serverId).filter((s) => {
     const shard = cluster.tables.find((t) => t.id === s.tableId).shards[s.shard];
-    // With this server, could the shard have a ready majority once the others' backfills end? Count the connected voters.
-    const voters = votingReplicas(shard);
-    return voters.filter((id) => id !== serverId && view.isConnected(id)).length * 2 > voters.length;
+    // Without this server, could the shard have a ready majority once the others' backfills end? Count the connected voters.
+    return connectedMajority(view, shard, serverId);
   });
   if (short.length === 0) return { wait: false, short, reason: `every shard keeps a ready voting majority without ${serverName}` };
   const list = short.slice(0, 5).map((s) => `${s.table} shard ${s.shard}`).join(', ') + (short.length > 5 ? ` and ${short.length - 5} more` : '');
@@ -98,8 +97,13 @@ function lostMajority(cluster, { tableId, shard: index }, serverId) {
   const view = createView(cluster);
   const shard = cluster.tables.find((t) => t.id === tableId)?.shards[index];
   if (!shard) return false;
+  return !connectedMajority(view, shard, serverId);
+}
+
+// Whether the shard's voters that are connected, `except` aside, are a majority of its voters.
+function connectedMajority(view, shard, except = null) {
   const voters = votingReplicas(shard);
-  return voters.filter((id) => id !== serverId && view.isConnected(id)).length * 2 <= voters.length;
+  return voters.filter((id) => id !== except && view.isConnected(id)).length * 2 > voters.length;
 }
 
 // PRESTOP during a rollout: where the stopping server's primaries should go. targets: the servers of pods already
@@ -186,8 +190,7 @@ export function decidePodReadiness(cluster, { serverId, pod, unreadySince = null
 // acts as its primary and its configured primary (not this server) is disconnected (an election, or none possible).
 // A shard that another server serves after a failover is not blocked: this replica backfills from it.
 function blockedElsewhere(view, shard, serverId) {
-  const voters = votingReplicas(shard);
-  if (voters.filter((id) => view.isConnected(id)).length * 2 <= voters.length) return true;
+  if (!connectedMajority(view, shard)) return true;
   const acting = shard.acting.filter((id) => id !== serverId && view.isConnected(id));
   return acting.length === 0 && shard.primary !== serverId && !view.isConnected(shard.primary);
 }

@@ -10,7 +10,8 @@ import pino from 'pino';
 import { createAdminHandler } from '../../gate/src/admin.js';
 import { createGate } from '../../gate/src/gate.js';
 import { createGateMetrics } from '../../gate/src/metrics.js';
-import { createGateClient, podEndpoints } from '../../src/gates/gate-client.js';
+import { createGateClient } from '../../src/gates/gate-client.js';
+import { podEndpoints } from '../../src/policy/query-holds.js';
 
 const logger = pino({ level: 'silent' });
 const clock = { now: () => Date.now(), sleep: (ms) => new Promise((resolve) => { setTimeout(resolve, ms); }) };

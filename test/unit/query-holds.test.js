@@ -5,7 +5,9 @@ import pino from 'pino';
 import { createQueryHolds } from '../../src/actions/query-holds.js';
 import { createVirtualClock } from '../../src/lib/clock.js';
 import { createMetrics } from '../../src/metrics/metrics.js';
-import { handoversOf, holdMayEnd, holdTables } from '../../src/policy/query-holds.js';
+import {
+  decideHold, handoversOf, holdMayEnd, holdTables,
+} from '../../src/policy/query-holds.js';
 
 const logger = pino({ level: 'silent' });
 const shard = (primary, acting = [primary]) => ({ primary, replicas: ['a', 'b', 'c'], nonvoting: [], acting });
@@ -35,6 +37,18 @@ describe('handoversOf and holdMayEnd (pure)', () => {
     ['the table is gone', null, true, 'the table is gone'],
   ])('when %s, then holdMayEnd says whether the hold may end', (_, acting, end, reason) => {
     expect(holdMayEnd(acting, [{ shard: 0, from: ['a'], to: 'b' }])).toEqual({ end, reason });
+  });
+});
+
+describe('decideHold (pure)', () => {
+  const handovers = [{ shard: 0, from: ['a'], to: 'b' }];
+  test.each([
+    ['the write moves no primary', [], 10000, { hold: false, skipped: null }],
+    ['there is no deadline', handovers, null, { hold: true, skipped: null }],
+    ['the deadline leaves twice a hold\'s time', handovers, 1600, { hold: true, skipped: null }],
+    ['the deadline leaves less than twice a hold\'s time', handovers, 1599.6, { hold: false, skipped: 'the deadline leaves 1600 ms, too little for a hold' }],
+  ])('when %s, then %j', (_, moves, remainingMs, expected) => {
+    expect(decideHold({ handovers: moves, remainingMs, holdLimitMs: 800 })).toEqual(expected);
   });
 });
 
