@@ -44,8 +44,8 @@ export function holdMayEnd(acting, handovers) {
   return { end: false, reason: `${still.length} of ${handovers.length} old primaries still act` };
 }
 
-// Which gates a hold goes to: the gates' endpoints from the pods the Kubernetes API lists: running, with an IP, at `port`. A pod being deleted is
-// one: its gate still relays the queries of its open connections while it drains.
+// Which gates a hold goes to, from the gate pods the Kubernetes API lists: those running with an IP, at `port`. A pod
+// being deleted is one: its gate still relays the queries of its open connections while it drains.
 export function podEndpoints(pods, port) {
   return pods.filter((p) => p.phase === 'Running' && p.podIp)
     .map((p) => `${p.podIp.includes(':') ? `[${p.podIp}]` : p.podIp}:${port}`);

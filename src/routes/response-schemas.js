@@ -103,6 +103,14 @@ const DataMoveStarted = closed({
 const Decision = open({ reason: string, actions: arrayOf(string) }, ['reason', 'actions']);
 
 // src/events/events.js prestop, answered with its timings (src/routes/hook-routes.js).
+// A PRESTOP's wait for a ready voting majority without its server (before its demotion, and after it).
+const prestopWait = closed({
+  outcome: { type: 'string', enum: ['none', 'waited', 'gave_up', 'would_wait', 'off'] },
+  waitedMs: number,
+  short: arrayOf(closed({ tableId: string, table: string, shard: integer })),
+  reason: string,
+});
+
 const PrestopResult = closed({
   event: { const: 'PRESTOP' }, pod: string, server: nullable(string), decision: ref('Decision'), outcome,
   primariesOff: { type: 'boolean', description: 'whether every primary left the pod (false: some are still on it)' },
@@ -110,21 +118,11 @@ const PrestopResult = closed({
   heartbeat: open({ lowered: boolean, reason: string, from: nullable(number), to: number, until: dateTime }, ['lowered']),
   raftLeadership: open({ action: { const: 'move-raft-leadership' }, outcome }, ['action', 'outcome']),
   majorityWait: {
-    ...closed({
-      outcome: { type: 'string', enum: ['none', 'waited', 'gave_up', 'would_wait', 'off'] },
-      waitedMs: number,
-      short: arrayOf(closed({ tableId: string, table: string, shard: integer })),
-      reason: string,
-    }),
+    ...prestopWait,
     description: 'the wait before the demotion while stopping the server would have left a shard without a ready voting majority (PRESTOP_MAJORITY_WAIT_SECONDS)',
   },
   settleWait: {
-    ...closed({
-      outcome: { type: 'string', enum: ['none', 'waited', 'gave_up', 'would_wait', 'off'] },
-      waitedMs: number,
-      short: arrayOf(closed({ tableId: string, table: string, shard: integer })),
-      reason: string,
-    }),
+    ...prestopWait,
     description: 'the same wait after the demotion: the secondaries catching up with their new primaries before the server stops (PRESTOP_MAJORITY_WAIT_SECONDS)',
   },
   timings: ref('Timings'),
