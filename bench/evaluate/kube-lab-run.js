@@ -6,10 +6,10 @@
 // A run returns what bench/evaluate/lab-run.js returns (records on the client's clock, t0, events in seconds since
 // t0), so the report, the tables and the figures are the same.
 
-import { execFile } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import { promisify } from 'node:util';
 import {
-  REPO, adminPassword, clientLines, connectPod, createKubectl, labUp, podReady, r, startClientPod, stopClientPod, until,
+  KUBECTL, REPO, adminPassword, clientLines, connectPod, createKubectl, labNodeAsync, labUp, podReady, r, startClientPod, stopClientPod, until,
 } from '../../lab/kube/kube-lab.js';
 import { failuresPerPod, watchRollout } from '../../lab/kube/rollout-watch.js';
 
@@ -17,7 +17,20 @@ const sleep = (ms) => new Promise((resolve) => { setTimeout(resolve, ms); });
 const run = promisify(execFile);
 const HELM = `${REPO}test/helm/bin/helm`;
 
-// What Kubernetes does in each scenario, between the client's steady start and its steady end.
+// The node a pod runs on.
+const nodeOf = async (kubectl, pod) => (await kubectl.nsJson('get', 'pod', pod)).spec.nodeName;
+
+// Waits for rethinkdb-1 made again (another uid than `before`) and Ready, and marks it.
+async function rethinkdb1Back(kubectl, mark, before) {
+  await until('rethinkdb-1 made again and Ready', async () => {
+    const p = await kubectl.nsJson('get', 'pod', 'rethinkdb-1').catch(() => null);
+    return p !== null && p.metadata.uid !== before && podReady(p);
+  }, { timeoutMs: 300000 });
+  mark('rethinkdb-1 Ready');
+}
+
+// What Kubernetes does in each scenario, between the client's steady start and its steady end. A scenario that
+// takes a node away (avoidsNodeOf) keeps the client pod off that pod's node, so that the client measures it.
 export const KUBE_SCENARIOS = {
   'planned-stop': {
     name: 'planned-stop', title: 'A RethinkDB pod deleted (kubectl delete pod), on real kubelets', durationSeconds: 120, span: ['delete rethinkdb-1', 'rethinkdb-1 Ready'],
@@ -30,6 +43,97 @@ export const KUBE_SCENARIOS = {
         return p.metadata.uid !== before && podReady(p);
       }, { timeoutMs: 300000 });
       mark('rethinkdb-1 Ready');
+    },
+  },
+  // kubectl drain of rethinkdb-1's node, as an operator drains it for maintenance (--pod-selector: only the
+  // RethinkDB pod, so that the client pod and the other pods there stay): the eviction goes through the manager's
+  // webhook and the PDB. The pod waits Pending (its local volume is on that node) until the node is uncordoned.
+  drain: {
+    name: 'drain', title: 'kubectl drain of a RethinkDB pod\'s node, then uncordon, on real kubelets', durationSeconds: 900, span: ['drain', 'rethinkdb-1 Ready'],
+    avoidsNodeOf: 'rethinkdb-1',
+    async act({ kubectl, mark }) {
+      const node = await nodeOf(kubectl, 'rethinkdb-1');
+      const before = (await kubectl.nsJson('get', 'pod', 'rethinkdb-1')).metadata.uid;
+      let uncordoned = false;
+      try {
+        mark('drain');
+        await kubectl('drain', node, '--pod-selector=app=rethinkdb', '--delete-emptydir-data', '--ignore-daemonsets', '--timeout=300s');
+        mark('drained');
+        await sleep(10000);
+        mark('uncordon');
+        await kubectl('uncordon', node);
+        uncordoned = true;
+      } finally {
+        // A drain that failed must not leave the node cordoned: the pod's local volume is there.
+        if (!uncordoned) await kubectl('uncordon', node).catch(() => {});
+      }
+      await rethinkdb1Back(kubectl, mark, before);
+    },
+  },
+  // rethinkdb-1's node dies (lab.sh node-kill: its kubelet, containerd and containers SIGKILLed, its link cut) and
+  // comes back once Kubernetes has marked it not Ready (node-restore), as after a power cut. The other pods on that
+  // node (a proxy, a manager replica) die with it; the run's notes name them.
+  'node-loss': {
+    name: 'node-loss', title: 'A RethinkDB pod\'s node dies, is marked not Ready, and comes back, on real kubelets', durationSeconds: 900, span: ['node killed', 'rethinkdb-1 Ready'],
+    avoidsNodeOf: 'rethinkdb-1',
+    async act({ kubectl, mark }) {
+      const node = await nodeOf(kubectl, 'rethinkdb-1');
+      const restarts = async () => {
+        const p = await kubectl.nsJson('get', 'pod', 'rethinkdb-1').catch(() => null);
+        return p && { ready: podReady(p), count: (p.status?.containerStatuses ?? []).reduce((n, c) => n + c.restartCount, 0), uid: p.metadata.uid };
+      };
+      const before = await restarts();
+      if (!before) throw new Error('rethinkdb-1 cannot be read before the node loss');
+      let restored = false;
+      try {
+        mark('node killed');
+        await labNodeAsync('kill', node);
+        await until(`${node} marked not Ready`, async () => {
+          const n = await kubectl.json('get', 'node', node);
+          return n.status.conditions.find((c) => c.type === 'Ready')?.status !== 'True';
+        }, { timeoutMs: 180000, intervalMs: 1000 });
+        mark('node not Ready');
+        mark('node restored');
+        await labNodeAsync('restore', node);
+        restored = true;
+      } finally {
+        if (!restored) await labNodeAsync('restore', node).catch(() => {});
+      }
+      // The kubelet restarts the pod's containers in place (the same pod, one more restart); the API may still show the
+      // pod Ready from before the loss, so Ready counts only with the restart.
+      await until('rethinkdb-1 restarted and Ready', async () => {
+        const now = await restarts();
+        return now && now.ready && (now.uid !== before.uid || now.count > before.count);
+      }, { timeoutMs: 300000 });
+      mark('rethinkdb-1 Ready');
+    },
+  },
+  // A noisy pod (a busy loop) on rethinkdb-1's node for 90 s: the node at its whole allocatable CPU, as metrics-server
+  // reports it (lab/kube/node-ns.sh), for the monitor to find.
+  hotspot: {
+    name: 'hotspot', title: 'A noisy pod on a RethinkDB pod\'s node for 90 s, on real kubelets', durationSeconds: 300, span: ['noisy pod', 'noisy pod gone'],
+    avoidsNodeOf: 'rethinkdb-1',
+    async act({ kubectl, mark }) {
+      const { spec } = await kubectl.nsJson('get', 'pod', 'rethinkdb-1');
+      const noisy = {
+        apiVersion: 'v1', kind: 'Pod', metadata: { name: 'eval-noisy', namespace: 'rethinkdb', labels: { app: 'lab-client' } },
+        spec: {
+          nodeName: spec.nodeName, terminationGracePeriodSeconds: 0, restartPolicy: 'Never',
+          containers: [{ name: 'busy', image: spec.containers[0].image, imagePullPolicy: 'Never', command: ['sh', '-c', 'while :; do :; done'] }],
+        },
+      };
+      await kubectl.ns('delete', 'pod', 'eval-noisy', '--ignore-not-found', '--wait=true');
+      const applied = spawnSync(KUBECTL, ['apply', '-f', '-'], { input: JSON.stringify(noisy), env: kubectl.env, encoding: 'utf8' });
+      if (applied.status !== 0) throw new Error(`noisy pod: ${applied.stderr}`);
+      try {
+        await until('the noisy pod runs', async () => (await kubectl.nsJson('get', 'pod', 'eval-noisy')).status.phase === 'Running', { timeoutMs: 60000 });
+        mark('noisy pod');
+        await sleep(90000);
+      } finally {
+        await kubectl.ns('delete', 'pod', 'eval-noisy', '--ignore-not-found', '--wait=true', '--grace-period=1').catch(() => {});
+      }
+      mark('noisy pod gone');
+      await sleep(30000);
     },
   },
   'rolling-restart': {
@@ -138,8 +242,13 @@ export async function runOnKubeLab(scenario, arm, {
   const proxies = (await kubectl.nsJson('get', 'pods', '-l', 'app=rethinkdb-proxy')).items.filter(podReady);
   const hosts = withGate ? null : proxies.map((p) => `${p.status.podIP}:28015`);
   const name = `eval-${scenario.name}-${arm.replaceAll('+', '-')}`;
-  log({ hosts: hosts ?? 'rethinkdb-client:28015' }, 'starting the client pod');
-  await startClientPod(kubectl, name, { db: 'ycsb', table: 'usertable', rate, keys: keyCount, hosts, records: true });
+  const avoidNode = scenario.avoidsNodeOf ? await nodeOf(kubectl, scenario.avoidsNodeOf) : null;
+  // What else runs where the scenario strikes (a proxy there takes its clients' connections with it).
+  const onTheNode = avoidNode ? (await kubectl.json('get', 'pods', '-A', '--field-selector', `spec.nodeName=${avoidNode}`)).items.map((p) => p.metadata.name) : null;
+  log({ hosts: hosts ?? 'rethinkdb-client:28015', avoidNode, onTheNode }, 'starting the client pod');
+  await startClientPod(kubectl, name, {
+    db: 'ycsb', table: 'usertable', rate, keys: keyCount, hosts, records: true, avoidNode,
+  });
   const wallEvents = [];
   const mark = (label) => { wallEvents.push({ label, wall: Date.now() }); log({}, label); };
   let rows;
@@ -180,6 +289,8 @@ export async function runOnKubeLab(scenario, arm, {
     handoversPerShard: watched.handovers,
     secondsBelowTwoUpToDate: watched.secondsBelowTwoUpToDate,
     secondsWithoutUpToDateMajority: watched.secondsWithoutUpToDateMajority,
+    // Each stretch with a shard below two up-to-date replicas, in seconds since t0, with the states first seen.
+    belowTwo: watched.belowTwo.map((b) => ({ from: (b.from - start.t0Wall) / 1000, to: (b.to - start.t0Wall) / 1000, shards: b.shards })),
     readyTooEarly: watched.readyTooEarly,
     failedPerPod: failuresPerPod(records, stops, start.t0Wall),
     seconds: secondsBetween(wallEvents, scenario.span),
@@ -188,7 +299,7 @@ export async function runOnKubeLab(scenario, arm, {
   return {
     scenario: scenario.name, arm, records, t0: 0, events, examples: {}, layout: { lab: 'kube', gate: withGate, manager: withManager },
     notes: {
-      lab: 'kube', entries: hosts ?? ['rethinkdb-client:28015'], loadRetries, rollout,
+      lab: 'kube', entries: hosts ?? ['rethinkdb-client:28015'], loadRetries, rollout, ...(onTheNode ? { node: avoidNode, podsOnTheNode: onTheNode } : {}),
     },
     phases: [], window: null,
   };

@@ -35,6 +35,8 @@ export function labDown() {
 // lab.sh node-kill N / node-restore N: node-N dies (all its processes killed, its link down) / comes back.
 export const labNode = (verb, nodeName) => execFileSync('bash', [LAB_SCRIPT, `node-${verb}`, nodeName.replace(/^node-/, '')],
   { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+// The same, without blocking the event loop (the evaluation keeps sampling meanwhile).
+export const labNodeAsync = async (verb, nodeName) => (await run('bash', [LAB_SCRIPT, `node-${verb}`, nodeName.replace(/^node-/, '')], { encoding: 'utf8' })).stdout;
 
 export const labLeftovers = () => execFileSync('bash', [LAB_SCRIPT, 'leftovers'], { encoding: 'utf8' }).trim();
 
@@ -82,8 +84,9 @@ export { r };
 
 // A client pod (lab/kube/client.js) in the namespace, from the manager's image with this repository mounted
 // read-only: open-loop load through the Service rethinkdb-client until `stopClientPod`.
+// avoidNode: a node the client pod must not run on (a scenario that takes that node away).
 export async function startClientPod(kubectl, name, {
-  db = 'lab', table = 'usertable', rate = 200, keys = 1000, hosts = null, records = false,
+  db = 'lab', table = 'usertable', rate = 200, keys = 1000, hosts = null, records = false, avoidNode = null,
 } = {}) {
   const pod = {
     apiVersion: 'v1', kind: 'Pod',
@@ -92,6 +95,15 @@ export async function startClientPod(kubectl, name, {
       restartPolicy: 'Never',
       terminationGracePeriodSeconds: 5,
       securityContext: { runAsNonRoot: true, runAsUser: 1000, runAsGroup: 1000 },
+      ...(avoidNode ? {
+        affinity: {
+          nodeAffinity: {
+            requiredDuringSchedulingIgnoredDuringExecution: {
+              nodeSelectorTerms: [{ matchExpressions: [{ key: 'kubernetes.io/hostname', operator: 'NotIn', values: [avoidNode] }] }],
+            },
+          },
+        },
+      } : {}),
       containers: [{
         name: 'client',
         image: 'rethinkdb-k8s-manager:0.1.0',

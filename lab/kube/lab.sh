@@ -531,6 +531,8 @@ up() {
   done
   n=$(kubectl get nodes --no-headers | wc -l)
   step "nodes Ready: $n"
+  # A node left cordoned (a drain that a test or an evaluation did not see through) would keep its pods Pending.
+  for ((i = 1; i <= NODES; i++)); do kubectl uncordon "node-$i" > /dev/null; done
   addons
   kubectl -n kube-system rollout status deployment/coredns --timeout=180s | sed 's/^/    /'
   kubectl -n kube-system rollout status deployment/metrics-server --timeout=180s | sed 's/^/    /'
@@ -636,7 +638,8 @@ node_kill() {
     for p in /sys/fs/cgroup/*/rkl-node-"$i"; do [[ -d $p ]] && find "$p" -name cgroup.procs -exec cat {} + 2> /dev/null; done
   )
   # shellcheck disable=SC2086
-  [[ -n $pids ]] && kill -KILL $pids 2> /dev/null
+  # A process gone between the listing and the kill is no failure (set -e).
+  [[ -n $pids ]] && { kill -KILL $pids 2> /dev/null || true; }
   rm -f "$LAB_DIR/pids/kubelet-$i.pid" "$LAB_DIR/pids/kube-proxy-$i.pid" "$LAB_DIR/pids/containerd-$i.pid" "$LAB_DIR/pids/node-ns-$i.pid"
   step "node-$i killed: its link is down, $(wc -w <<< "$pids") processes killed"
 }

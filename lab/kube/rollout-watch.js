@@ -92,6 +92,10 @@ export function summarizeRolloutSamples(samples, podEvents = []) {
   const lastActing = Array.from({ length: shardCount }, () => null);
   let belowTwoMs = 0;
   let noMajorityMs = 0;
+  // Where those seconds were: each stretch of consecutive samples with a shard below two up to date, with the shards
+  // and their replicas' states at its first sample (to tell a handover's resynchronisation from a server away).
+  const belowTwo = [];
+  let open = null;
   // Both per sample: from it to the next one.
   good.forEach((s, k) => {
     const next = good[k + 1];
@@ -101,7 +105,13 @@ export function summarizeRolloutSamples(samples, podEvents = []) {
       if (shard.acting) lastActing[i] = shard.acting;
     });
     const current = s.shards.map((shard) => Object.values(shard.states).filter(upToDate).length);
-    if (current.some((n) => n < 2)) belowTwoMs += span;
+    if (current.some((n) => n < 2)) {
+      belowTwoMs += span;
+      if (!open) {
+        open = { from: s.at, to: s.at + span, shards: s.shards.flatMap((shard, i) => (current[i] < 2 ? [{ shard: i, acting: shard.acting, states: shard.states }] : [])) };
+        belowTwo.push(open);
+      } else open.to = s.at + span;
+    } else open = null;
     if (s.shards.some((shard, i) => current[i] * 2 <= Object.keys(shard.states).length)) noMajorityMs += span;
   });
   // A pod that turned Ready while its server had a replica that was not up to date, in the nearest sample before.
@@ -111,7 +121,7 @@ export function summarizeRolloutSamples(samples, podEvents = []) {
     return before?.shards.some((shard) => server in shard.states && !upToDate(shard.states[server])) ?? false;
   }).map((e) => e.pod);
   return {
-    handovers, secondsBelowTwoUpToDate: belowTwoMs / 1000, secondsWithoutUpToDateMajority: noMajorityMs / 1000, readyTooEarly,
+    handovers, secondsBelowTwoUpToDate: belowTwoMs / 1000, secondsWithoutUpToDateMajority: noMajorityMs / 1000, readyTooEarly, belowTwo,
     unreadableSamples: samples.length - good.length,
   };
 }

@@ -32,6 +32,8 @@ describe('summarizeRolloutSamples', () => {
     expect(s.secondsBelowTwoUpToDate).toBe(1.5);
     expect(s.secondsWithoutUpToDateMajority).toBe(1.5);
     expect(s.unreadableSamples).toBe(1);
+    // Where: one stretch, from the sample that first saw it to the next good one, with the states it saw first.
+    expect(s.belowTwo).toEqual([{ from: 3000, to: 4500, shards: [{ shard: 0, acting: 'rethinkdb_0', states: twoDown }] }]);
   });
 
   test('when a pod turns Ready while its server still backfills, then it is reported as Ready too early; after the backfill it is not', () => {
