@@ -2,8 +2,9 @@
 // loopback, the gate as its own process (node gate/server.js) in front of the proxy, and the official driver.
 //   1. steady state: point reads at a fixed rate (200 and 1,000 ops/s, 10 s each), straight to the proxy and through
 //      the gate, alternating; p50 and p99 of each, and the gate's added latency;
-//   2. throughput: point reads as fast as 64 pipelined clients can send them for 10 s through the gate; reads per
-//      second, and per CPU-second of the gate process (its utime + stime);
+//   2. throughput: point reads as fast as 64 clients can send them (one read in flight each) for 10 s through the gate;
+//      reads per second, and per CPU-second of the gate process (its utime + stime); then the same through a bare
+//      Node relay (bench/lab/bare-relay.js), the floor that Node's sockets set on this machine;
 //   3. memory: 1,000 idle client connections through the gate (each past its handshake); the gate's RSS before and
 //      after.
 // The load generator shares this machine's cores with the servers, the proxy and the gate: the figures are for this
@@ -18,9 +19,38 @@ import { createRethinkDbCluster, resolveBinary } from './lab/rethinkdb-cluster.j
 import { cpuSecondsOf } from './lab/proc-stat.js';
 
 const GATE = fileURLToPath(new URL('../gate/server.js', import.meta.url));
+const BARE_RELAY = fileURLToPath(new URL('./lab/bare-relay.js', import.meta.url));
 const seconds = Number(process.env.GATE_BENCH_SECONDS ?? 10);
 const sleep = (ms) => new Promise((resolve) => { setTimeout(resolve, ms); });
 const rssMb = (pid) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))[1]) / 1024;
+
+// The port in the first JSON line a child prints that contains `marker`.
+function portOf(child, what, marker) {
+  return new Promise((resolve, reject) => {
+    let text = '';
+    child.stdout.on('data', (chunk) => {
+      text += chunk;
+      const line = text.split('\n').find((l) => l.startsWith('{') && l.includes(marker));
+      if (line) resolve(JSON.parse(line).port);
+    });
+    child.once('exit', (code) => reject(new Error(`${what} exited (${code})`)));
+  });
+}
+
+async function startBareRelay(upstream) {
+  const child = spawn(process.execPath, [BARE_RELAY], { env: { ...process.env, UPSTREAM: `${upstream.host}:${upstream.driverPort}` }, stdio: ['ignore', 'pipe', 'inherit'] });
+  return { child, port: await portOf(child, 'the bare relay', '"port"') };
+}
+
+// Reads per second and per CPU-second of the process `pid`, for the throughput load through `port`.
+async function throughputPerCpu(pid, port, ids) {
+  const cpu0 = cpuSecondsOf(pid);
+  const t0 = performance.now();
+  const reads = await throughput(port, seconds, ids);
+  const elapsedS = (performance.now() - t0) / 1000;
+  const cpu = cpuSecondsOf(pid) - cpu0;
+  return { reads, elapsedS, cpu, perSecond: reads / elapsedS, perCpuSecond: reads / cpu };
+}
 
 async function startGate(upstream) {
   const env = {
@@ -29,15 +59,7 @@ async function startGate(upstream) {
   // GATE_BENCH_PROFILE=dir: the gate writes a CPU profile there (node --cpu-prof) when it stops.
   const profile = process.env.GATE_BENCH_PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${process.env.GATE_BENCH_PROFILE}`] : [];
   const child = spawn(process.execPath, [...profile, GATE], { env, stdio: ['ignore', 'pipe', 'inherit'] });
-  const port = await new Promise((resolve, reject) => {
-    let text = '';
-    child.stdout.on('data', (chunk) => {
-      text += chunk;
-      const line = text.split('\n').find((l) => l.includes('query gate listening'));
-      if (line) resolve(JSON.parse(line).port);
-    });
-    child.once('exit', (code) => reject(new Error(`the gate exited (${code})`)));
-  });
+  const port = await portOf(child, 'the gate', 'query gate listening');
   return { child, port };
 }
 
@@ -111,13 +133,16 @@ async function main() {
       process.stdout.write(`   gate - proxy at ${rate}/s: p50 ${(rows.gate.p50 - rows.proxy.p50).toFixed(2)} ms, p99 ${(rows.gate.p99 - rows.proxy.p99).toFixed(2)} ms\n`);
     }
 
-    process.stdout.write('\n2. throughput through one gate process (64 clients, pipelined point reads)\n');
-    const cpu0 = cpuSecondsOf(gate.child.pid);
-    const t0 = performance.now();
-    const reads = await throughput(gate.port, seconds, ids);
-    const elapsedS = (performance.now() - t0) / 1000;
-    const cpu = cpuSecondsOf(gate.child.pid) - cpu0;
-    process.stdout.write(`   ${reads} reads in ${elapsedS.toFixed(1)} s: ${(reads / elapsedS).toFixed(0)}/s; gate CPU ${cpu.toFixed(2)} s (${(cpu / elapsedS).toFixed(2)} cores): ${(reads / cpu).toFixed(0)} reads per gate CPU-second\n`);
+    process.stdout.write('\n2. throughput through one process (64 clients, one point read in flight each), the gate and a bare relay alternating\n');
+    const bare = await startBareRelay(proxy);
+    try {
+      for (const [name, relay] of [['gate', gate], ['bare relay', bare], ['gate', gate], ['bare relay', bare]]) {
+        const x = await throughputPerCpu(relay.child.pid, relay.port, ids);
+        process.stdout.write(`   ${name.padEnd(10)} ${x.reads} reads in ${x.elapsedS.toFixed(1)} s: ${x.perSecond.toFixed(0)}/s; CPU ${x.cpu.toFixed(2)} s (${(x.cpu / x.elapsedS).toFixed(2)} cores): ${x.perCpuSecond.toFixed(0)} reads per CPU-second\n`);
+      }
+    } finally {
+      bare.child.kill('SIGTERM');
+    }
 
     process.stdout.write('\n3. memory at 1,000 idle client connections\n');
     const before = rssMb(gate.child.pid);
