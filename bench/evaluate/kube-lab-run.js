@@ -38,11 +38,7 @@ export const KUBE_SCENARIOS = {
       const before = (await kubectl.nsJson('get', 'pod', 'rethinkdb-1')).metadata.uid;
       mark('delete rethinkdb-1');
       await kubectl.ns('delete', 'pod', 'rethinkdb-1', '--wait=false');
-      await until('rethinkdb-1 made again and Ready', async () => {
-        const p = await kubectl.nsJson('get', 'pod', 'rethinkdb-1');
-        return p.metadata.uid !== before && podReady(p);
-      }, { timeoutMs: 300000 });
-      mark('rethinkdb-1 Ready');
+      await rethinkdb1Back(kubectl, mark, before);
     },
   },
   // kubectl drain of rethinkdb-1's node, as an operator drains it for maintenance (--pod-selector: only the
