@@ -227,6 +227,8 @@ export function createActions({
   async function createReplica({ table, shard, server, dryRun = false, deadlineSeconds, reason, actor, snapshot = null }) {
     const cluster = snapshot ?? await store.readCluster();
     const t = resolveTable(cluster, table);
+    // A table RethinkDB cannot describe (none of its replicas reachable) has no shards to name.
+    if (t.error) throw new AppError('DATA_STORE_UNAVAILABLE', `table ${tableLabel(t)}: ${t.error}`);
     if (!Number.isInteger(shard) || shard < 0 || shard >= t.shards.length) {
       throw new AppError('SHARD_NOT_FOUND', `table ${tableLabel(t)} has shards 0 to ${t.shards.length - 1}, not ${shard}`);
     }

@@ -58,7 +58,26 @@ export function normalizeSystemTables(raw) {
   };
 }
 
+// A table none of whose replicas is reachable: RethinkDB 2.4.4 gives its table_config row no shards, only
+// `error` ("None of the replicas for this table are accessible."), and its table_status row `shards: null`
+// (test/data/rethinkdb-2.4.4/table-with-no-accessible-replica.json). It is kept with no shards and the error: the
+// connected servers hold none of it, nothing can be planned for it, and no write to its config would be taken.
+function unavailableTable(config, dbNames) {
+  return {
+    id: config.id,
+    db: dbNames.get(config.db) ?? config.db,
+    name: config.name,
+    shards: [],
+    error: config.error ?? 'RethinkDB gave no shards for this table',
+    readyForWrites: false,
+    readyForReads: false,
+    allReplicasReady: false,
+    raftLeader: null,
+  };
+}
+
 function normalizeTable(config, status, dbNames) {
+  if (!Array.isArray(config.shards)) return unavailableTable(config, dbNames);
   const statusShards = status?.shards ?? null;
   return {
     id: config.id,
@@ -87,7 +106,7 @@ function zipConfigNames(byId, byName) {
   const nameDocs = new Map(byName.map((t) => [t.id, t]));
   for (const table of byId) {
     const named = nameDocs.get(table.id);
-    if (!named || named.shards.length !== table.shards.length) continue;
+    if (!named || !Array.isArray(table.shards) || !Array.isArray(named.shards) || named.shards.length !== table.shards.length) continue;
     table.shards.forEach((shard, i) => {
       shard.replicas.forEach((id, j) => {
         const name = named.shards[i].replicas[j];
@@ -100,7 +119,7 @@ function zipConfigNames(byId, byName) {
 
 function referencedServers(config) {
   const ids = new Set();
-  for (const shard of config.shards) {
+  for (const shard of config.shards ?? []) {
     for (const id of shard.replicas) ids.add(id);
     if (shard.primary_replica) ids.add(shard.primary_replica);
   }

@@ -34,6 +34,7 @@ export function describeCluster(cluster, {
       readyForWrites: t.readyForWrites,
       readyForReads: t.readyForReads,
       allReplicasReady: t.allReplicasReady,
+      ...(t.error ? { error: t.error } : {}),
       shards: t.shards.map((sh) => ({
         index: sh.index,
         primary: name(sh.primary),

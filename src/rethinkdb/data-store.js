@@ -43,7 +43,8 @@ export function createDataStore({ source, managedTables = [] }) {
     // while a hold on the query gates lasts.
     readActingPrimaries: async (tableId) => {
       const row = await timeQuery('read', () => source.readTableStatus(tableId));
-      return row ? row.shards.map((s) => [...(s.primary_replicas ?? [])]) : null;
+      // A row with shards null: none of the table's replicas is reachable, so none of them acts.
+      return row ? (row.shards ?? []).map((s) => [...(s.primary_replicas ?? [])]) : null;
     },
     readTableServerStats: async () => (source.readTableServerStats ? timeQuery('read', () => source.readTableServerStats()) : []),
     ping: () => source.ping(),

@@ -250,11 +250,12 @@ const ClusterView = closed({
   }, ['name', 'id', 'connected', 'draining', 'primaries', 'replicas'])),
   tables: arrayOf(closed({
     table: { type: 'string', description: 'db.table' }, id: string, readyForWrites: boolean, readyForReads: boolean, allReplicasReady: boolean,
+    error: { type: 'string', description: 'RethinkDB\'s word for a table it cannot describe (none of its replicas reachable); such a table is listed with no shards' },
     shards: arrayOf(closed({
       index: integer, primary: nullable(string), acting: arrayOf(string),
       replicas: arrayOf(closed({ server: string, state: string, voting: boolean })),
     })),
-  })),
+  }, ['table', 'id', 'readyForWrites', 'readyForReads', 'allReplicasReady', 'shards'])),
   backfills: arrayOf(closed({ table: string, from: nullable(string), to: nullable(string), progress: nullable(number) })),
   draining: arrayOf(closed({ server: nullable(string), id: string, reason: nullable(string), since: nullable(dateTime), present: boolean })),
   runningOperations: arrayOf(closed({ id: string, kind: operationKind, href: string })),

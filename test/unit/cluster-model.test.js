@@ -1,7 +1,9 @@
 import {
   filterManagedTables, findServer, findServerForPod, findTable, normalizeSystemTables, shardLoads,
 } from '../../src/cluster/cluster-model.js';
+import { readFileSync } from 'node:fs';
 import { describeCluster } from '../../src/cluster/cluster-view.js';
+import { decidePodReadiness } from '../../src/policy/rollout.js';
 import { loadRethinkFixture, rawSnapshot, recordedIds, toUuidFormat } from '../helpers/fixtures.js';
 
 const ids = recordedIds().servers;
@@ -66,6 +68,31 @@ describe('normalizeSystemTables', () => {
     const cluster = filterManagedTables(normalizeSystemTables(rawSnapshot('01-healthy.json')), ['ycsb.accounts']);
     expect(cluster.tables.map((t) => t.name)).toEqual(['accounts']);
     expect(filterManagedTables(normalizeSystemTables(rawSnapshot('01-healthy.json')), ['ycsb.*']).tables).toHaveLength(2);
+  });
+});
+
+describe('a table none of whose replicas is reachable (recorded on 2.4.4)', () => {
+  // Only rethinkdb_0 up; lab.leader's replicas were all on the two servers that were down. RethinkDB gives its
+  // table_config row an error and no shards, and its table_status row shards: null. A manager that read it threw,
+  // and so never finished loading its state nor set any pod's readiness gate (the lab's kustomize test).
+  const recorded = JSON.parse(readFileSync(new URL('../data/rethinkdb-2.4.4/table-with-no-accessible-replica.json', import.meta.url), 'utf8'));
+  const cluster = normalizeSystemTables({
+    tableConfig: recorded.tableConfig, tableConfigByName: recorded.tableConfigByName, tableStatus: recorded.tableStatus,
+    serverStatus: recorded.serverStatus, dbConfig: recorded.dbConfig,
+  });
+
+  test('when it is read, then it is kept with no shards and RethinkDB\'s error, and the other tables are read as usual', () => {
+    expect(findTable(cluster, 'lab.leader')).toMatchObject({
+      shards: [], error: 'None of the replicas for this table are accessible.', readyForWrites: false, readyForReads: false, allReplicasReady: false,
+    });
+    expect(findTable(cluster, 'lab.kustomize').shards).toHaveLength(3);
+    expect(cluster.servers.map((s) => [s.name, s.connected])).toEqual([['rethinkdb_0', true], ['rethinkdb_1', false], ['rethinkdb_2', false]]);
+    expect(describeCluster(cluster, {}).tables.find((t) => t.table === 'lab.leader')).toMatchObject({ error: 'None of the replicas for this table are accessible.', shards: [] });
+  });
+
+  test('when the readiness gate is decided for the one server up, then it is Ready: that table holds nothing of it, and the others wait for servers that are down', () => {
+    const id = cluster.servers.find((s) => s.name === 'rethinkdb_0').id;
+    expect(decidePodReadiness(cluster, { serverId: id, pod: 'rethinkdb-0' })).toMatchObject({ ready: true, waitingFor: [] });
   });
 });
 
