@@ -101,7 +101,7 @@ describe('RethinkDB adapter: errors', () => {
   const fromRecorded = (rec) => Object.assign(new Error(rec.message), { name: rec.name, msg: rec.message });
 
   test.each([
-    ['a refused connection', Object.assign(new Error('Could not connect to 10.0.0.1:28015.\nconnect ECONNREFUSED'), { name: 'ReqlDriverError' }), 'DATA_STORE_UNAVAILABLE', 503],
+    ['a refused connection', Object.assign(new Error('Could not connect to 198.18.0.1:28015.\nconnect ECONNREFUSED'), { name: 'ReqlDriverError' }), 'DATA_STORE_UNAVAILABLE', 503],
     ['the recorded wait timeout', fromRecorded(loadRethinkFixture('06-config-change-naming-dead-server.json').waitTimeout.error), 'RECONFIGURATION_REJECTED', 502],
     ['the recorded no-quorum write error', fromRecorded(loadRethinkFixture('07-two-servers-killed-ops.json').writes[0].error), 'RECONFIGURATION_REJECTED', 502],
     ['the recorded too-many-replicas error', fromRecorded(loadRethinkFixture('04-reconfigure.json').tooManyReplicas.error), 'RECONFIGURATION_REJECTED', 502],

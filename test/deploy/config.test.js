@@ -9,7 +9,7 @@ const configMap = findResource(resources, 'ConfigMap', 'rethinkdb-manager');
 const manager = findResource(resources, 'Deployment', 'rethinkdb-manager');
 const knownKeys = CONFIG_KEYS.map((k) => k.env);
 // What the Deployment adds to the ConfigMap: the Secret and the downward API.
-const deploymentEnv = { RETHINKDB_PASSWORD: 'from-the-secret', KUBERNETES_NAMESPACE: 'rethinkdb', KUBERNETES_SERVICE_HOST: '10.96.0.1' };
+const deploymentEnv = { RETHINKDB_PASSWORD: 'from-the-secret', KUBERNETES_NAMESPACE: 'rethinkdb', KUBERNETES_SERVICE_HOST: '198.19.192.1' };
 
 describe('the manager ConfigMap', () => {
   test.each(Object.keys(configMap.data))('when %s is set in the ConfigMap, then it is a key loadConfig knows', (key) => {

@@ -218,7 +218,7 @@ describe('deploy/k8s: the RethinkDB proxies', () => {
     const env = Object.fromEntries(container.env.filter((e) => e.value !== undefined).map((e) => [e.name, e.value]));
     const getent = `case "$2" in ${resolvable.length ? resolvable.join('|') : '__none__'}) return 0;; *) return 2;; esac`;
     const result = runScript(`getent() { ${getent}; }\n${script}`, {
-      env: { ...env, POD_IP: '10.244.1.7', RETHINKDB_PASSWORD: password }, fakes: { rethinkdb: {}, sleep: {} },
+      env: { ...env, POD_IP: '198.18.1.7', RETHINKDB_PASSWORD: password }, fakes: { rethinkdb: {}, sleep: {} },
     });
     const call = result.calls.find((c) => c.command === 'rethinkdb');
     const option = (name) => call.args[call.args.indexOf(name) + 1];
@@ -270,7 +270,7 @@ describe('deploy/k8s: the RethinkDB proxies', () => {
     expect(option('--bind')).toBe('all');
     expect(call.args).toContain('--no-http-admin');
     expect(call.args).not.toContain('--directory');
-    expect(option('--canonical-address')).toBe('10.244.1.7');
+    expect(option('--canonical-address')).toBe('198.18.1.7');
     expect(option('--log-file')).toMatch(new RegExp(`^${container.volumeMounts[0].mountPath}/`));
     const clusterPort = headless.spec.ports.find((p) => p.name === 'cluster');
     expect(containersOf(statefulSet)[0].ports).toContainEqual({ name: clusterPort.targetPort, containerPort: clusterPort.port });
@@ -312,8 +312,8 @@ describe('deploy/k8s: the manager', () => {
       { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
       { name: 'POD_IP', valueFrom: { fieldRef: { fieldPath: 'status.podIP' } } },
     ]);
-    const config = loadConfig({ ...findResource(resources, 'ConfigMap', 'rethinkdb-manager').data, KUBERNETES_SERVICE_HOST: '10.96.0.1', POD_IP: '10.0.0.7' });
-    expect(config.leaderElection).toMatchObject({ active: true, leaseName: 'rethinkdb-manager', advertiseHost: '10.0.0.7' });
+    const config = loadConfig({ ...findResource(resources, 'ConfigMap', 'rethinkdb-manager').data, KUBERNETES_SERVICE_HOST: '198.19.192.1', POD_IP: '198.18.0.7' });
+    expect(config.leaderElection).toMatchObject({ active: true, leaseName: 'rethinkdb-manager', advertiseHost: '198.18.0.7' });
   });
 
   test('when it runs, then it uses its ServiceAccount, a read-only root filesystem, and /livez and /readyz probes', () => {

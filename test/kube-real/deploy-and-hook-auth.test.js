@@ -51,7 +51,7 @@ beforeAll(async () => {
   pods = await seedRethinkDbCluster(api.kubeConfig, { plan: PLAN, withNamespace: false, withStatefulSet: false, serviceAccountName: 'rethinkdb' });
   // The manager as deployed: the ConfigMap plus what its Deployment adds, acting with its ServiceAccount's token.
   const configMap = findResource(resources, 'ConfigMap', 'rethinkdb-manager');
-  const config = loadConfig({ ...configMap.data, KUBERNETES_NAMESPACE: NAMESPACE, KUBERNETES_SERVICE_HOST: '10.96.0.1', AUTH_CACHE_SECONDS: '0' });
+  const config = loadConfig({ ...configMap.data, KUBERNETES_NAMESPACE: NAMESPACE, KUBERNETES_SERVICE_HOST: '198.19.192.1', AUTH_CACHE_SECONDS: '0' });
   const clock = createVirtualClock();
   const kube = createKubeAdapter({
     kubeConfig: api.kubeConfigForToken(await mintToken('rethinkdb-manager', { audiences: [] }), 'rethinkdb-manager'),

@@ -72,7 +72,7 @@ beforeAll(async () => {
   await applyObjects(api.kubeConfig, resources.map(({ doc }) => doc).filter((doc) => doc.kind !== 'ValidatingWebhookConfiguration'));
   await seedRethinkDbCluster(api.kubeConfig, { plan: PLAN, withNamespace: false, withStatefulSet: false, serviceAccountName: 'rethinkdb' });
   const configMap = findResource(resources, 'ConfigMap', 'rethinkdb-manager');
-  const config = loadConfig({ ...configMap.data, KUBERNETES_NAMESPACE: NAMESPACE, KUBERNETES_SERVICE_HOST: '10.96.0.1', AUTH_CACHE_SECONDS: '0' });
+  const config = loadConfig({ ...configMap.data, KUBERNETES_NAMESPACE: NAMESPACE, KUBERNETES_SERVICE_HOST: '198.19.192.1', AUTH_CACHE_SECONDS: '0' });
   const clock = createSystemClock();
   const token = await mintServiceAccountToken(api.kubeConfig, 'rethinkdb-manager', { audiences: [] });
   const kube = createKubeAdapter({

@@ -118,7 +118,7 @@ describe('every answer of the sandbox manager, against /openapi.json', () => {
     const logger = createLogger({ level: 'silent' });
     const clock = createVirtualClock();
     const elector = createLeaderElector({
-      kube: {}, leaseName: 'rethinkdb-manager', identity: 'manager-a', addresses: { http: 'http://10.0.0.1:8080', webhook: 'https://10.0.0.1:8443' },
+      kube: {}, leaseName: 'rethinkdb-manager', identity: 'manager-a', addresses: { http: 'http://198.18.0.1:8080', webhook: 'https://198.18.0.1:8443' },
       timings: { leaseDurationMs: 15000, renewDeadlineMs: 10000, retryPeriodMs: 2000 }, clock, logger,
     });
     const relay = createLeaderRelay({ leadership: () => elector, served: () => false, deadlines: { prestopSeconds: 1, actionSeconds: 1 }, clock, logger });

@@ -70,8 +70,8 @@ describe('parseCommandLine', () => {
   test.each([
     ['the environment gives them', ['status'], { RETHINKDB_MANAGER_URL: 'https://m.example:8443/x', RETHINKDB_MANAGER_TOKEN: 's3cret' },
       { url: 'https://m.example:8443/x', token: 's3cret' }],
-    ['flags and the environment give them', ['status', '--url', 'http://10.0.0.1:8080', '--token', 'flag-token'],
-      { RETHINKDB_MANAGER_URL: 'http://ignored', RETHINKDB_MANAGER_TOKEN: 'ignored' }, { url: 'http://10.0.0.1:8080', token: 'flag-token' }],
+    ['flags and the environment give them', ['status', '--url', 'http://198.18.0.1:8080', '--token', 'flag-token'],
+      { RETHINKDB_MANAGER_URL: 'http://ignored', RETHINKDB_MANAGER_TOKEN: 'ignored' }, { url: 'http://198.18.0.1:8080', token: 'flag-token' }],
     ['the variables are empty', ['status'], { RETHINKDB_MANAGER_URL: '', RETHINKDB_MANAGER_TOKEN: '' }, { url: DEFAULT_URL, token: null }],
   ])('when %s, then the URL and token come from flags first, then the environment, then the default', (_, argv, env, expected) => {
     expect(parseCommandLine(argv, env).connection).toEqual({ ...expected, timeoutMs: 60000 });

@@ -102,7 +102,7 @@ describe('loadConfig', () => {
 describe('loadConfig: auth', () => {
   test.each([
     ['the sandbox', {}, 'none'],
-    ['a real database in a pod', { RETHINKDB_HOST: 'db', KUBERNETES_SERVICE_HOST: '10.0.0.1' }, 'tokenreview'],
+    ['a real database in a pod', { RETHINKDB_HOST: 'db', KUBERNETES_SERVICE_HOST: '198.19.192.1' }, 'tokenreview'],
     ['a real database with a kubeconfig', { RETHINKDB_HOST: 'db', KUBECONFIG: '/k' }, 'tokenreview'],
     ['a real database outside Kubernetes, static chosen', { RETHINKDB_HOST: 'db', AUTH_MODE: 'static', AUTH_STATIC_TOKEN_FILE: '/t' }, 'static'],
   ])('when the manager runs on %s, then AUTH_MODE defaults or is set to the expected mode', (name, env, mode) => {

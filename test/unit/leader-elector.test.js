@@ -27,25 +27,25 @@ describe('the elector\'s view of the leader', () => {
   test('when the Lease is released and another replica writes it first, then this replica names no leader until it reads who holds it', async () => {
     let lease = {
       holderIdentity: 'old', resourceVersion: '1', leaseDurationSeconds: 15, renewTime: null, leaseTransitions: 0,
-      annotations: { 'rethinkdb-manager.io/leader-http': 'http://10.0.0.1:8080' },
+      annotations: { 'rethinkdb-manager.io/leader-http': 'http://198.18.0.1:8080' },
     };
     const kube = { getLease: async () => lease, writeLease: async () => null }; // every write loses the race
     const clock = steppedClock();
     const elector = createLeaderElector({
-      kube, leaseName: 'rethinkdb-manager', identity: 'b', addresses: { http: 'http://10.0.0.2:8080' },
+      kube, leaseName: 'rethinkdb-manager', identity: 'b', addresses: { http: 'http://198.18.0.2:8080' },
       timings: { leaseDurationMs: 15000, renewDeadlineMs: 10000, retryPeriodMs: 2000 }, clock, logger,
     });
     elector.start();
     await elector.changed(1000);
-    expect(elector.leader()).toMatchObject({ identity: 'old', http: 'http://10.0.0.1:8080', self: false });
+    expect(elector.leader()).toMatchObject({ identity: 'old', http: 'http://198.18.0.1:8080', self: false });
     lease = { ...lease, holderIdentity: null, resourceVersion: '2', annotations: {} };
     clock.next();
     await elector.changed(1000);
     expect(elector.leader()).toBeNull();
-    lease = { ...lease, holderIdentity: 'c', resourceVersion: '3', annotations: { 'rethinkdb-manager.io/leader-http': 'http://10.0.0.3:8080' } };
+    lease = { ...lease, holderIdentity: 'c', resourceVersion: '3', annotations: { 'rethinkdb-manager.io/leader-http': 'http://198.18.0.3:8080' } };
     clock.next();
     await elector.changed(1000);
-    expect(elector.leader()).toMatchObject({ identity: 'c', http: 'http://10.0.0.3:8080' });
+    expect(elector.leader()).toMatchObject({ identity: 'c', http: 'http://198.18.0.3:8080' });
     await elector.stop({ release: false });
   });
 });

@@ -41,7 +41,7 @@ describe('decideLeaseStep', () => {
 });
 
 describe('leaseWrite and leaseRelease', () => {
-  const addresses = { http: 'http://10.0.0.5:8080', webhook: 'https://10.0.0.5:8443' };
+  const addresses = { http: 'http://198.18.0.5:8080', webhook: 'https://198.18.0.5:8443' };
 
   test('when a replica takes the Lease over from another holder, then the transition is counted, acquire and renew times are now (MicroTime), and its addresses are annotated', () => {
     const now = Date.parse('2026-11-23T10:00:00.123Z');
