@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { KubeConfig } from '@kubernetes/client-node';
-import { freeLoopbackPorts, startProcess } from './processes.js';
+import { freeLoopbackPorts, onFreshPort, startProcess } from './processes.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 export const KUBE_APISERVER_BIN = process.env.KUBE_APISERVER_BIN ?? join(here, '..', 'kube', 'bin', 'kube-apiserver');
@@ -34,21 +34,19 @@ export async function startKubeApiServer({ startTimeoutMs = 60000 } = {}) {
     processes.push(etcd);
     await waitUntil(() => httpOk(`http://127.0.0.1:${etcdClientPort}/health`), startTimeoutMs, etcd, 'etcd /health');
     const caFile = join(dir, 'certs', 'apiserver.crt');
-    // The port was free when it was picked; another test's process may take it before the API server binds it, and
-    // the API server then exits at once (seen once in a CI run, exit 1 after its flags). A fresh port, up to 3 tries.
-    let server;
-    for (let attempt = 1; ; attempt += 1) {
-      const [securePort] = await freeLoopbackPorts(1);
+    // An API server that exits before it is ready (seen once in a CI run, exit 1 after its flags) most likely lost its
+    // port to another process: started again on a fresh one.
+    const server = await onFreshPort(async (securePort) => {
       const apiserver = startProcess('kube-apiserver', KUBE_APISERVER_BIN, apiServerArgs({ dir, files, etcdClientPort, securePort }));
       processes.push(apiserver);
-      server = `https://127.0.0.1:${securePort}`;
+      const url = `https://127.0.0.1:${securePort}`;
       try {
-        await waitUntil(() => existsSync(caFile) && httpsReady(server, caFile, adminToken), startTimeoutMs, apiserver, 'kube-apiserver /readyz');
-        break;
+        await waitUntil(() => existsSync(caFile) && httpsReady(url, caFile, adminToken), startTimeoutMs, apiserver, 'kube-apiserver /readyz');
       } catch (err) {
-        if (!apiserver.exited() || attempt >= 3) throw err;
+        throw Object.assign(err, { exitedEarly: Boolean(apiserver.exited()) });
       }
-    }
+      return url;
+    }, { retryable: (err) => err.exitedEarly });
     const ca = readFileSync(caFile);
     return {
       server,

@@ -6,7 +6,7 @@ import { writeFileSync } from 'node:fs';
 import { connect, createServer } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { freeLoopbackPorts, startProcess } from './processes.js';
+import { onFreshPort, startProcess } from './processes.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 
@@ -53,19 +53,12 @@ export async function startTcpRelay(targetPort) {
 // picked free and released before the manager binds it, so another process may take it first: a manager that exits
 // with EADDRINUSE is started again on another port (twice at most).
 export async function startManagerProcess(options) {
-  for (let attempt = 1; ; attempt += 1) {
-    try {
-      return await startOnce(options);
-    } catch (err) {
-      if (attempt >= 3 || err.code !== 'EADDRINUSE') throw err;
-    }
-  }
+  return onFreshPort((port) => startOnce({ ...options, port }), { retryable: (err) => err.code === 'EADDRINUSE' });
 }
 
 async function startOnce({
-  name, env, args = [join(root, 'src', 'server.js')], cwd = root, startTimeoutMs = 30000,
+  name, env, args = [join(root, 'src', 'server.js')], cwd = root, startTimeoutMs = 30000, port,
 }) {
-  const [port] = await freeLoopbackPorts(1);
   const fullEnv = {
     PATH: process.env.PATH, HOST: '127.0.0.1', PORT: String(port), LOG_LEVEL: 'info', POD_NAME: name, ...env,
   };

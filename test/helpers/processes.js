@@ -37,6 +37,20 @@ export function startProcess(name, bin, args, { env = process.env, cwd = undefin
   };
 }
 
+// A port picked free is released before the process binds it, so another process may take it first. Runs
+// start(port) on a fresh free port until it succeeds, or until `attempts` tries, while retryable(err) says the port
+// may have been the cause.
+export async function onFreshPort(start, { attempts = 3, retryable }) {
+  for (let attempt = 1; ; attempt += 1) {
+    const [port] = await freeLoopbackPorts(1);
+    try {
+      return await start(port);
+    } catch (err) {
+      if (attempt >= attempts || !retryable(err)) throw err;
+    }
+  }
+}
+
 // Ports the kernel hands out for loopback listeners; held open together so that they differ.
 export async function freeLoopbackPorts(count) {
   const servers = await Promise.all(Array.from({ length: count }, () => new Promise((resolve, reject) => {
