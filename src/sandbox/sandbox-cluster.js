@@ -26,13 +26,14 @@ export function paperTopology() {
 // returnBackfillMs: how long a server that comes back (restoreServer) catches up on each shard it replicates before its
 // replicas are ready again; on 2.4.4 a server restarted on its data shows `backfilling` for about half a second under
 // 200 ops/s (the Kubernetes lab's rollout). 0: ready at once.
-// handoverResyncMs: after a primary handover, how long the shard's secondaries catch up with their new primary once it
-// acts (`backfilling` on 2.4.4, about half a second in the lab's rollouts). The old primary is modelled as up to date
-// (it handed over), so that the demotion's own wait (a live majority, the stopping server counted) is met while the
-// shard would have none without that server: the case PRESTOP's wait after the demotion is for. 0: no catch-up.
+// handoverResyncMs: after a primary handover, how long each of the shard's other voters catches up with the new
+// primary once it acts: on 2.4.4 both secondaries were seen `backfilling` at once after a handover, every server up
+// (the lab's rollout watch, 0.27 s). oldPrimaryResyncMs: the old primary's own catch-up (default the same). Which one
+// finishes first was not seen; a shorter one for the old primary is the case PRESTOP's wait after its demotion is
+// for (the demotion's own wait counts the stopping server, ready again, in the majority). 0: no catch-up.
 export function createSandboxCluster({
   clock, topology = paperTopology(), electionTimeoutMs = 10000, handoverMs = 300, backfillMsPer1000Docs = 100, returnBackfillMs = 0,
-  handoverResyncMs = 0,
+  handoverResyncMs = 0, oldPrimaryResyncMs = handoverResyncMs,
 }) {
   let nextId = 1;
   const servers = new Map();
@@ -279,10 +280,9 @@ export function createSandboxCluster({
       if (shard.primary !== old.primary) {
         rt.changedAt = now;
         // Once the new primary acts, its secondaries catch up with it.
-        if (handoverResyncMs > 0) {
-          for (const id of voters(shard)) {
-            if (id !== shard.primary && id !== old.primary && !rt.backfills.has(id)) rt.backfills.set(id, { start: now + handoverMs, durationMs: handoverResyncMs, source: shard.primary });
-          }
+        for (const id of voters(shard)) {
+          const durationMs = id === old.primary ? oldPrimaryResyncMs : handoverResyncMs;
+          if (id !== shard.primary && durationMs > 0 && !rt.backfills.has(id)) rt.backfills.set(id, { start: now + handoverMs, durationMs, source: shard.primary });
         }
       }
     });

@@ -109,8 +109,9 @@ describe('PRESTOP waits for a ready voting majority', () => {
   });
 
   test('when the handover has the secondaries catch up with their new primaries, then PRESTOP waits for them after the demotion, so that the server does not stop while they do', async () => {
-    // 2.4.4 shows a new primary's secondaries `backfilling` for about half a second after a handover.
-    const h = createSandboxHarness({ model: { handoverResyncMs: 600 } });
+    // 2.4.4 shows a new primary's secondaries `backfilling` for a moment after a handover; here the old primary (the
+    // stopping server) catches up first, so that the demotion's own wait is met while the other still catches up.
+    const h = createSandboxHarness({ model: { handoverResyncMs: 600, oldPrimaryResyncMs: 100 } });
     const started = h.clock.now();
     const res = await request(h.app).post('/v1/hooks/prestop?pod=rethinkdb-1');
     expect(res.status).toBe(200);
