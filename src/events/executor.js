@@ -163,7 +163,20 @@ export function createExecutor({ store, actions, marks: realMarks, operations, c
           return { outcome: 'none', waitedMs: 0, short: [], reason: 'a dry run moves no primary, so no secondary has a new primary to catch up with' };
         }
         const deadline = createDeadline(clock, prestopWaitBudgetMs({ maxWaitSeconds, deadlineSeconds }));
-        let cluster = snapshot ?? await store.readCluster();
+        // A read that fails (RethinkDB stalls while a frozen server is still counted in) ends the wait, not the hook:
+        // before the demotion, the demotion goes ahead; after it, the hook answers with what the demotion did.
+        const goesOn = phase === 'after-demote' ? 'the hook answers without waiting' : 'the demotion goes ahead';
+        const unread = (err, short, reason) => ({
+          outcome: 'gave_up', waitedMs: clock.now() - startedAt, short, reason: `${reason ? `${reason}; ` : ''}the cluster could not be read (${err.message}), so ${goesOn}`,
+        });
+        let cluster = snapshot;
+        if (!cluster) {
+          try {
+            cluster = await store.readCluster();
+          } catch (err) {
+            return unread(err, [], null);
+          }
+        }
         const initial = decidePrestopWait(cluster, { serverId: server.id, serverName: server.name, waitLeftMs: deadline.remainingMs() });
         const result = (outcome, reason) => ({ outcome, waitedMs: clock.now() - startedAt, short: initial.short, reason });
         if (initial.short.length === 0) return result('none', initial.reason);
@@ -174,7 +187,7 @@ export function createExecutor({ store, actions, marks: realMarks, operations, c
           try {
             cluster = await store.readCluster();
           } catch (err) {
-            return result('gave_up', `${initial.reason}; the cluster could not be read (${err.message}), so the demotion goes ahead`);
+            return unread(err, initial.short, initial.reason);
           }
           last = decidePrestopWait(cluster, { serverId: server.id, serverName: server.name, waitLeftMs: deadline.remainingMs() });
         }

@@ -3,6 +3,7 @@
 // catches up for 3 s (returnBackfillMs), as a real one does for a moment.
 
 import request from 'supertest';
+import { AppError } from '../../src/errors.js';
 import { REPLICAS_READY_CONDITION } from '../../src/policy/rollout.js';
 import { createSandboxHarness } from '../helpers/harness.js';
 
@@ -132,6 +133,27 @@ describe('PRESTOP waits for a ready voting majority', () => {
     // A dry run moves nothing, so there is nothing to wait for after it.
     const dry = await request(h.app).post('/v1/hooks/prestop?pod=rethinkdb-2&dryRun=true');
     expect(dry.body.settleWait).toMatchObject({ outcome: 'none', waitedMs: 0 });
+  });
+
+  test('when the cluster cannot be read after the demotion (a frozen server stalls the system tables), then the hook still answers 200 with what the demotion did', async () => {
+    let written = false;
+    let failed = 0;
+    const h = createSandboxHarness({
+      model: { handoverResyncMs: 600 },
+      wrapSource: (source) => ({
+        ...source,
+        updateTableShards: async (...args) => { const out = await source.updateTableShards(...args); written = true; return out; },
+        readSystemTables: async (...args) => {
+          if (written) { failed += 1; throw new AppError('DATA_STORE_UNAVAILABLE', 'RethinkDB did not answer "read system tables" within 3000 ms'); }
+          return source.readSystemTables(...args);
+        },
+      }),
+    });
+    const res = await request(h.app).post('/v1/hooks/prestop?pod=rethinkdb-1');
+    expect(failed).toBeGreaterThan(0);
+    expect(res.status).toBe(200);
+    expect(res.body.report.changes.length).toBeGreaterThan(0);
+    expect(res.body.settleWait).toMatchObject({ outcome: 'gave_up', reason: expect.stringMatching(/the cluster could not be read .*so the hook answers without waiting/) });
   });
 
   test('when no secondary catches up after the handover, then PRESTOP does not wait after the demotion', async () => {
