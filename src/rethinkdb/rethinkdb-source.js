@@ -68,7 +68,7 @@ export function translateDriverError(err, what) {
 // there is no connection, so callers answer 503 instead of hanging.
 // connect(address) -> a driver connection to { host, port }.
 export function createConnectionManager({
-  connect, seeds = [], clock, logger, reconnectMinMs, reconnectMaxMs, closeGraceMs = 5000,
+  connect, seeds = [], clock, logger, reconnectMinMs, reconnectMaxMs, closeGraceMs = 5000, connectStaggerMs = 0,
 }) {
   let conn = null;
   let via = null;
@@ -92,32 +92,59 @@ export function createConnectionManager({
     });
   }
 
-  // The first address that accepts, and the server behind it (the driver asks the server who it is).
-  async function connectToAny(options) {
-    let failure = new Error('no RethinkDB address to connect to');
-    for (const address of candidates(options)) {
-      // Closed meanwhile: no more dialling (a closed store's old addresses may belong to something else by now).
-      if (closed) throw new Error('the connection manager is closed');
-      attempts += 1;
-      try {
-        const c = await connect(address);
-        // Until it is adopted, a connection that breaks (a server going down right now) is refused here; its
-        // 'error' event must have a listener, or it would be an uncaught exception.
-        let broken = null;
-        const onBroken = (err) => { broken = err ?? new Error('connection closed'); };
-        c.on?.('error', onBroken);
-        c.on?.('close', onBroken);
-        const server = c.server ? await c.server().catch(() => null) : null;
-        c.removeListener?.('error', onBroken);
-        c.removeListener?.('close', onBroken);
-        if (broken) throw broken;
-        return { c, address: { host: address.host, port: address.port, serverId: server?.id ?? address.serverId, name: server?.name ?? address.name ?? null } };
-      } catch (err) {
-        failure = err;
-        logger.warn({ err: { message: err.message }, host: address.host, port: address.port }, 'rethinkdb connect failed');
-      }
-    }
-    throw failure;
+  // The first address that accepts, and the server behind it (the driver asks the server who it is). Addresses are
+  // dialled in order; with connectStaggerMs, the next one is also dialled when the last has not answered within it (a
+  // frozen or cut-off server costs a whole connect timeout per address, and a live one may be next), and a refusal
+  // dials the next at once. The first connection that answers wins; any that answer after it are closed.
+  function connectToAny(options) {
+    const list = candidates(options);
+    if (list.length === 0) return Promise.reject(new Error('no RethinkDB address to connect to'));
+    return new Promise((resolve, reject) => {
+      let next = 0;
+      let pending = 0;
+      let done = false;
+      let failure = null;
+      const finish = (fn, value) => { done = true; fn(value); };
+      const dialNext = () => {
+        if (done) return;
+        // Closed meanwhile: no more dialling (a closed store's old addresses may belong to something else by now).
+        if (closed) { finish(reject, new Error('the connection manager is closed')); return; }
+        if (next >= list.length) { if (pending === 0) finish(reject, failure); return; }
+        const address = list[next];
+        const index = next;
+        next += 1;
+        pending += 1;
+        attempts += 1;
+        dial(address).then((won) => {
+          pending -= 1;
+          if (done) { won.c.close?.({ noreplyWait: false })?.catch?.(() => {}); return; }
+          finish(resolve, won);
+        }, (err) => {
+          pending -= 1;
+          failure = err;
+          if (done) return;
+          logger.warn({ err: { message: err.message }, host: address.host, port: address.port }, 'rethinkdb connect failed');
+          dialNext();
+        });
+        if (connectStaggerMs > 0) clock.sleep(connectStaggerMs).then(() => { if (next === index + 1) dialNext(); });
+      };
+      dialNext();
+    });
+  }
+
+  async function dial(address) {
+    const c = await connect(address);
+    // Until it is adopted, a connection that breaks (a server going down right now) is refused here; its
+    // 'error' event must have a listener, or it would be an uncaught exception.
+    let broken = null;
+    const onBroken = (err) => { broken = err ?? new Error('connection closed'); };
+    c.on?.('error', onBroken);
+    c.on?.('close', onBroken);
+    const server = c.server ? await c.server().catch(() => null) : null;
+    c.removeListener?.('error', onBroken);
+    c.removeListener?.('close', onBroken);
+    if (broken) throw broken;
+    return { c, address: { host: address.host, port: address.port, serverId: server?.id ?? address.serverId, name: server?.name ?? address.name ?? null } };
   }
 
   function adopt(c, address) {

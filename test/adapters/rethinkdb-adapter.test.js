@@ -281,6 +281,40 @@ describe('connection manager', () => {
     expect(sleeps).toEqual([]);
   });
 
+  test('when an address does not answer (a frozen server), then the next is dialled after the stagger, the first to answer wins, and a late answer is closed', async () => {
+    const cluster = fakeCluster();
+    // rethinkdb_0 frozen: its connect neither accepts nor refuses until the test lets it.
+    let answerFrozen;
+    const frozen = new Promise((resolve) => { answerFrozen = resolve; });
+    const connect = async (address) => {
+      if (address.host === 'rethinkdb-0') { cluster.attempts.push('rethinkdb_0'); await frozen; return cluster.connect({ host: 'rethinkdb-2', port: address.port }); }
+      return cluster.connect(address);
+    };
+    const timers = [];
+    const clock = { ...createVirtualClock(), sleep: (ms) => new Promise((resolve) => { timers.push({ ms, resolve }); }) };
+    const logger = createLogger({ level: 'silent', destination: createLogSink().stream });
+    const manager = createConnectionManager({
+      connect, seeds: [{ host: 'rethinkdb-0', port: 28015 }, { host: 'rethinkdb-2', port: 28015 }], clock, logger, reconnectMinMs: 100, reconnectMaxMs: 500, connectStaggerMs: 500,
+    });
+    manager.start();
+    await new Promise((resolve) => { setTimeout(resolve, 5); });
+    // Only the first address is dialled until the stagger has passed.
+    expect(cluster.attempts).toEqual(['rethinkdb_0']);
+    expect(() => manager.get()).toThrow(expect.objectContaining({ code: 'DATA_STORE_UNAVAILABLE' }));
+    expect(timers.map((t) => t.ms)).toEqual([500]);
+    timers.shift().resolve();
+    await new Promise((resolve) => { setTimeout(resolve, 5); });
+    expect(cluster.attempts).toEqual(['rethinkdb_0', 'rethinkdb_2']);
+    expect(manager.get().serverName).toBe('rethinkdb_2');
+    // The frozen server answers at last: that connection is closed, the adopted one stays.
+    const adopted = manager.get();
+    answerFrozen();
+    await new Promise((resolve) => { setTimeout(resolve, 5); });
+    expect(manager.get()).toBe(adopted);
+    expect(cluster.opened.filter((c) => c !== adopted).map((c) => c.open)).toEqual([false]);
+    await manager.close();
+  });
+
   test('when only the seed is known and it is lost, then it backs off and retries (nothing else to try)', async () => {
     const cluster = fakeCluster();
     const { manager, sleeps } = await connectedManager(cluster);
