@@ -124,7 +124,7 @@ describe('PRESTOP of the server that leads the table\'s Raft group (PRESTOP_MOVE
     const h = createSandboxHarness();
     const res = await prestop(h);
     expect(res.status).toBe(200);
-    expect(res.body).toMatchObject({ primariesOff: true, decision: { actions: ['move-primaries-from-server', 'lower-heartbeat', 'move-raft-leadership'] } });
+    expect(res.body).toMatchObject({ primariesOff: true, decision: { actions: ['lower-heartbeat', 'move-primaries-from-server', 'move-raft-leadership'] } });
     expect(res.body.raftLeadership).toMatchObject({ outcome: 'completed', notDone: [], votesRestored: [{ table: 'ycsb.usertable', shards: [0, 2, 3] }] });
     expect(res.body.raftLeadership.changes).toEqual([expect.objectContaining({ from: 'rethinkdb_0', to: 'rethinkdb_1', moved: true })]);
     const { table, leader, id } = await usertable(h);

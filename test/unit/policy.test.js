@@ -36,15 +36,18 @@ describe('decidePrestop', () => {
     }
   });
 
-  test('when a heartbeat timeout is configured, then the demotion is followed by lowering it for the server', () => {
+  test('when a heartbeat timeout is configured, then it is lowered for the server just before the demotion (a new primary that freezes is dropped sooner)', () => {
     const d = decidePrestop({ pod: 'rethinkdb-1', server: server('rethinkdb_1'), heartbeat: { seconds: 2, windowSeconds: 120 } });
-    expect(d.intents.map((i) => i.type)).toEqual(['mark-draining', 'move-connection', 'demote', 'lower-heartbeat']);
-    expect(d.intents[3]).toMatchObject({ seconds: 2, windowSeconds: 120, server: { id: 'rethinkdb_1' } });
+    expect(d.intents.map((i) => i.type)).toEqual(['mark-draining', 'move-connection', 'lower-heartbeat', 'demote']);
+    expect(d.intents[2]).toMatchObject({ seconds: 2, windowSeconds: 120, server: { id: 'rethinkdb_1' } });
+    // With the majority waits, after the wait before the demotion (the window starts when it is lowered).
+    const waited = decidePrestop({ pod: 'rethinkdb-1', server: server('rethinkdb_1'), heartbeat: { seconds: 2, windowSeconds: 120 }, majorityWaitSeconds: 10 });
+    expect(waited.intents.map((i) => i.type)).toEqual(['mark-draining', 'move-connection', 'wait-for-majority', 'lower-heartbeat', 'demote', 'wait-for-majority']);
   });
 
   test('when the Raft move is on, then the leadership moves last, while the server is still draining', () => {
     const d = decidePrestop({ pod: 'rethinkdb-1', server: server('rethinkdb_1'), heartbeat: { seconds: 2, windowSeconds: 120 }, moveRaftLeader: true });
-    expect(d.intents.map((i) => i.type)).toEqual(['mark-draining', 'move-connection', 'demote', 'lower-heartbeat', 'move-raft-leadership']);
+    expect(d.intents.map((i) => i.type)).toEqual(['mark-draining', 'move-connection', 'lower-heartbeat', 'demote', 'move-raft-leadership']);
     expect(d.intents[4]).toMatchObject({ servers: [{ id: 'rethinkdb_1' }], whileMarked: 'draining', reason: /then move the Raft leadership/ });
     expect(decidePrestop({ pod: 'rethinkdb-1', server: server('rethinkdb_1') }).intents.map((i) => i.type)).not.toContain('move-raft-leadership');
   });
