@@ -16,6 +16,7 @@ import {
 } from '../policy/policy.js';
 import { decideRolloutLevelling, prestopPreference, rolloutOf } from '../policy/rollout.js';
 import { resultOf } from './executor.js';
+import { intentIs } from './intent-types.js';
 
 // requester (POSTSTART, PERFWARNING and its end): who asks, { kind: 'pod' | 'operator' | 'monitor' } (policy.js);
 // a pod may undo only what it did itself. actor: who acted, for the audit trail.
@@ -321,17 +322,11 @@ export function createEvents({
   };
 }
 
-// A decision as callers see it: the reason and the actions it leads to (the intents that act on the cluster,
-// not those that only move marks or the manager's connection, nor PRESTOP's wait, reported as majorityWait), without
-// the intents' internals.
-const BOOKKEEPING = new Set([
-  'move-connection', 'mark-draining', 'mark-perf-warning', 'mark-perf-warning-long', 'release', 'clear-perf-warning', 'await-health', 'end-departure',
-  'owe-hand-back', 'settle-hand-backs', 'wait-for-majority',
-]);
-
+// A decision as callers see it: the reason and the actions it leads to (the intents of ./intent-types.js that are
+// actions), without the intents' internals.
 function describe(decision) {
   const { intents, ...rest } = decision;
-  const names = intents.filter((i) => !BOOKKEEPING.has(i.type))
+  const names = intents.filter((i) => intentIs(i.type, 'action'))
     .map((i) => (i.type === 'demote' ? `move-primaries-from-${i.node ? 'node' : 'server'}` : i.type));
   return { ...rest, actions: [...new Set(names)] };
 }

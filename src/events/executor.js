@@ -10,15 +10,7 @@ import { createDeadline } from '../lib/clock.js';
 import { unreadyReplicasOf } from '../planner/eligibility.js';
 import { decideHeartbeatLowering } from '../policy/policy.js';
 import { decidePrestopWait, prestopWaitBudgetMs, prestopWaitOutcome } from '../policy/rollout.js';
-
-// The intents that reconfigure tables: the snapshot a decision was made on is stale after one of them.
-const RECONFIGURES = new Set(['demote', 'move-raft-leadership', 'rebalance-primaries', 'migrate-replicas-off', 'add-server', 'replace-server']);
-// The intents a dry run runs: the actions plan and change nothing, and the marks' changes are made on a copy that is
-// never persisted (so that a plan after them sees what the real run's would); it skips the others, which write.
-const DRY_RUN = new Set([
-  'move-connection', 'wait-for-majority', 'demote', 'rebalance-primaries', 'migrate-replicas-off',
-  'mark-draining', 'mark-perf-warning', 'mark-perf-warning-long', 'release', 'clear-perf-warning',
-]);
+import { intentIs } from './intent-types.js';
 
 // context: { actor, pod, dryRun, deadlineSeconds, snapshot } for every intent of one decision. deadlineSeconds is the
 // decision's: each intent gets what is left of it when it starts (a PRESTOP's Raft move after its demotion must still
@@ -243,16 +235,17 @@ export function createExecutor({ store, actions, marks: realMarks, operations, c
     for (const intent of intents) {
       const step = steps[intent.type];
       if (!step) throw new AppError('INTERNAL', `no executor step for intent ${intent.type}`);
-      if (context.dryRun && !DRY_RUN.has(intent.type)) continue;
+      if (context.dryRun && !intentIs(intent.type, 'dryRun')) continue;
       // Once the decision's deadline has passed, an intent's action finds its own expired and reports what it did not do.
       const deadlineSeconds = deadline ? deadline.remainingMs() / 1000 : undefined;
       done.push({ intent, result: await step(intent, { ...context, deadlineSeconds, snapshot: read.current, decided: read.decided, observe }) });
-      if (!context.dryRun && RECONFIGURES.has(intent.type)) read.current = null;
+      if (!context.dryRun && intentIs(intent.type, 'reconfigures')) read.current = null;
     }
     return done;
   }
 
-  return { run };
+  // stepTypes: the intent types it has a step for (one per type of ./intent-types.js).
+  return { run, stepTypes: Object.keys(realSteps) };
 }
 
 // The result of the first intent of a type, or null.

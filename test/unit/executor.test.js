@@ -2,6 +2,7 @@
 // deadline when it starts (a PRESTOP's Raft move after its demotion must still answer within the hook's deadline).
 
 import { createExecutor } from '../../src/events/executor.js';
+import { INTENT_TYPES, intentIs } from '../../src/events/intent-types.js';
 import { createVirtualClock } from '../../src/lib/clock.js';
 import { createLogger } from '../../src/logger.js';
 
@@ -13,7 +14,7 @@ function executorWith({ demoteMs }) {
     async movePrimariesFromServers({ deadlineSeconds }) { seen.push(['demote', deadlineSeconds]); await clock.sleep(demoteMs); return report; },
     async rebalancePrimaries({ deadlineSeconds }) { seen.push(['rebalance', deadlineSeconds]); return report; },
   };
-  const marks = { async noteDemoted() {} };
+  const marks = { async noteDemoted() {}, fork() { return marks; } };
   const executor = createExecutor({
     store: {}, actions, marks, operations: {}, config: {}, clock, logger: createLogger({ level: 'silent' }),
   });
@@ -42,5 +43,24 @@ describe('the executor\'s deadline', () => {
     const { executor, seen } = executorWith({ demoteMs: 5000 });
     await executor.run(intents, {});
     expect(seen).toEqual([['demote', undefined], ['rebalance', undefined]]);
+  });
+});
+
+describe('the registry of intent types', () => {
+  test('when the executor is built, then it has exactly one step per registered intent type', () => {
+    const { executor } = executorWith({ demoteMs: 0 });
+    expect([...executor.stepTypes].sort()).toEqual(Object.keys(INTENT_TYPES).sort());
+  });
+
+  test('when a dry run meets an intent that writes, then it skips it and runs the planning ones', async () => {
+    const { executor, seen } = executorWith({ demoteMs: 0 });
+    const done = await executor.run([{ type: 'set-heartbeat', seconds: 2, reason: 'test' }, ...intents], { dryRun: true });
+    expect(done.map((d) => d.intent.type)).toEqual(['demote', 'rebalance-primaries']);
+    expect(seen.map(([name]) => name)).toEqual(['demote', 'rebalance']);
+  });
+
+  test('when an intent type is not registered, then it has no property', () => {
+    expect(intentIs('demote', 'reconfigures')).toBe(true);
+    expect(intentIs('no-such-intent', 'dryRun')).toBe(false);
   });
 });
