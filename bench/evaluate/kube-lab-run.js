@@ -9,7 +9,7 @@
 import { execFile, spawnSync } from 'node:child_process';
 import { promisify } from 'node:util';
 import {
-  KUBECTL, REPO, adminPassword, clientLines, connectPod, createKubectl, labNodeAsync, labUp, podReady, r, startClientPod, stopClientPod, until,
+  KUBECTL, REPO, adminPassword, clientLines, connectPod, createKubectl, labNode, labUp, noisyPod, podReady, r, startClientPod, stopClientPod, until,
 } from '../../lab/kube/kube-lab.js';
 import { failuresPerPod, watchRollout } from '../../lab/kube/rollout-watch.js';
 
@@ -83,17 +83,17 @@ export const KUBE_SCENARIOS = {
       let restored = false;
       try {
         mark('node killed');
-        await labNodeAsync('kill', node);
+        await labNode('kill', node);
         await until(`${node} marked not Ready`, async () => {
           const n = await kubectl.json('get', 'node', node);
           return n.status.conditions.find((c) => c.type === 'Ready')?.status !== 'True';
         }, { timeoutMs: 180000, intervalMs: 1000 });
         mark('node not Ready');
         mark('node restored');
-        await labNodeAsync('restore', node);
+        await labNode('restore', node);
         restored = true;
       } finally {
-        if (!restored) await labNodeAsync('restore', node).catch(() => {});
+        if (!restored) await labNode('restore', node).catch(() => {});
       }
       // The kubelet restarts the pod's containers in place (the same pod, one more restart); the API may still show the
       // pod Ready from before the loss, so Ready counts only with the restart.
@@ -111,13 +111,7 @@ export const KUBE_SCENARIOS = {
     avoidsNodeOf: 'rethinkdb-1',
     async act({ kubectl, mark }) {
       const { spec } = await kubectl.nsJson('get', 'pod', 'rethinkdb-1');
-      const noisy = {
-        apiVersion: 'v1', kind: 'Pod', metadata: { name: 'eval-noisy', namespace: 'rethinkdb', labels: { app: 'lab-client' } },
-        spec: {
-          nodeName: spec.nodeName, terminationGracePeriodSeconds: 0, restartPolicy: 'Never',
-          containers: [{ name: 'busy', image: spec.containers[0].image, imagePullPolicy: 'Never', command: ['sh', '-c', 'while :; do :; done'] }],
-        },
-      };
+      const noisy = noisyPod({ name: 'eval-noisy', labels: { app: 'lab-client' }, nodeName: spec.nodeName, image: spec.containers[0].image });
       await kubectl.ns('delete', 'pod', 'eval-noisy', '--ignore-not-found', '--wait=true');
       const applied = spawnSync(KUBECTL, ['apply', '-f', '-'], { input: JSON.stringify(noisy), env: kubectl.env, encoding: 'utf8' });
       if (applied.status !== 0) throw new Error(`noisy pod: ${applied.stderr}`);

@@ -33,10 +33,18 @@ export function labDown() {
 }
 
 // lab.sh node-kill N / node-restore N: node-N dies (all its processes killed, its link down) / comes back.
-export const labNode = (verb, nodeName) => execFileSync('bash', [LAB_SCRIPT, `node-${verb}`, nodeName.replace(/^node-/, '')],
-  { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
-// The same, without blocking the event loop (the evaluation keeps sampling meanwhile).
-export const labNodeAsync = async (verb, nodeName) => (await run('bash', [LAB_SCRIPT, `node-${verb}`, nodeName.replace(/^node-/, '')], { encoding: 'utf8' })).stdout;
+// lab.sh node-kill or node-restore, without blocking the event loop (watches keep sampling meanwhile).
+export const labNode = async (verb, nodeName) => (await run('bash', [LAB_SCRIPT, `node-${verb}`, nodeName.replace(/^node-/, '')], { encoding: 'utf8' })).stdout;
+
+// A pod that keeps one CPU busy (a shell loop) on `nodeName`, from `image` (the RethinkDB image has a shell): the noisy
+// neighbour of the lab's test and of the evaluation's hotspot scenario.
+export const noisyPod = ({ name, labels, nodeName, image }) => ({
+  apiVersion: 'v1', kind: 'Pod', metadata: { name, namespace: NAMESPACE, labels },
+  spec: {
+    nodeName, terminationGracePeriodSeconds: 0, restartPolicy: 'Never',
+    containers: [{ name: 'busy', image, imagePullPolicy: 'Never', command: ['sh', '-c', 'while :; do :; done'] }],
+  },
+});
 
 export const labLeftovers = () => execFileSync('bash', [LAB_SCRIPT, 'leftovers'], { encoding: 'utf8' }).trim();
 
