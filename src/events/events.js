@@ -11,7 +11,7 @@ import { AppError } from '../errors.js';
 import { findServerForPod } from '../cluster/cluster-model.js';
 import { createDeadline } from '../lib/clock.js';
 import {
-  MONITOR, OPERATOR, decideHeartbeatRestore, decidePerfWarning, decidePerfWarningEnd, decidePerfWarningEscalation, decidePoststart, decidePrestop,
+  MONITOR, OPERATOR, decideHeartbeatRestore, decidePerfWarning, decidePerfWarningEnd, decidePerfWarningEscalation, decidePoststart, decidePrestop, primariesOffAfter,
   endableWarningSource, releasableDrain, warningSourceOf,
 } from '../policy/policy.js';
 import { decideRolloutLevelling, prestopPreference, rolloutOf } from '../policy/rollout.js';
@@ -55,7 +55,7 @@ export function createEvents({
     for (const [wait, when] of [[majorityWait, 'before its demotion'], [settleWait, 'after its demotion']]) {
       if (wait.outcome === 'waited' || wait.outcome === 'gave_up') recordWait({ server, pod, actor, majorityWait: wait, when });
     }
-    const primariesOff = report.skipped.length === 0 && report.notDone.length === 0 && report.settled !== false;
+    const primariesOff = primariesOffAfter(report);
     log.info({ pod, server: server.name, outcome: report.outcome, primariesOff, reason: decision.reason }, 'preStop handled');
     return {
       event: 'PRESTOP', pod, server: server.name, decision: describe(decision), outcome: report.outcome, primariesOff, report, majorityWait, settleWait,

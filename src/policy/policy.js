@@ -91,6 +91,13 @@ export function decidePrestop({
   };
 }
 
+// Whether a PRESTOP's demotion left the server without primaries, from its report: nothing skipped, nothing left
+// undone, and every new primary seen acting (settled false: one had not taken over by the deadline; null: a dry run,
+// which plans and so is judged on its plan).
+export function primariesOffAfter(report) {
+  return report.skipped.length === 0 && report.notDone.length === 0 && report.settled !== false;
+}
+
 // The drain's intents with the waits for a ready majority before its demotion and after it (none when the wait is off).
 function withWait(intents, server, maxWaitSeconds) {
   if (!(maxWaitSeconds > 0)) return intents;

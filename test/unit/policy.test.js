@@ -3,7 +3,7 @@
 import {
   MONITOR, OPERATOR, decideHeartbeatLowering, decideHeartbeatRestore, decideMigrateReplicasOff, decideMigrationRetry, decideMonitorStep,
   decideOperatorDrain, decidePerfWarning, decidePerfWarningEnd, decidePerfWarningEscalation, decidePoststart, decidePrestop, decideRelease, endableWarningSource,
-  initialMonitorState, prestopActionSeconds, releasableDrain, warningSourceOf,
+  initialMonitorState, prestopActionSeconds, primariesOffAfter, releasableDrain, warningSourceOf,
 } from '../../src/policy/policy.js';
 import { evaluateHotspots, utilizationSamples } from '../../src/monitor/hotspot.js';
 
@@ -50,6 +50,19 @@ describe('decidePrestop', () => {
     expect(d.intents.map((i) => i.type)).toEqual(['mark-draining', 'move-connection', 'lower-heartbeat', 'demote', 'move-raft-leadership']);
     expect(d.intents[4]).toMatchObject({ servers: [{ id: 'rethinkdb_1' }], whileMarked: 'draining', reason: /then move the Raft leadership/ });
     expect(decidePrestop({ pod: 'rethinkdb-1', server: server('rethinkdb_1') }).intents.map((i) => i.type)).not.toContain('move-raft-leadership');
+  });
+});
+
+describe('primariesOffAfter', () => {
+  const item = { table: 'ycsb.usertable', shard: 0, reason: 'r' };
+  test.each([
+    ['everything moved and seen acting', true, { skipped: [], notDone: [], settled: true }],
+    ['a dry run (its plan is all it has)', true, { skipped: [], notDone: [], settled: null }],
+    ['a shard skipped', false, { skipped: [item], notDone: [], settled: true }],
+    ['a write not done', false, { skipped: [], notDone: [item], settled: true }],
+    ['a new primary not acting by the deadline', false, { skipped: [], notDone: [], settled: false }],
+  ])('when %s, then primaries off is %p', (_, off, report) => {
+    expect(primariesOffAfter(report)).toBe(off);
   });
 });
 
