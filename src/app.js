@@ -89,12 +89,13 @@ function requireCompleteBodies(req, res, next) {
 }
 
 // The one error handler: status from the error, logged at the level logLevelForStatus gives (4xx at info, 503 at
-// warn, other 5xx at error, probes not per request), never a stack trace in the body.
+// warn, other 5xx at error, probes not per request), never a stack trace in the body. reqId is pino-http's id of the
+// request, the same as the `req.id` of its "request completed" line, so that the two lines join.
 function createErrorHandler(log) {
   // eslint-disable-next-line no-unused-vars
   return function errorHandler(err, req, res, next) {
     const appErr = fromExpressError(err);
-    const entry = { code: appErr.code, status: appErr.statusCode, method: req.method, path: req.path, err: appErr.message };
+    const entry = { code: appErr.code, status: appErr.statusCode, method: req.method, path: req.path, reqId: req.id, err: appErr.message };
     const level = logLevelForStatus(appErr.statusCode, { probe: PROBE_PATHS.has(req.path) });
     if (appErr.statusCode >= 500) log[level]({ ...entry, cause: appErr.cause?.message }, 'request failed');
     else log[level](entry, 'request rejected');

@@ -226,6 +226,11 @@ describe('safety under concurrency and failure', () => {
     expect(seen.filter(([level]) => level === 'error')).toEqual([]);
     expect(seen.filter(([, msg]) => msg === 'not ready' || msg === 'ready')).toEqual([['warn', 'not ready', 'DATA_STORE_UNAVAILABLE'], ['info', 'ready', null]]);
     expect(seen).toEqual(expect.arrayContaining([['warn', 'request failed', 'DATA_STORE_UNAVAILABLE']]));
+    // The error's line names its request: the same id as the request's own line.
+    const failed = h.logs.find((l) => l.module === 'errors' && l.path === '/v1/actions/move-primaries-from-server');
+    const completed = h.logs.filter((l) => l.module === 'http' && l.req?.url === '/v1/actions/move-primaries-from-server');
+    expect(failed.reqId).toBeDefined();
+    expect(completed.map((l) => l.req.id)).toEqual([failed.reqId]);
   });
 
   test('when RethinkDB drops out during a write, then the report says that write\'s outcome is unknown', async () => {
