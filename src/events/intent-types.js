@@ -4,7 +4,7 @@
 //   that a plan after it sees what the real run's would); a dry run skips the others, which write;
 // - action: callers see it among a decision's actions; the others only move marks or the manager's connection, or
 //   wait (PRESTOP's waits are reported on their own, as majorityWait and settleWait).
-// The executor has exactly one step per type (test/unit/intent-types.test.js).
+// The executor has exactly one step per type (test/unit/executor.test.js).
 
 const type = (reconfigures, dryRun, action) => Object.freeze({ reconfigures, dryRun, action });
 
