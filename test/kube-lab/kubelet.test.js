@@ -34,12 +34,19 @@ async function managerLog(since) {
 }
 const pod = async (name) => kubectl.nsJson('get', 'pod', name);
 
-// A connection to a RethinkDB pod other than `avoid`, reopened when it breaks.
+// A connection to a Ready RethinkDB pod other than `avoid`. A pod's readiness gate is False while any replica it holds
+// catches up, and a handover has the new primary's secondaries catch up for a moment: just after a levelling, every
+// pod may be not Ready at once (seen in CI after the drain test), so this waits for one.
 async function observer(avoid) {
-  const list = await pods();
-  const via = list.find((p) => p.metadata.name !== avoid && podReady(p));
+  const via = await until(`a Ready RethinkDB pod other than ${avoid}`, async () => (await pods()).find((p) => p.metadata.name !== avoid && podReady(p)), { timeoutMs: 120000, intervalMs: 1000 });
   return connectPod(kubectl, via.metadata.name, password);
 }
+
+// Every RethinkDB pod of the StatefulSet Ready: how a test leaves the cluster for the next one.
+const allPodsReady = () => until('every RethinkDB pod Ready', async () => {
+  const list = await pods();
+  return list.length === 3 && list.every(podReady);
+}, { timeoutMs: 300000, intervalMs: 1000 });
 
 async function primariesByServer(conn, table) {
   const config = await r.db(DB).table(table).config().run(conn);
@@ -260,6 +267,8 @@ test('kubectl drain: the webhook demotes before the eviction, the PDB holds the 
       return (await primariesByServer(c, 'drain')).includes('rethinkdb_0');
     } finally { await c.close(); }
   }, { timeoutMs: 300000 });
+  // The levelling back is handovers, each with its secondaries' catch-up: the next test starts once every pod is Ready.
+  await allPodsReady();
   await conn.close().catch(() => {});
   await conn0.close().catch(() => {});
 });
