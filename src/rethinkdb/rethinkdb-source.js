@@ -95,21 +95,31 @@ export function createConnectionManager({
   // The first address that accepts, and the server behind it (the driver asks the server who it is). Addresses are
   // dialled in order; with connectStaggerMs, the next one is also dialled when the last has not answered within it (a
   // frozen or cut-off server costs a whole connect timeout per address, and a live one may be next), and a refusal
-  // dials the next at once. The first connection that answers wins; any that answer after it are closed.
-  function connectToAny(options) {
+  // dials the next at once. The first connection that answers wins, except one through a server the order puts last
+  // (avoided, or in `skip`: a seed may lead to it): that one is kept aside and wins only if no other answers, so that
+  // the stagger never changes which server is preferred. Connections that answer after the winner are closed.
+  function connectToAny(options = {}) {
     const list = candidates(options);
     if (list.length === 0) return Promise.reject(new Error('no RethinkDB address to connect to'));
+    const last = (serverId) => Boolean(serverId) && (avoided.has(serverId) || Boolean(options.skip?.has(serverId)));
     return new Promise((resolve, reject) => {
       let next = 0;
       let pending = 0;
       let done = false;
       let failure = null;
+      let fallback = null;
       const finish = (fn, value) => { done = true; fn(value); };
+      const end = () => {
+        if (pending > 0 || next < list.length) return false;
+        if (fallback) finish(resolve, fallback);
+        else finish(reject, failure);
+        return true;
+      };
       const dialNext = () => {
         if (done) return;
         // Closed meanwhile: no more dialling (a closed store's old addresses may belong to something else by now).
-        if (closed) { finish(reject, new Error('the connection manager is closed')); return; }
-        if (next >= list.length) { if (pending === 0) finish(reject, failure); return; }
+        if (closed) { discard(fallback); finish(reject, new Error('the connection manager is closed')); return; }
+        if (next >= list.length) { end(); return; }
         const address = list[next];
         const index = next;
         next += 1;
@@ -117,7 +127,14 @@ export function createConnectionManager({
         attempts += 1;
         dial(address).then((won) => {
           pending -= 1;
-          if (done) { won.c.close?.({ noreplyWait: false })?.catch?.(() => {}); return; }
+          if (done || closed) { discard(won); if (!done) dialNext(); return; }
+          if (last(won.address.serverId)) {
+            if (fallback) discard(won);
+            else fallback = won;
+            if (!end() && next === index + 1) dialNext();
+            return;
+          }
+          discard(fallback);
           finish(resolve, won);
         }, (err) => {
           pending -= 1;
@@ -130,6 +147,13 @@ export function createConnectionManager({
       };
       dialNext();
     });
+  }
+
+  // A connection that lost the race: closed, with a listener for an error while it closes (none is left on it).
+  function discard(won) {
+    if (!won) return;
+    won.c.on?.('error', () => {});
+    won.c.close?.({ noreplyWait: false })?.catch?.(() => {});
   }
 
   async function dial(address) {

@@ -281,6 +281,80 @@ describe('connection manager', () => {
     expect(sleeps).toEqual([]);
   });
 
+  // A manager that dials with a 500 ms stagger on a clock whose sleeps the test ends itself (timers[i].resolve()).
+  async function staggeredManager(connect, seeds = SEEDS) {
+    const timers = [];
+    const clock = { ...createVirtualClock(), sleep: (ms) => new Promise((resolve) => { timers.push({ ms, resolve }); }) };
+    const logger = createLogger({ level: 'silent', destination: createLogSink().stream });
+    const manager = createConnectionManager({ connect, seeds, clock, logger, reconnectMinMs: 100, reconnectMaxMs: 500, connectStaggerMs: 500 });
+    manager.start();
+    await new Promise((resolve) => { setTimeout(resolve, 5); });
+    return { manager, timers };
+  }
+
+  // Ends every pending stagger, round after round, until `until()` holds (or a bound is reached).
+  async function passStaggers(timers, until) {
+    for (let i = 0; i < 20 && !until(); i += 1) {
+      for (const t of timers.splice(0)) t.resolve();
+      await new Promise((resolve) => { setTimeout(resolve, 2); });
+    }
+  }
+
+  test('when the servers not avoided answer slowly and a seed leads fast to the avoided one, then steering away still moves to a live server', async () => {
+    const cluster = fakeCluster();
+    let release;
+    const slow = new Promise((resolve) => { release = resolve; });
+    let slowing = false;
+    // The seed "rethinkdb" reaches rethinkdb_0 at once; once slowing, every other address answers only when released.
+    const connect = async (address) => {
+      if (slowing && address.host !== 'rethinkdb') await slow;
+      return cluster.connect(address);
+    };
+    const { manager, timers } = await staggeredManager(connect);
+    manager.learn(cluster.serverStatus);
+    const first = manager.get();
+    expect(first.serverName).toBe('rethinkdb_0');
+    slowing = true;
+    cluster.attempts.length = 0;
+    const steering = manager.steerAwayFrom([cluster.idOf('rethinkdb_0')]);
+    // The stagger passes until the seed (the avoided server) has answered; only then do the live ones.
+    await passStaggers(timers, () => cluster.attempts.includes('rethinkdb_0'));
+    expect(cluster.attempts).toContain('rethinkdb_0');
+    release();
+    const moved = await steering;
+    expect(moved).toMatchObject({ moved: true, from: 'rethinkdb_0' });
+    expect(manager.get().serverName).not.toBe('rethinkdb_0');
+    // The avoided server's connection, kept aside, was closed.
+    expect(cluster.opened.filter((c) => c.serverName === 'rethinkdb_0' && c !== first).map((c) => c.open)).toEqual([false]);
+    await manager.close();
+  });
+
+  test('when the server it goes through is lost and only an avoided one answers fast, then it reconnects through a live one that answers later', async () => {
+    const cluster = fakeCluster();
+    let release;
+    const slow = new Promise((resolve) => { release = resolve; });
+    let slowing = false;
+    const connect = async (address) => {
+      const conn = await cluster.connect(address);
+      if (slowing && conn.serverName !== 'rethinkdb_3') await slow;
+      return conn;
+    };
+    const { manager, timers } = await staggeredManager(connect);
+    manager.learn([...cluster.serverStatus].sort((a, b) => a.name.localeCompare(b.name)));
+    // rethinkdb_3 is about to stop (avoided); the connection goes through rethinkdb_0, which is then lost.
+    expect((await manager.steerAwayFrom([cluster.idOf('rethinkdb_3')])).reason).toMatch(/not connected through these servers/);
+    const first = manager.get();
+    slowing = true;
+    cluster.down.add('rethinkdb_0');
+    first.emit('close');
+    await passStaggers(timers, () => cluster.attempts.includes('rethinkdb_3'));
+    expect(() => manager.get()).toThrow(expect.objectContaining({ code: 'DATA_STORE_UNAVAILABLE' }));
+    release();
+    await passStaggers(timers, () => { try { manager.get(); return true; } catch { return false; } });
+    expect(['rethinkdb_1', 'rethinkdb_2']).toContain(manager.get().serverName);
+    await manager.close();
+  });
+
   test('when an address does not answer (a frozen server), then the next is dialled after the stagger, the first to answer wins, and a late answer is closed', async () => {
     const cluster = fakeCluster();
     // rethinkdb_0 frozen: its connect neither accepts nor refuses until the test lets it.
@@ -290,14 +364,7 @@ describe('connection manager', () => {
       if (address.host === 'rethinkdb-0') { cluster.attempts.push('rethinkdb_0'); await frozen; return cluster.connect({ host: 'rethinkdb-2', port: address.port }); }
       return cluster.connect(address);
     };
-    const timers = [];
-    const clock = { ...createVirtualClock(), sleep: (ms) => new Promise((resolve) => { timers.push({ ms, resolve }); }) };
-    const logger = createLogger({ level: 'silent', destination: createLogSink().stream });
-    const manager = createConnectionManager({
-      connect, seeds: [{ host: 'rethinkdb-0', port: 28015 }, { host: 'rethinkdb-2', port: 28015 }], clock, logger, reconnectMinMs: 100, reconnectMaxMs: 500, connectStaggerMs: 500,
-    });
-    manager.start();
-    await new Promise((resolve) => { setTimeout(resolve, 5); });
+    const { manager, timers } = await staggeredManager(connect, [{ host: 'rethinkdb-0', port: 28015 }, { host: 'rethinkdb-2', port: 28015 }]);
     // Only the first address is dialled until the stagger has passed.
     expect(cluster.attempts).toEqual(['rethinkdb_0']);
     expect(() => manager.get()).toThrow(expect.objectContaining({ code: 'DATA_STORE_UNAVAILABLE' }));
