@@ -9,7 +9,9 @@ import { AppError } from '../errors.js';
 import { createDeadline } from '../lib/clock.js';
 import { unreadyReplicasOf } from '../planner/eligibility.js';
 import { decideHeartbeatLowering } from '../policy/policy.js';
-import { decidePrestopWait, prestopWaitBudgetMs, prestopWaitOutcome } from '../policy/rollout.js';
+import {
+  decidePrestopWait, prestopWaitBudgetMs, prestopWaitOutcome, prestopWaitSkipped, prestopWaitUnread,
+} from '../policy/rollout.js';
 import { intentIs } from './intent-types.js';
 
 // context: { actor, pod, dryRun, deadlineSeconds, snapshot } for every intent of one decision. deadlineSeconds is the
@@ -151,42 +153,34 @@ export function createExecutor({ store, actions, marks: realMarks, operations, c
       // run moved nothing, so it has nothing to say there.
       async 'wait-for-majority'({ server, maxWaitSeconds, phase }, { snapshot, observe, deadlineSeconds, dryRun }) {
         const startedAt = clock.now();
-        if (dryRun && phase === 'after-demote') {
-          return { outcome: 'none', waitedMs: 0, short: [], reason: 'a dry run moves no primary, so no secondary has a new primary to catch up with' };
-        }
+        const skipped = prestopWaitSkipped({ phase, dryRun });
+        if (skipped) return { ...skipped, waitedMs: 0 };
         const deadline = createDeadline(clock, prestopWaitBudgetMs({ maxWaitSeconds, deadlineSeconds }));
-        // A read that fails (RethinkDB stalls while a frozen server is still counted in) ends the wait, not the hook:
-        // before the demotion, the demotion goes ahead; after it, the hook answers with what the demotion did.
-        const goesOn = phase === 'after-demote' ? 'the hook answers without waiting' : 'the demotion goes ahead';
-        const unread = (err, short, reason) => ({
-          outcome: 'gave_up', waitedMs: clock.now() - startedAt, short, reason: `${reason ? `${reason}; ` : ''}the cluster could not be read (${err.message}), so ${goesOn}`,
-        });
-        let cluster = snapshot;
-        if (!cluster) {
-          try {
-            cluster = await store.readCluster();
-          } catch (err) {
-            return unread(err, [], null);
-          }
+        const report = (outcome, reason, short) => ({ outcome, waitedMs: clock.now() - startedAt, short, reason });
+        const unreadable = (err, from) => ({ ...prestopWaitUnread({ phase, from, message: err.message }), waitedMs: clock.now() - startedAt });
+        let cluster;
+        try {
+          cluster = snapshot ?? await store.readCluster();
+        } catch (err) {
+          return unreadable(err, null);
         }
         const initial = decidePrestopWait(cluster, { serverId: server.id, serverName: server.name, waitLeftMs: deadline.remainingMs() });
-        const result = (outcome, reason) => ({ outcome, waitedMs: clock.now() - startedAt, short: initial.short, reason });
-        if (initial.short.length === 0) return result('none', initial.reason);
-        if (dryRun) return result(initial.wait ? 'would_wait' : 'gave_up', initial.reason);
+        if (initial.short.length === 0) return report('none', initial.reason, initial.short);
+        if (dryRun) return report(initial.wait ? 'would_wait' : 'gave_up', initial.reason, initial.short);
         let last = initial;
         while (last.wait) {
           await clock.sleep(config.waitPollIntervalMs);
           try {
             cluster = await store.readCluster();
           } catch (err) {
-            return unread(err, initial.short, initial.reason);
+            return unreadable(err, initial);
           }
           last = decidePrestopWait(cluster, { serverId: server.id, serverName: server.name, waitLeftMs: deadline.remainingMs() });
         }
         observe(cluster);
         const outcome = prestopWaitOutcome(cluster, { serverId: server.id, initialShort: initial.short });
-        if (outcome === 'waited') return result(outcome, `${initial.reason}; the majority was back after ${clock.now() - startedAt} ms`);
-        return result(outcome, last.short.length > 0 ? last.reason : `${initial.reason}; a shard lost its voting majority meanwhile, which no wait brings back`);
+        if (outcome === 'waited') return report(outcome, `${initial.reason}; the majority was back after ${clock.now() - startedAt} ms`, initial.short);
+        return report(outcome, last.short.length > 0 ? last.reason : `${initial.reason}; a shard lost its voting majority meanwhile, which no wait brings back`, initial.short);
       },
       // A server back during a rollout: what its last drain took is owed back when the rollout ends (persisted, so that
       // another replica leading by then still gives it back).

@@ -84,6 +84,22 @@ export function prestopWaitBudgetMs({ maxWaitSeconds, deadlineSeconds }) {
   return deadlineSeconds === undefined ? cap : Math.max(0, Math.min(cap, deadlineSeconds * 1000 - PRESTOP_DEMOTE_RESERVE_MS));
 }
 
+// A PRESTOP's wait that ends without reading the cluster, or null: a dry run moves no primary, so after its demotion
+// nothing catches up.
+export function prestopWaitSkipped({ phase, dryRun }) {
+  return dryRun && phase === 'after-demote'
+    ? { outcome: 'none', short: [], reason: 'a dry run moves no primary, so no secondary has a new primary to catch up with' }
+    : null;
+}
+
+// A PRESTOP's wait when the cluster could not be read (RethinkDB stalls while a frozen server is still counted in):
+// it ends, not the hook; before the demotion, the demotion goes ahead, after it the hook answers with what the
+// demotion did. from: the wait's first decision (null: the first read failed).
+export function prestopWaitUnread({ phase, from, message }) {
+  const goesOn = phase === 'after-demote' ? 'the hook answers without waiting' : 'the demotion goes ahead';
+  return { outcome: 'gave_up', short: from?.short ?? [], reason: `${from ? `${from.reason}; ` : ''}the cluster could not be read (${message}), so ${goesOn}` };
+}
+
 // The end of a PRESTOP's wait: waited when every shard that was short at the start has a ready voting majority
 // without the server again; gave_up otherwise (the budget ran out, or a shard lost its majority another way).
 export function prestopWaitOutcome(cluster, { serverId, initialShort }) {

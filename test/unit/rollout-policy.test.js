@@ -3,7 +3,7 @@
 import { decidePoststart, decidePrestop } from '../../src/policy/policy.js';
 import {
   REPLICAS_READY_CONDITION, decidePodReadiness, decidePrestopWait, decideRolloutLevelling, owedHomes, prestopPreference, prestopWaitBudgetMs,
-  prestopWaitOutcome, rolloutOf, shardsShortWithout,
+  prestopWaitOutcome, prestopWaitSkipped, prestopWaitUnread, rolloutOf, shardsShortWithout,
 } from '../../src/policy/rollout.js';
 import { planMovePrimariesFromServers, planRebalancePrimaries } from '../../src/planner/primary-planner.js';
 
@@ -96,6 +96,27 @@ describe('decidePrestopWait and shardsShortWithout: a stop must not leave a shar
   test('when the server is not a voter of the shard, then the shard is not its concern', () => {
     const c = cluster(servers, [{ ...shard(0, 'b', ['a', 'b', 'c'], { c: 'backfilling' }), nonvoting: ['a'] }]);
     expect(decidePrestopWait(c, { serverId: 'a', serverName: 'a', waitLeftMs: 5000 }).wait).toBe(false);
+  });
+});
+
+describe('prestopWaitSkipped and prestopWaitUnread: a wait that ends without a cluster to decide on', () => {
+  test.each([
+    ['after-demote', true, 'none'],
+    ['after-demote', false, null],
+    ['before-demote', true, null],
+    ['before-demote', false, null],
+  ])('when the phase is %s and dry run is %p, then it is skipped with %p', (phase, dryRun, outcome) => {
+    expect(prestopWaitSkipped({ phase, dryRun })?.outcome ?? null).toBe(outcome);
+  });
+
+  test('when the cluster cannot be read, then the wait gives up and says what goes on, keeping what was short at its start', () => {
+    const from = { short: [{ tableId: 't', shard: 0 }], reason: 'without a, t shard 0 would have no ready voting majority' };
+    expect(prestopWaitUnread({ phase: 'before-demote', from, message: 'timeout' })).toEqual({
+      outcome: 'gave_up', short: from.short, reason: `${from.reason}; the cluster could not be read (timeout), so the demotion goes ahead`,
+    });
+    expect(prestopWaitUnread({ phase: 'after-demote', from: null, message: 'timeout' })).toEqual({
+      outcome: 'gave_up', short: [], reason: 'the cluster could not be read (timeout), so the hook answers without waiting',
+    });
   });
 });
 
