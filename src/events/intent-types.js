@@ -6,29 +6,29 @@
 //   wait (PRESTOP's waits are reported on their own, as majorityWait and settleWait).
 // The executor has exactly one step per type (test/unit/executor.test.js).
 
-const type = (reconfigures, dryRun, action) => Object.freeze({ reconfigures, dryRun, action });
+const type = ({ reconfigures = false, dryRun = false, action = false } = {}) => Object.freeze({ reconfigures, dryRun, action });
 
 export const INTENT_TYPES = Object.freeze({
-  'move-connection': type(false, true, false),
-  'mark-draining': type(false, true, false),
-  'mark-perf-warning': type(false, true, false),
-  'mark-perf-warning-long': type(false, true, false),
-  release: type(false, true, false),
-  'clear-perf-warning': type(false, true, false),
-  'wait-for-majority': type(false, true, false),
-  demote: type(true, true, true),
-  'rebalance-primaries': type(true, true, true),
-  'migrate-replicas-off': type(true, true, true),
-  'move-raft-leadership': type(true, false, true),
-  'add-server': type(true, false, true),
-  'replace-server': type(true, false, true),
-  'lower-heartbeat': type(false, false, true),
-  'set-heartbeat': type(false, false, true),
-  'wait-for-replicas-ready': type(false, false, true),
-  'end-departure': type(false, false, false),
-  'await-health': type(false, false, false),
-  'owe-hand-back': type(false, false, false),
-  'settle-hand-backs': type(false, false, false),
+  'move-connection': type({ dryRun: true }),
+  'mark-draining': type({ dryRun: true }),
+  'mark-perf-warning': type({ dryRun: true }),
+  'mark-perf-warning-long': type({ dryRun: true }),
+  release: type({ dryRun: true }),
+  'clear-perf-warning': type({ dryRun: true }),
+  'wait-for-majority': type({ dryRun: true }),
+  demote: type({ reconfigures: true, dryRun: true, action: true }),
+  'rebalance-primaries': type({ reconfigures: true, dryRun: true, action: true }),
+  'migrate-replicas-off': type({ reconfigures: true, dryRun: true, action: true }),
+  'move-raft-leadership': type({ reconfigures: true, action: true }),
+  'add-server': type({ reconfigures: true, action: true }),
+  'replace-server': type({ reconfigures: true, action: true }),
+  'lower-heartbeat': type({ action: true }),
+  'set-heartbeat': type({ action: true }),
+  'wait-for-replicas-ready': type({ action: true }),
+  'end-departure': type(),
+  'await-health': type(),
+  'owe-hand-back': type(),
+  'settle-hand-backs': type(),
 });
 
 // Whether intents of this type have the property (false for a type not in the registry).

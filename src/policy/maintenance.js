@@ -8,7 +8,7 @@
 import {
   createView, hasLiveMajority, isLiveReady, primaryIneligibility, votingReplicas,
 } from '../planner/eligibility.js';
-import { drainIntents } from './policy.js';
+import { drainIntents, primariesOffAfter } from './policy.js';
 
 // The taints that announce a node's drain: the one Kubernetes puts on a cordoned node, and the cluster autoscaler's
 // before it deletes a node (NODE_DRAIN_TAINTS).
@@ -133,7 +133,7 @@ export function decideEviction(cluster, {
 export function evictionDemotionDone(decision, report) {
   const unavoidable = new Set(decision.unavoidableShards.map((u) => `${u.table}:${u.shard}`));
   const left = report.skipped.filter((x) => !unavoidable.has(`${x.table}:${x.shard}`));
-  return { done: left.length === 0 && report.notDone.length === 0 && report.settled !== false, left: [...left, ...report.notDone] };
+  return { done: primariesOffAfter({ ...report, skipped: left }), left: [...left, ...report.notDone] };
 }
 
 // Eviction drains that outlived evictionHoldSeconds while their pod was neither deleted nor being deleted: the

@@ -78,14 +78,12 @@ export function decidePrestop({
   // The heartbeat is lowered just before the demotion rather than after it: a new primary that freezes the moment it
   // is named (SIGSTOP, a hung node) stalls the system tables until RethinkDB drops it, and the drain can hand its
   // shard on only then (measured on 2.4.4: 13 to 14 s at the default 10 s timeout, past a 20 s hook's 17 s budget).
-  const drain = withWait(drainIntents({ servers: [server], origin: { kind: 'prestop' }, reason, prefer }), server, majorityWaitSeconds);
-  const at = drain.findIndex((i) => i.type === 'demote');
   const lower = heartbeat.seconds > 0 ? [{ type: 'lower-heartbeat', server, seconds: heartbeat.seconds, windowSeconds: heartbeat.windowSeconds }] : [];
   return {
     action: 'move-primaries-from-server',
     reason,
     intents: [
-      ...drain.slice(0, at), ...lower, ...drain.slice(at),
+      ...aroundDemotion(drainIntents({ servers: [server], origin: { kind: 'prestop' }, reason, prefer }), { server, maxWaitSeconds: majorityWaitSeconds, just: lower }),
       ...(moveRaftLeader ? [{ type: 'move-raft-leadership', servers: [server], whileMarked: 'draining', reason: `${reason}; then move the Raft leadership of the tables it leads` }] : []),
     ],
   };
@@ -98,17 +96,12 @@ export function primariesOffAfter(report) {
   return report.skipped.length === 0 && report.notDone.length === 0 && report.settled !== false;
 }
 
-// The drain's intents with the waits for a ready majority before its demotion and after it (none when the wait is off).
-function withWait(intents, server, maxWaitSeconds) {
-  if (!(maxWaitSeconds > 0)) return intents;
+// The drain's intents with, around its demotion: the waits for a ready majority before it and after it (none when
+// the wait is off), and `just`, the intents that go just before it (after the wait).
+function aroundDemotion(intents, { server, maxWaitSeconds, just = [] }) {
   const at = intents.findIndex((i) => i.type === 'demote');
-  return [
-    ...intents.slice(0, at),
-    { type: 'wait-for-majority', server, maxWaitSeconds, phase: 'before-demote' },
-    intents[at],
-    { type: 'wait-for-majority', server, maxWaitSeconds, phase: 'after-demote' },
-    ...intents.slice(at + 1),
-  ];
+  const wait = (phase) => (maxWaitSeconds > 0 ? [{ type: 'wait-for-majority', server, maxWaitSeconds, phase }] : []);
+  return [...intents.slice(0, at), ...wait('before-demote'), ...just, intents[at], ...wait('after-demote'), ...intents.slice(at + 1)];
 }
 
 // The operator's drain (move-primaries-from-server, move-primaries-from-node): the servers stay draining until
