@@ -87,15 +87,10 @@ export function createSession({
     sendFrames(fromClient.push(chunk));
   }
 
-  // Whole frames only go up (several in one corked write): a retried query is sent again between two frames, never
-  // inside one that arrived split across chunks. One frame, the steady case, is written as it is: corking it would
-  // cost a tick and coalesce nothing.
+  // Whole frames only go up (in one corked write): a retried query is sent again between two frames, never inside
+  // one that arrived split across chunks.
   function sendFrames(frames) {
     if (frames.length === 0) return;
-    if (frames.length === 1) {
-      if (noteQuery(frames[0])) write(upstream, frames[0].raw, client);
-      return;
-    }
     upstream.cork();
     for (const frame of frames) if (noteQuery(frame)) write(upstream, frame.raw, client);
     process.nextTick(() => upstream.uncork());
@@ -168,12 +163,10 @@ export function createSession({
       if (after.length > 0) for (const frame of fromUpstream.push(after)) onResponse(frame);
       return;
     }
-    // The answers of one chunk go down in one write (cork), all but those held for a retry; one answer as it is.
-    const frames = fromUpstream.push(chunk);
-    if (frames.length === 1) { onResponse(frames[0]); return; }
+    // The answers of one chunk go down in one write (cork), all but those held for a retry.
     client.cork();
     try {
-      for (const frame of frames) onResponse(frame);
+      for (const frame of fromUpstream.push(chunk)) onResponse(frame);
     } finally {
       process.nextTick(() => client.uncork());
     }
