@@ -6,10 +6,11 @@
 // A run returns what bench/evaluate/lab-run.js returns (records on the client's clock, t0, events in seconds since
 // t0), so the report, the tables and the figures are the same.
 
-import { execFile, spawnSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import {
-  KUBECTL, REPO, adminPassword, clientLines, connectPod, createKubectl, labNode, labUp, noisyPod, podReady, r, startClientPod, stopClientPod, until,
+  REPO, adminPassword, applyObject, clientLines, connectPod, connectReadyPod, createKubectl, labNode, labUp, nodeOf, noisyPod, podReady, r, startClientPod,
+  stopClientPod, until,
 } from '../../lab/kube/kube-lab.js';
 import { failuresPerPod, watchRollout } from '../../lab/kube/rollout-watch.js';
 
@@ -18,8 +19,6 @@ const run = promisify(execFile);
 const HELM = `${REPO}test/helm/bin/helm`;
 
 // The node a pod runs on.
-const nodeOf = async (kubectl, pod) => (await kubectl.nsJson('get', 'pod', pod)).spec.nodeName;
-
 // Waits for rethinkdb-1 made again (another uid than `before`) and Ready, and marks it.
 async function rethinkdb1Back(kubectl, mark, before) {
   await until('rethinkdb-1 made again and Ready', async () => {
@@ -89,9 +88,9 @@ export const KUBE_SCENARIOS = {
           return n.status.conditions.find((c) => c.type === 'Ready')?.status !== 'True';
         }, { timeoutMs: 180000, intervalMs: 1000 });
         mark('node not Ready');
-        mark('node restored');
         await labNode('restore', node);
         restored = true;
+        mark('node restored');
       } finally {
         if (!restored) await labNode('restore', node).catch(() => {});
       }
@@ -111,10 +110,9 @@ export const KUBE_SCENARIOS = {
     avoidsNodeOf: 'rethinkdb-1',
     async act({ kubectl, mark }) {
       const { spec } = await kubectl.nsJson('get', 'pod', 'rethinkdb-1');
-      const noisy = noisyPod({ name: 'eval-noisy', labels: { app: 'lab-client' }, nodeName: spec.nodeName, image: spec.containers[0].image });
+      const noisy = noisyPod({ name: 'eval-noisy', nodeName: spec.nodeName, image: spec.containers[0].image });
       await kubectl.ns('delete', 'pod', 'eval-noisy', '--ignore-not-found', '--wait=true');
-      const applied = spawnSync(KUBECTL, ['apply', '-f', '-'], { input: JSON.stringify(noisy), env: kubectl.env, encoding: 'utf8' });
-      if (applied.status !== 0) throw new Error(`noisy pod: ${applied.stderr}`);
+      await applyObject(kubectl, noisy);
       try {
         await until('the noisy pod runs', async () => (await kubectl.nsJson('get', 'pod', 'eval-noisy')).status.phase === 'Running', { timeoutMs: 60000 });
         mark('noisy pod');
@@ -296,13 +294,6 @@ export async function runOnKubeLab(scenario, arm, {
 }
 
 // A driver connection to any Ready RethinkDB pod.
-async function connectReadyPod(kubectl, password) {
-  const pods = (await kubectl.nsJson('get', 'pods', '-l', 'app=rethinkdb')).items.filter(podReady);
-  for (const pod of pods) {
-    try { return await connectPod(kubectl, pod.metadata.name, password); } catch { /* the next one */ }
-  }
-  throw new Error('no Ready RethinkDB pod answers');
-}
 
 // Seconds between the scenario's two marks ([from, to]), or null.
 function secondsBetween(marks, span) {

@@ -2,7 +2,7 @@
 // it (bench/evaluate/kube-lab-run.js): bring it up (or find it up), run kubectl against it, reach the RethinkDB pods with the official driver over their pod addresses (the
 // host routes to every node's pod network), and take it down, checking that nothing is left behind.
 
-import { execFile, execFileSync, spawnSync } from 'node:child_process';
+import { execFile, execFileSync, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import r from 'rethinkdb';
@@ -32,14 +32,15 @@ export function labDown() {
   return execFileSync('bash', [LAB_SCRIPT, 'down'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
 }
 
-// lab.sh node-kill N / node-restore N: node-N dies (all its processes killed, its link down) / comes back.
-// lab.sh node-kill or node-restore, without blocking the event loop (watches keep sampling meanwhile).
+// lab.sh node-kill N / node-restore N: node-N dies (all its processes killed, its link down) / comes back; without
+// blocking the event loop (watches keep sampling meanwhile).
 export const labNode = async (verb, nodeName) => (await run('bash', [LAB_SCRIPT, `node-${verb}`, nodeName.replace(/^node-/, '')], { encoding: 'utf8' })).stdout;
 
 // A pod that keeps one CPU busy (a shell loop) on `nodeName`, from `image` (the RethinkDB image has a shell): the noisy
-// neighbour of the lab's test and of the evaluation's hotspot scenario.
-export const noisyPod = ({ name, labels, nodeName, image }) => ({
-  apiVersion: 'v1', kind: 'Pod', metadata: { name, namespace: NAMESPACE, labels },
+// neighbour of the lab's test and of the evaluation's hotspot scenario. Labelled as the client pods are, so that
+// `lab.sh` removes one left behind.
+export const noisyPod = ({ name, nodeName, image }) => ({
+  apiVersion: 'v1', kind: 'Pod', metadata: { name, namespace: NAMESPACE, labels: { app: 'lab-client' } },
   spec: {
     nodeName, terminationGracePeriodSeconds: 0, restartPolicy: 'Never',
     containers: [{ name: 'busy', image, imagePullPolicy: 'Never', command: ['sh', '-c', 'while :; do :; done'] }],
@@ -88,6 +89,31 @@ export async function connectPod(kubectl, podName, password) {
   return r.connect({ host: pod.status.podIP, port: 28015, user: 'admin', password, timeout: 5 });
 }
 
+// A driver connection through a Ready RethinkDB pod other than `avoid`, the first that answers (none: an error).
+export async function connectReadyPod(kubectl, password, { avoid = null } = {}) {
+  const pods = (await kubectl.nsJson('get', 'pods', '-l', 'app=rethinkdb')).items.filter((p) => p.metadata.name !== avoid && podReady(p));
+  for (const pod of pods) {
+    try { return await connectPod(kubectl, pod.metadata.name, password); } catch { /* the next one */ }
+  }
+  throw new Error(`no Ready RethinkDB pod${avoid ? ` other than ${avoid}` : ''} answers`);
+}
+
+// The node a pod of the namespace runs on.
+export const nodeOf = async (kubectl, pod) => (await kubectl.nsJson('get', 'pod', pod)).spec.nodeName;
+
+// kubectl apply of one object, without blocking the event loop (watches keep sampling meanwhile). Resolves with what
+// kubectl wrote to stderr (warnings); rejects when it fails.
+export function applyObject(kubectl, object) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(KUBECTL, ['apply', '-f', '-'], { env: kubectl.env, stdio: ['pipe', 'ignore', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (d) => { stderr += d; });
+    child.on('error', reject);
+    child.on('close', (code) => (code === 0 ? resolve(stderr) : reject(new Error(`kubectl apply ${object.kind} ${object.metadata?.name}: ${stderr.trim()}`))));
+    child.stdin.end(JSON.stringify(object));
+  });
+}
+
 export { r };
 
 // A client pod (lab/kube/client.js) in the namespace, from the manager's image with this repository mounted
@@ -128,8 +154,7 @@ export async function startClientPod(kubectl, name, {
     },
   };
   await kubectl.ns('delete', 'pod', name, '--ignore-not-found', '--wait=true');
-  const applied = spawnSync(KUBECTL, ['apply', '-f', '-'], { input: JSON.stringify(pod), env: kubectl.env, encoding: 'utf8' });
-  if (applied.status !== 0) throw new Error(`client pod: ${applied.stderr}`);
+  await applyObject(kubectl, pod);
 }
 
 // Lines of the client pod's output that are JSON (its start and its summary).

@@ -6,10 +6,11 @@
 // with a check that nothing of it is left on the machine.
 
 import { jest } from '@jest/globals';
-import { execFile, spawnSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import {
-  KUBECTL, REPO, adminPassword, clientLines, connectPod, createKubectl, labDown, labLeftovers, labNode, labUp, noisyPod, podReady,
+  REPO, adminPassword, applyObject, clientLines, connectPod, connectReadyPod, createKubectl, labDown, labLeftovers, labNode, labUp, nodeOf,
+  noisyPod, podReady,
   r, startClientPod, stopClientPod, until,
 } from '../../lab/kube/kube-lab.js';
 import { watchRollout } from '../../lab/kube/rollout-watch.js';
@@ -37,12 +38,10 @@ const pod = async (name) => kubectl.nsJson('get', 'pod', name);
 // A connection to a Ready RethinkDB pod other than `avoid`. A pod's readiness gate is False while any replica it holds
 // catches up, and a handover has the new primary's secondaries catch up for a moment: just after a levelling, every
 // pod may be not Ready at once (seen in CI after the drain test), so this waits for one.
-async function observer(avoid) {
-  const via = await until(`a Ready RethinkDB pod other than ${avoid}`, async () => (await pods()).find((p) => p.metadata.name !== avoid && podReady(p)), { timeoutMs: 120000, intervalMs: 1000 });
-  return connectPod(kubectl, via.metadata.name, password);
-}
+const observer = (avoid) => until(`a Ready RethinkDB pod other than ${avoid}`, () => connectReadyPod(kubectl, password, { avoid }), { timeoutMs: 120000, intervalMs: 1000 });
 
-// Every RethinkDB pod of the StatefulSet Ready: how a test leaves the cluster for the next one.
+// Every test starts with every RethinkDB pod of the StatefulSet Ready, whatever the one before it left (a levelling
+// still handing primaries over, or a test that failed half-way).
 const allPodsReady = () => until('every RethinkDB pod Ready', async () => {
   const list = await pods();
   return list.length === 3 && list.every(podReady);
@@ -89,6 +88,8 @@ beforeAll(() => {
 }, 40 * 60 * 1000);
 
 beforeAll(async () => { password = await adminPassword(kubectl); });
+
+beforeEach(() => allPodsReady());
 
 afterAll(() => {
   if (process.env.LAB_KEEP === '1') return;
@@ -205,9 +206,8 @@ test('a pod deleted: the kubelet runs its preStop, the manager moves its primari
 test('kubectl drain: the webhook demotes before the eviction, the PDB holds the next one, drain retries, uncordon levels back', async () => {
   const conn = await observer('rethinkdb-1');
   await ensureTable(conn, 'drain');
-  const nodeOf = async (name) => (await pod(name)).spec.nodeName;
-  const first = await nodeOf('rethinkdb-1');
-  const second = await nodeOf('rethinkdb-0');
+  const first = await nodeOf(kubectl, 'rethinkdb-1');
+  const second = await nodeOf(kubectl, 'rethinkdb-0');
   const servers = { 'rethinkdb-0': 'rethinkdb_0', 'rethinkdb-1': 'rethinkdb_1' };
 
   const drainArgs = (node) => ['drain', node, '--ignore-daemonsets', '--delete-emptydir-data', '--timeout=600s'];
@@ -267,8 +267,6 @@ test('kubectl drain: the webhook demotes before the eviction, the PDB holds the 
       return (await primariesByServer(c, 'drain')).includes('rethinkdb_0');
     } finally { await c.close(); }
   }, { timeoutMs: 300000 });
-  // The levelling back is handovers, each with its secondaries' catch-up: the next test starts once every pod is Ready.
-  await allPodsReady();
   await conn.close().catch(() => {});
   await conn0.close().catch(() => {});
 });
@@ -397,36 +395,11 @@ test('the manager\'s leader pod deleted mid-migration: the other replica takes t
   const leaderPod = lease.spec.holderIdentity.split('_')[0];
   const leader = await pod(leaderPod);
   const token = (await kubectl.ns('create', 'token', 'rethinkdb-manager-operator', '--audience', 'rethinkdb-manager')).trim();
-  const answer = await fetch(`http://${leader.status.podIP}:8080/v1/actions/migrate-replicas-off`, {
-    method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
-    body: JSON.stringify({ server: source, reason: 'lab test: the leader deleted mid-migration' }),
-  });
-  expect(answer.status).toBe(202);
-  const { operation } = await answer.json();
-  await sleep(1000);
-  // Mid-migration, as RethinkDB shows it: the source still holds replicas.
-  expect(await replicasOn(source)).toBeGreaterThan(0);
-  const deletedAt = new Date().toISOString();
-  await kubectl.ns('delete', 'pod', leaderPod, '--force', '--grace-period=0');
-
-  await until('another manager replica holds the lease', async () => {
-    const l = await kubectl.nsJson('get', 'lease', 'rethinkdb-manager');
-    return l.spec.holderIdentity && !l.spec.holderIdentity.startsWith(`${leaderPod}_`);
-  }, { timeoutMs: 120000, intervalMs: 1000 });
-  // Through the driver: every replica of the table left the source, and each shard still has two.
-  await until(`no replica of ${DB}.leader on ${source}`, async () => (await replicasOn(source)) === 0, { timeoutMs: 300000, intervalMs: 1000 });
-  const config = await r.db(DB).table('leader').config().run(conn);
-  expect(config.shards.map((s) => s.replicas.length)).toEqual([2, 2, 2]);
-  await r.db(DB).table('leader').wait({ waitFor: 'all_replicas_ready', timeout: 120 }).run(conn);
-  // The new leader picked the migration up from the state its predecessor left (src/state), and said so.
-  const reconciled = (await managerLog(deletedAt)).filter((l) => l.msg === 'state reconciled');
-  process.stderr.write(`leader deleted mid-migration (operation ${operation?.id}): ${JSON.stringify(reconciled.map((x) => ({ loaded: x.loaded, resumed: x.resumed })))}\n`);
-  expect(reconciled.some((x) => x.resumed > 0)).toBe(true);
-  // The operator's drain ends with a release: without it the source stays marked draining, takes no primary, and the
-  // tests after this one would meet a server the manager keeps empty.
-  const holder = (await kubectl.nsJson('get', 'lease', 'rethinkdb-manager')).spec.holderIdentity.split('_')[0];
+  // The operator's drain ends with a release, whatever happens below: without it the source stays marked draining,
+  // takes no primary, and the tests after this one would meet a server the manager keeps empty.
   let last = null;
-  await until(`${source} released`, async () => {
+  const release = () => until(`${source} released`, async () => {
+    const holder = (await kubectl.nsJson('get', 'lease', 'rethinkdb-manager')).spec.holderIdentity.split('_')[0];
     const res = await fetch(`http://${(await pod(holder)).status.podIP}:8080/v1/actions/release-server`, {
       method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
       body: JSON.stringify({ server: source, rebalance: false, reason: 'lab test: the migration is over' }),
@@ -434,6 +407,38 @@ test('the manager\'s leader pod deleted mid-migration: the other replica takes t
     last = { status: res.status, body: await res.text() };
     return res.status === 200;
   }, { timeoutMs: 60000, intervalMs: 2000 }).catch((err) => { throw new Error(`${err.message}; last answer ${JSON.stringify(last)}`); });
+  let passed = false;
+  try {
+    const answer = await fetch(`http://${leader.status.podIP}:8080/v1/actions/migrate-replicas-off`, {
+      method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+      body: JSON.stringify({ server: source, reason: 'lab test: the leader deleted mid-migration' }),
+    });
+    expect(answer.status).toBe(202);
+    const { operation } = await answer.json();
+    await sleep(1000);
+    // Mid-migration, as RethinkDB shows it: the source still holds replicas.
+    expect(await replicasOn(source)).toBeGreaterThan(0);
+    const deletedAt = new Date().toISOString();
+    await kubectl.ns('delete', 'pod', leaderPod, '--force', '--grace-period=0');
+
+    await until('another manager replica holds the lease', async () => {
+      const l = await kubectl.nsJson('get', 'lease', 'rethinkdb-manager');
+      return l.spec.holderIdentity && !l.spec.holderIdentity.startsWith(`${leaderPod}_`);
+    }, { timeoutMs: 120000, intervalMs: 1000 });
+    // Through the driver: every replica of the table left the source, and each shard still has two.
+    await until(`no replica of ${DB}.leader on ${source}`, async () => (await replicasOn(source)) === 0, { timeoutMs: 300000, intervalMs: 1000 });
+    const config = await r.db(DB).table('leader').config().run(conn);
+    expect(config.shards.map((s) => s.replicas.length)).toEqual([2, 2, 2]);
+    await r.db(DB).table('leader').wait({ waitFor: 'all_replicas_ready', timeout: 120 }).run(conn);
+    // The new leader picked the migration up from the state its predecessor left (src/state), and said so.
+    const reconciled = (await managerLog(deletedAt)).filter((l) => l.msg === 'state reconciled');
+    process.stderr.write(`leader deleted mid-migration (operation ${operation?.id}): ${JSON.stringify(reconciled.map((x) => ({ loaded: x.loaded, resumed: x.resumed })))}\n`);
+    expect(reconciled.some((x) => x.resumed > 0)).toBe(true);
+    passed = true;
+  } finally {
+    // A release that fails after the test failed is reported, not thrown over the test's own failure.
+    await release().catch((err) => { if (passed) throw err; process.stderr.write(`release after a failed test: ${err.message}\n`); });
+  }
   await conn.close();
 });
 
@@ -446,14 +451,13 @@ test('a noisy pod on a RethinkDB pod\'s node: the monitor reads metrics-server\'
   await ensureTable(conn, 'noisy');
   await givePrimary(conn, 'noisy', server);
   const { spec } = await pod(victim);
-  const noisy = noisyPod({ name: 'noisy', labels: { app: 'lab-noisy' }, nodeName: spec.nodeName, image: spec.containers[0].image });
+  const noisy = noisyPod({ name: 'noisy', nodeName: spec.nodeName, image: spec.containers[0].image });
   const since = new Date().toISOString();
   const t0 = Date.now();
   let raisedAfter;
   let nodeUsage;
   try {
-    const applied = spawnSync(KUBECTL, ['apply', '-f', '-'], { input: JSON.stringify(noisy), env: kubectl.env, encoding: 'utf8' });
-    expect(applied.stderr).toBe('');
+    expect(await applyObject(kubectl, noisy)).toBe('');
     // Demoted, as RethinkDB shows it.
     await until(`${server} holds no primary of ${DB}.noisy`, async () => !(await primariesByServer(conn, 'noisy')).includes(server), { timeoutMs: 240000, intervalMs: 1000 });
     raisedAfter = (Date.now() - t0) / 1000;
