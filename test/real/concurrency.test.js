@@ -207,8 +207,9 @@ describe('concurrent actions and hooks on a real RethinkDB cluster', () => {
       const tookMs = Date.now() - startedAt;
       expect({ status: res.status, body: res.status === 200 ? null : res.body }).toEqual({ status: 200, body: null });
       const { report } = res.body;
-      expect({ tookMs, primariesOff: res.body.primariesOff, notDone: report.notDone, skipped: report.skipped, pending: report.pending, changes: report.changes })
-        .toEqual({ tookMs, primariesOff: true, notDone: [], skipped: [], pending: [], changes: report.changes });
+      // Within the hook's deadline (PRESTOP_DEADLINE_SECONDS, 20 above); the changes are shown if it fails.
+      expect({ withinDeadline: tookMs < 20000, primariesOff: res.body.primariesOff, notDone: report.notDone, skipped: report.skipped, pending: report.pending, changes: report.changes })
+        .toEqual({ withinDeadline: true, primariesOff: true, notDone: [], skipped: [], pending: [], changes: report.changes });
       // The frozen shard was handed over twice: to the frozen server, then to another replica.
       const again = res.body.report.changes.filter((c) => c.table === pick.change.table && c.shard === pick.change.shard);
       expect(again.map((c) => c.to)).toEqual([pick.change.to, expect.not.stringMatching(pick.change.to)]);
