@@ -292,6 +292,20 @@ describe('connection manager', () => {
     return { manager, timers };
   }
 
+  // A connect() on the fake cluster that, once slowDown() is called, answers through every server but `fast` only when
+  // release() is called.
+  function slowAllBut(cluster, fast) {
+    let release;
+    const released = new Promise((resolve) => { release = resolve; });
+    let slowing = false;
+    const connect = async (address) => {
+      const conn = await cluster.connect(address);
+      if (slowing && conn.serverName !== fast) await released;
+      return conn;
+    };
+    return { connect, slowDown: () => { slowing = true; }, release };
+  }
+
   // Ends every pending stagger, round after round, until `until()` holds (or a bound is reached).
   async function passStaggers(timers, until) {
     for (let i = 0; i < 20 && !until(); i += 1) {
@@ -302,19 +316,13 @@ describe('connection manager', () => {
 
   test('when the servers not avoided answer slowly and a seed leads fast to the avoided one, then steering away still moves to a live server', async () => {
     const cluster = fakeCluster();
-    let release;
-    const slow = new Promise((resolve) => { release = resolve; });
-    let slowing = false;
-    // The seed "rethinkdb" reaches rethinkdb_0 at once; once slowing, every other address answers only when released.
-    const connect = async (address) => {
-      if (slowing && address.host !== 'rethinkdb') await slow;
-      return cluster.connect(address);
-    };
+    // The seed "rethinkdb" reaches rethinkdb_0, which answers at once; once slowing, every other server only when released.
+    const { connect, slowDown, release } = slowAllBut(cluster, 'rethinkdb_0');
     const { manager, timers } = await staggeredManager(connect);
     manager.learn(cluster.serverStatus);
     const first = manager.get();
     expect(first.serverName).toBe('rethinkdb_0');
-    slowing = true;
+    slowDown();
     cluster.attempts.length = 0;
     const steering = manager.steerAwayFrom([cluster.idOf('rethinkdb_0')]);
     // The stagger passes until the seed (the avoided server) has answered; only then do the live ones.
@@ -331,20 +339,13 @@ describe('connection manager', () => {
 
   test('when the server it goes through is lost and only an avoided one answers fast, then it reconnects through a live one that answers later', async () => {
     const cluster = fakeCluster();
-    let release;
-    const slow = new Promise((resolve) => { release = resolve; });
-    let slowing = false;
-    const connect = async (address) => {
-      const conn = await cluster.connect(address);
-      if (slowing && conn.serverName !== 'rethinkdb_3') await slow;
-      return conn;
-    };
+    const { connect, slowDown, release } = slowAllBut(cluster, 'rethinkdb_3');
     const { manager, timers } = await staggeredManager(connect);
     manager.learn([...cluster.serverStatus].sort((a, b) => a.name.localeCompare(b.name)));
     // rethinkdb_3 is about to stop (avoided); the connection goes through rethinkdb_0, which is then lost.
     expect((await manager.steerAwayFrom([cluster.idOf('rethinkdb_3')])).reason).toMatch(/not connected through these servers/);
     const first = manager.get();
-    slowing = true;
+    slowDown();
     cluster.down.add('rethinkdb_0');
     first.emit('close');
     await passStaggers(timers, () => cluster.attempts.includes('rethinkdb_3'));
