@@ -18,7 +18,8 @@ import { createOperatorCommands } from './events/operator-commands.js';
 import { createReadinessGate } from './events/readiness.js';
 import { createTargets } from './events/targets.js';
 import { createKeyedMutex } from './lib/keyed-mutex.js';
-import { retryUntilDone } from './lib/retry.js';
+import { runJobs } from './lib/periodic.js';
+import { createRetryBook, retryUntilDone } from './lib/retry.js';
 import { createWorkTracker } from './lib/work-tracker.js';
 import { createGateClient } from './gates/gate-client.js';
 import { podEndpoints } from './policy/query-holds.js';
@@ -60,12 +61,14 @@ export function createManager({
   if (config.gateHold.tokenFile && !gates) {
     logger.warn({ tokenFile: config.gateHold.tokenFile }, 'GATE_HOLD_TOKEN_FILE is set, but there is no Kubernetes API to list the gates and no GATE_HOLD_ENDPOINTS: no holds');
   }
+  // The one book of backoffs for work retried on later ticks (node signals, owed votes).
+  const retries = createRetryBook({ clock, retry: config.retry });
   const reconfigurer = createReconfigurer({
     store, locks, marks, clock, logger, waitPollIntervalMs: config.waitPollIntervalMs, writeConcurrency: config.tableWriteConcurrency, queryHolds,
   });
   const actions = {
     ...createActions({ store, reconfigurer, marks, operations, clock, logger, config, audit }),
-    ...createRaftLeadership({ store, reconfigurer, marks, clock, logger, config, audit }),
+    ...createRaftLeadership({ store, reconfigurer, marks, clock, logger, config, audit, retries }),
   };
   // The one writer of marks, shared by the events, the operator's commands and the start-up reconciliation.
   const executor = createExecutor({ store, actions, marks, operations, config, clock, logger });
@@ -77,7 +80,7 @@ export function createManager({
     kube, store, targets, audit, metrics, config, clock, logger,
   });
   const commands = createOperatorCommands({ marks, executor, targets, audit, logger });
-  const maintenance = createMaintenance({ marks, kube, executor, targets, audit, config, clock, logger });
+  const maintenance = createMaintenance({ marks, kube, executor, targets, audit, config, clock, logger, retries });
   const monitor = createMonitor({ kube, events, marks, config, clock, logger, metrics, audit });
   let reconciliation = null;
   // This replica leads and has loaded its state: it serves what only the leader may serve.
@@ -213,8 +216,21 @@ export function createManager({
   // heartbeat timeout), retry unfinished migrations that are due, give back the votes a Raft leadership move still
   // owes, retry node maintenance signals that failed (and look again at nodes still signalled), release eviction
   // drains whose eviction never happened, set the pods' readiness gates, level the primaries once a rollout that
-  // deferred hand-backs has ended, then poll the metrics. Nothing runs before the persisted state
-  // is loaded.
+  // deferred hand-backs has ended, count the hand-backs owed, then poll the metrics. Nothing runs before the persisted
+  // state is loaded. Each job runs on its own: one that fails is logged with its name and runs again next tick.
+  const periodicJobs = [
+    { name: 'expired', run: () => events.expireDue(), fallback: [], failure: 'perf warning expiry failed' },
+    { name: 'heartbeat', run: () => events.restoreHeartbeatDue(), fallback: null, failure: 'heartbeat restore failed; retried next tick' },
+    { name: 'retried', run: () => actions.retryDueMigrations(), fallback: [], failure: 'migration retry failed' },
+    { name: 'votes', run: () => actions.restoreOwedVotes(), fallback: [], failure: 'owed votes not given back; retried next tick' },
+    { name: 'nodes', run: () => maintenance.retryDueNodes(), fallback: [], failure: 'node maintenance retry failed; retried next tick' },
+    { name: 'holds', run: () => maintenance.expireEvictionHolds(), fallback: [], failure: 'eviction holds not checked; retried next tick' },
+    { name: 'readiness', run: () => readinessGate.reconcile(), fallback: null, failure: 'readiness gates not set; retried next tick' },
+    { name: 'levelling', run: () => events.levelAfterRollout(), fallback: null, failure: 'levelling after the rollout failed; retried next tick' },
+    { name: 'handBacksOwed', run: async () => metrics.setHandBacksOwed((await marks.handBacks()).length), fallback: null, failure: 'hand-backs owed not counted' },
+  ];
+  const pollJob = { name: 'polled', run: () => (monitor.view().enabled ? monitor.pollOnce() : null), fallback: null, failure: 'monitor poll failed' };
+
   async function tick({ poll = true } = {}) {
     if (!work.started()) {
       return {
@@ -223,19 +239,22 @@ export function createManager({
     }
     const unsaved = marks.retryUnsaved();
     if (unsaved.length > 0) log.info({ unsaved }, 'writing again the state a failed annotation write left unsaved');
-    const expired = await events.expireDue().catch((err) => { log.warn({ err: err.message }, 'perf warning expiry failed'); return []; });
-    const heartbeat = await events.restoreHeartbeatDue().catch((err) => { log.warn({ err: err.message }, 'heartbeat restore failed; retried next tick'); return null; });
-    const retried = await actions.retryDueMigrations().catch((err) => { log.warn({ err: err.message }, 'migration retry failed'); return []; });
-    const votes = await actions.restoreOwedVotes().catch((err) => { log.warn({ err: err.message }, 'owed votes not given back; retried next tick'); return []; });
-    const nodes = await maintenance.retryDueNodes();
-    const holds = await maintenance.expireEvictionHolds().catch((err) => { log.warn({ err: err.message }, 'eviction holds not checked; retried next tick'); return []; });
-    const readiness = await readinessGate.reconcile().catch((err) => { log.warn({ err: err.message }, 'readiness gates not set; retried next tick'); return null; });
-    const levelling = await events.levelAfterRollout().catch((err) => { log.warn({ err: err.message }, 'levelling after the rollout failed; retried next tick'); return null; });
-    metrics.setHandBacksOwed((await marks.handBacks()).length);
-    const polled = poll && monitor.view().enabled ? await monitor.pollOnce() : null;
+    const {
+      expired, heartbeat, retried, votes, nodes, holds, readiness, levelling, polled = null,
+    } = await runJobs(poll ? [...periodicJobs, pollJob] : periodicJobs, log);
     return {
       expired, heartbeat, retried, votes, nodes, holds, readiness, levelling, polled,
     };
+  }
+
+  // What runs on timers while the process lives (src/server.js starts them): the tick every second, and the monitor's
+  // poll at MONITOR_POLL_INTERVAL_MS when the monitor is on. Each does nothing until this replica leads and has loaded
+  // its state.
+  function timers() {
+    return [
+      { name: 'tick', intervalMs: 1000, run: () => tick({ poll: false }) },
+      ...(monitor.view().enabled ? [{ name: 'monitor', intervalMs: config.monitor.pollIntervalMs, run: () => work.started() && monitor.pollOnce() }] : []),
+    ];
   }
 
   // Stop taking work, let running actions and operations finish within graceMs, and give the Lease up, so that
@@ -259,7 +278,7 @@ export function createManager({
   }
 
   return {
-    app, webhookApp, watchNodes, lead, startElection, leadership: () => elector, maintenance, actions, commands, events, monitor, marks, audit, authenticator, operations, work, store, metrics, reconcile, tick, shutdown };
+    app, webhookApp, watchNodes, lead, startElection, leadership: () => elector, maintenance, actions, commands, events, monitor, marks, audit, authenticator, operations, work, store, metrics, reconcile, tick, timers, shutdown };
 }
 
 // The query gates' client for holds (GATE_HOLD_*): the gates are GATE_HOLD_ENDPOINTS, or the pods of

@@ -7,6 +7,7 @@ import { hostname } from 'node:os';
 import { loadConfig } from './config.js';
 import { createSystemClock } from './lib/clock.js';
 import { listenFailureMessage } from './lib/listen-errors.js';
+import { startTimers } from './lib/periodic.js';
 import { createLogger } from './logger.js';
 import { createManager } from './manager.js';
 import { createMetrics } from './metrics/metrics.js';
@@ -43,7 +44,7 @@ async function main() {
     process.exit(1);
   }
   const { manager } = backend;
-  const timers = [];
+  let stopTimers = () => {};
   const closers = [];
   let stopping = false;
   let webhookPort = config.webhook.port;
@@ -84,8 +85,7 @@ async function main() {
     // The sandbox's pods call their hooks over HTTP, like the real pods' curl commands.
     if (backend.sandboxKube) connectSandboxHooks(backend.sandboxKube, sandboxPost(`http://127.0.0.1:${port}`, logger, backend.staticToken));
     // The periodic work runs only while this replica leads and has loaded its state (tick() checks).
-    timers.push(every(1000, () => manager.tick({ poll: false })));
-    if (manager.monitor.view().enabled) timers.push(every(config.monitor.pollIntervalMs, () => manager.work.started() && manager.monitor.pollOnce()));
+    stopTimers = startTimers(manager.timers());
     if (config.leaderElection.active) {
       // Several replicas: the Lease decides who leads; the leader loads the persisted state before it takes work.
       const election = manager.startElection({ identity: electionIdentity(config), addresses: advertisedAddresses(config, port, webhookPort) });
@@ -100,7 +100,7 @@ async function main() {
     if (stopping) return;
     stopping = true;
     logger.info({ signal }, 'shutting down: no new work; waiting for running actions');
-    for (const timer of timers) clearInterval(timer);
+    stopTimers();
     // The ports stay open through the running work and the Lease's release, and a while after it, answering new work
     // with 503 SHUTTING_DOWN or NOT_LEADER, which a follower's relay sends on to the next leader
     // (lingerAfterReleaseMs). Closed at SIGTERM, a request relayed at that moment was lost with its connection.
@@ -153,16 +153,6 @@ function buildSandbox(config, clock, logger, { staticToken, metrics }) {
     'SANDBOX MODE: no RETHINKDB_HOST is configured, so the manager runs against an in-memory model of a 4-server RethinkDB cluster and its Kubernetes, not a real database');
   const world = createSandboxWorld({ config, clock, logger, staticToken, metrics });
   return { manager: world.manager, sandboxKube: world.kube, staticToken, close: async () => {} };
-}
-
-// A periodic job that never overlaps itself and never throws out of the timer.
-function every(intervalMs, fn) {
-  let running = false;
-  return setInterval(() => {
-    if (running) return;
-    running = true;
-    Promise.resolve().then(fn).catch(() => {}).finally(() => { running = false; });
-  }, intervalMs);
 }
 
 // The sandbox's pods call their hooks over HTTP, like the real pods' curl commands.

@@ -12,7 +12,7 @@ import {
   findServer, podNameForServer, resolveServer, serverName, tableLabel,
 } from '../cluster/cluster-model.js';
 import { createDeadline } from '../lib/clock.js';
-import { backoffMs } from '../lib/retry.js';
+import { createRetryBook } from '../lib/retry.js';
 import {
   planRaftLeadershipMove, planVotingRestore, tablesLedBy, votesBack,
 } from '../planner/raft-leader.js';
@@ -38,12 +38,13 @@ export function failedMoveReport(serverName, reason, err) {
   };
 }
 
-export function createRaftLeadership({ store, reconfigurer, marks, clock, logger, config, audit }) {
+// retries: the manager's retry book (src/lib/retry.js); a give-back that failed waits there under 'votes:<server id>'.
+export function createRaftLeadership({
+  store, reconfigurer, marks, clock, logger, config, audit, retries = createRetryBook({ clock, retry: config.retry }),
+}) {
   const log = logger.child({ module: 'raft-leadership' });
   // Servers with a move under way: the tick leaves what they owe to the move itself.
   const inFlight = new Set();
-  // serverId -> { attempts, at }: a give-back the tick could not do waits (doubling) before the next try.
-  const backoff = new Map();
 
   // stillWanted(): checked before a second round (the warning may have ended meanwhile). decided: the cluster the
   // caller decided on; where every table there has a known leader and none is the server, nothing is read (a demotion
@@ -196,14 +197,12 @@ export function createRaftLeadership({ store, reconfigurer, marks, clock, logger
   async function restoreOwedVotes() {
     const results = [];
     for (const owed of await marks.votingRestores()) {
-      const wait = backoff.get(owed.serverId);
-      if (inFlight.has(owed.serverId) || (wait && wait.at > clock.now())) continue;
+      const key = `votes:${owed.serverId}`;
+      if (inFlight.has(owed.serverId) || !retries.due(key)) continue;
       const deadline = createDeadline(clock, config.deadlines.actionSeconds * 1000);
       const result = await reconfigurer.withTableLocks(owed.tables.map((t) => t.tableId), deadline, () => giveBack(owed.serverId));
-      if (result.notDone.length > 0) {
-        const attempts = (wait?.attempts ?? 0) + 1;
-        backoff.set(owed.serverId, { attempts, at: clock.now() + backoffMs(attempts, config.retry) });
-      } else backoff.delete(owed.serverId);
+      if (result.notDone.length > 0) retries.failed(key);
+      else retries.succeeded(key);
       results.push({ server: owed.serverName, ...result });
       if (result.restored.length > 0) {
         audit.record({

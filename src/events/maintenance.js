@@ -10,56 +10,64 @@
 import { hookActor, managerActor } from '../audit/actor.js';
 import { withinMs } from '../lib/clock.js';
 import { createKeyedMutex } from '../lib/keyed-mutex.js';
-import { backoffMs } from '../lib/retry.js';
+import { createRetryBook } from '../lib/retry.js';
 import { findServerForPod } from '../cluster/cluster-model.js';
 import {
-  decideEviction, decideNodeMaintenance, evictionDemotionDone, expiredEvictionDrains, nodeDrainSignal,
+  decideEviction, decideNodeMaintenance, evictionAfterDeadline, evictionDemotionDone, evictionReviewMayAct, expiredEvictionDrains, nodeDrainSignal,
 } from '../policy/maintenance.js';
+import {
+  UNHANDLED, handledNode, nodeForRound, nodeNeedsHandling, nodeRoundDue, signalledNodes,
+} from '../policy/node-watch.js';
 import { resultOf } from './executor.js';
 
 const NODE_ACTOR = managerActor('node-watch');
 
+// retries: the manager's retry book (src/lib/retry.js), shared with the other work retried on later rounds.
 export function createMaintenance({
-  marks, kube, executor, targets, audit, config, clock, logger,
+  marks, kube, executor, targets, audit, config, clock, logger, retries = createRetryBook({ clock, retry: config.retry }),
 }) {
   const log = logger.child({ module: 'maintenance' });
   const { taints } = config.maintenance;
   const nodeLocks = createKeyedMutex();
   const reviews = createKeyedMutex();
-  // node name -> { node, handled: the signal last acted on (JSON; undefined: act again), failures, retryAt, checkedAt }
+  // node name -> { node: as last seen, state: its named state (src/policy/node-watch.js) }. A failed handling's
+  // backoff is in the retry book, under 'node:<name>'.
   const nodes = new Map();
   // Evictions admitted, pod -> when: their servers count as leaving for WEBHOOK_EVICTION_HOLD_SECONDS (the API server
   // marks the pod deleted only after the PodDisruptionBudget check that follows the webhook).
   const admitted = new Map();
   const holdMs = config.webhook.evictionHoldSeconds * 1000;
-  const signatureOf = (node) => JSON.stringify(nodeDrainSignal(node, { taints }));
+  const signalOf = (node) => nodeDrainSignal(node, { taints });
+  const retryKey = (name) => `node:${name}`;
 
   // A node as listed or changed. Acts only when its drain signal differs from the one last acted on; a handling
   // already running looks at the node again when it ends (handleNode), so a change during a drain is not lost.
   function observeNode(node) {
-    const entry = nodes.get(node.name) ?? { handled: undefined, failures: 0, retryAt: 0 };
+    const entry = nodes.get(node.name) ?? { state: UNHANDLED };
     entry.node = node;
     nodes.set(node.name, entry);
-    if (entry.handled === signatureOf(node)) return Promise.resolve(null);
+    if (!nodeNeedsHandling(entry.state, signalOf(node))) return Promise.resolve(null);
     return handleNode(node.name);
   }
 
   // A node deleted (the autoscaler's scale-down): forgotten. Its drains end with its pods' POSTSTARTs elsewhere.
   function forgetNode(name) {
     nodes.delete(name);
+    retries.succeeded(retryKey(name));
   }
 
   // Called periodically: nodes whose last handling failed, once their backoff has passed; and every node that still
-  // carries a drain signal, every RETRY_MAX_MS, so that a server that was disconnected or restarting when the
-  // signal came (or came back on the node since) is drained too.
+  // carries a drain signal, every RETRY_MAX_MS (nodeRoundDue).
   async function retryDueNodes() {
     const now = clock.now();
-    const recheckMs = config.retry.maxMs;
-    const due = [...nodes.values()].filter((e) => (e.failures > 0 && e.retryAt <= now)
-      || (e.failures === 0 && e.handled && e.handled !== 'null' && now - (e.checkedAt ?? 0) >= recheckMs));
+    const due = [...nodes.entries()]
+      .map(([name, entry]) => ({
+        entry, due: nodeRoundDue(entry.state, { failing: retries.failing(retryKey(name)), backoffPassed: retries.due(retryKey(name)), now, recheckMs: config.retry.maxMs }),
+      }))
+      .filter((x) => x.due);
     const results = [];
-    for (const entry of due) {
-      if (entry.failures === 0) entry.handled = undefined;
+    for (const { entry, due: why } of due) {
+      entry.state = nodeForRound(entry.state, why);
       results.push(await handleNode(entry.node.name));
     }
     return results.filter((r) => r && r.outcome !== 'nothing_to_do');
@@ -71,7 +79,7 @@ export function createMaintenance({
     return nodeLocks.runExclusive(`node:${name}`, async () => {
       const entry = nodes.get(name);
       let result = null;
-      while (entry && nodes.get(name) === entry && entry.handled !== signatureOf(entry.node)) {
+      while (entry && nodes.get(name) === entry && nodeNeedsHandling(entry.state, signalOf(entry.node))) {
         result = await handleOnce(name, entry);
         if (result.outcome === 'failed') break;
       }
@@ -81,10 +89,9 @@ export function createMaintenance({
 
   async function handleOnce(name, entry) {
     const { node } = entry;
-    const signature = signatureOf(node);
+    const signal = signalOf(node);
     try {
       const drains = await marks.list();
-      const signal = nodeDrainSignal(node, { taints });
       const { cluster, targets: found } = signal ? await targets.serversOnNode(name) : { cluster: null, targets: [] };
       const ours = drains.filter((d) => d.origin?.kind === 'node' && d.origin.node === name);
       const deleting = !signal && ours.length > 0 ? new Set((await kube.listRethinkDbPods()).filter((p) => p.deleting).map((p) => p.name)) : new Set();
@@ -92,20 +99,17 @@ export function createMaintenance({
         node, targets: found, drains, taints, giveBack: config.poststart.giveBack, leaving: ours.filter((d) => deleting.has(d.pod)).map((d) => d.serverId),
       });
       const result = decision.intents.length === 0 ? null : await act(node, decision, cluster);
-      entry.handled = signature;
-      entry.failures = 0;
-      entry.checkedAt = clock.now();
+      entry.state = handledNode(signal, clock.now());
+      retries.succeeded(retryKey(name));
       if (result) log.info({ node: name, action: decision.action, outcome: result.outcome, reason: decision.reason }, 'node maintenance signal handled');
       return { node: name, action: decision.action, reason: decision.reason, ...(result ?? { outcome: 'nothing_to_do' }) };
     } catch (err) {
       // Whatever the node does next, it is looked at again (a quick uncordon must still release what was marked).
-      entry.handled = undefined;
-      entry.failures += 1;
-      const retryInMs = backoffMs(entry.failures, config.retry);
-      entry.retryAt = clock.now() + retryInMs;
+      entry.state = UNHANDLED;
+      const { retryInMs } = retries.failed(retryKey(name));
       log.warn({ node: name, err: err.message, retryInMs }, 'node maintenance signal not handled; retried');
       audit.record({
-        actor: NODE_ACTOR, action: 'node-signal', target: { node: name }, reason: `${nodeDrainSignal(node, { taints })?.text ?? `node ${name} is schedulable`}: ${err.message}`,
+        actor: NODE_ACTOR, action: 'node-signal', target: { node: name }, reason: `${signal?.text ?? `node ${name} is schedulable`}: ${err.message}`,
         outcome: 'failed', notDone: [{ reason: err.message }],
       });
       return { node: name, action: 'failed', outcome: 'failed', reason: err.message, retryInMs };
@@ -138,20 +142,22 @@ export function createMaintenance({
     if (namespace !== config.kubernetes.namespace) return allow(`pod ${namespace}/${pod} is not in the RethinkDB namespace`);
     const deadlineMs = config.webhook.evictionDeadlineSeconds * 1000;
     const startedAt = clock.now();
-    const state = { demoting: false, answered: false };
+    // The review's state (evictionAfterDeadline): 'deciding', 'demoting', then 'answered'.
+    const review = { phase: 'deciding' };
     // Another pod is let through without waiting for the reviews of RethinkDB pods. One review of a RethinkDB pod at a
     // time, so that two evictions decided together cannot both count the other's server as staying.
     // A real timer: the API server waits in real time, whatever clock the manager plans with.
-    const review = kube.listRethinkDbPods()
+    const decided = kube.listRethinkDbPods()
       .then((pods) => (pods.some((p) => p.name === pod)
-        ? reviews.runExclusive('eviction', () => decideAndAct({ pod, dryRun, actor, startedAt, deadlineMs, state }))
+        ? reviews.runExclusive('eviction', () => decideAndAct({ pod, dryRun, actor, startedAt, deadlineMs, review }))
         : allow(`pod ${pod} is not a RethinkDB pod (selector ${config.kubernetes.podLabelSelector})`)));
-    const answer = await withinMs(review, deadlineMs, () => new Error(`no decision within ${config.webhook.evictionDeadlineSeconds} s`))
+    const answer = await withinMs(decided, deadlineMs, () => new Error(`no decision within ${config.webhook.evictionDeadlineSeconds} s`))
       .catch((err) => ({ error: err }));
-    state.answered = true;
+    const phaseAtAnswer = review.phase;
+    review.phase = 'answered';
     if (answer.error) {
       const why = answer.error.message;
-      if (state.demoting) {
+      if (evictionAfterDeadline(phaseAtAnswer) === 'refuse') {
         return refuse(pod, actor, startedAt, `the primaries of pod ${pod} are still being demoted (${why}); retry`, 'timeout');
       }
       const message = `the manager could not check pod ${pod} (${why}): the eviction goes ahead without demoting its primaries first`;
@@ -173,7 +179,7 @@ export function createMaintenance({
       .filter(Boolean);
   }
 
-  async function decideAndAct({ pod, dryRun, actor, startedAt, deadlineMs, state }) {
+  async function decideAndAct({ pod, dryRun, actor, startedAt, deadlineMs, review }) {
     const pods = await kube.listRethinkDbPods();
     const { cluster, targets: [{ server }] } = await targets.serversForPods([pod]);
     const drains = await marks.list();
@@ -181,14 +187,14 @@ export function createMaintenance({
       pod, server, drains, keptOff: await marks.drainingIds(), stopping: stoppingServers(cluster, pods, drains),
     });
     // The API server has its answer already (allowed without a decision): act on nothing now.
-    if (state.answered) return allow('answered already');
+    if (!evictionReviewMayAct(review.phase)) return allow('answered already');
     if (!decision.allowed) return refuse(pod, actor, startedAt, decision.reason, 'refused', decision);
     if (dryRun || decision.intents.length === 0) {
       const answer = allow(dryRun ? `dry run: ${decision.reason}` : decision.reason, decision);
       if (!dryRun) audit.record({ actor, action: 'eviction-review', target: { pod }, pod, reason: decision.reason, outcome: 'allowed', durationMs: clock.now() - startedAt });
       return answer;
     }
-    state.demoting = true;
+    review.phase = 'demoting';
     // What is left of the deadline, less a margin for the answer itself.
     const deadlineSeconds = Math.max(0.5, (deadlineMs - (clock.now() - startedAt) - 500) / 1000);
     const done = await executor.run(decision.intents, { actor, pod, snapshot: cluster, deadlineSeconds });
@@ -248,7 +254,7 @@ export function createMaintenance({
 
   return {
     observeNode, forgetNode, retryDueNodes, expireEvictionHolds, reviewEviction,
-    // The nodes whose drain signal was last acted on, for GET /v1/maintenance.
-    view: () => [...nodes.values()].filter((e) => e.handled && e.handled !== 'null').map((e) => ({ node: e.node.name, signal: JSON.parse(e.handled) })),
+    // The nodes whose drain signal was last acted on, for GET /v1/cluster (nodeMaintenance).
+    view: () => signalledNodes([...nodes].map(([name, { state }]) => ({ name, state }))),
   };
 }

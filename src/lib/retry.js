@@ -21,3 +21,25 @@ export async function retryUntilDone(fn, {
     }
   }
 }
+
+// The one book of backoffs for work retried on a later round (src/manager.js makes one), keyed by what is retried:
+// 'node:<name>' (a node maintenance signal), 'votes:<server id>' (the votes a Raft leadership move owes).
+// failed(key) counts a failure and returns { attempts, retryInMs, at }; succeeded(key) forgets it; due(key) is true
+// when the key has no failure on record or its backoff has passed; failing(key) when a failure is on record.
+// (A migration's retry is a mark persisted on its pod, so that it survives a change of leader: src/policy/policy.js.)
+export function createRetryBook({ clock, retry }) {
+  const entries = new Map();
+  return {
+    failed(key) {
+      const attempts = (entries.get(key)?.attempts ?? 0) + 1;
+      const retryInMs = backoffMs(attempts, retry);
+      const entry = { attempts, at: clock.now() + retryInMs };
+      entries.set(key, entry);
+      return { ...entry, retryInMs };
+    },
+    succeeded(key) { entries.delete(key); },
+    due(key) { const entry = entries.get(key); return !entry || entry.at <= clock.now(); },
+    failing(key) { return entries.has(key); },
+    view: () => [...entries].map(([key, { attempts, at }]) => ({ key, attempts, retryAt: at })),
+  };
+}

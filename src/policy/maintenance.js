@@ -136,6 +136,21 @@ export function evictionDemotionDone(decision, report) {
   return { done: primariesOffAfter({ ...report, skipped: left }), left: [...left, ...report.notDone] };
 }
 
+// An eviction review's states, in order: 'deciding' (reading the cluster and deciding), 'demoting' (the executor
+// moves the pod's primaries), 'answered' (the API server has its answer; nothing more is done for this review).
+// What the webhook answers when the review has not decided by its deadline, from the state it had then: a demotion
+// under way refuses the eviction for now (429: kubectl drain retries, and the retry finds the demotion done); before
+// that, nothing was changed, so the eviction goes ahead unchecked, as the webhook's failurePolicy Ignore does when
+// the manager is down.
+export function evictionAfterDeadline(phase) {
+  return phase === 'demoting' ? 'refuse' : 'allow-unchecked';
+}
+
+// Whether a review may still act: not once the API server has been answered.
+export function evictionReviewMayAct(phase) {
+  return phase !== 'answered';
+}
+
 // Eviction drains that outlived evictionHoldSeconds while their pod was neither deleted nor being deleted: the
 // eviction was refused after the demotion began (or by the PodDisruptionBudget after the webhook) and nobody
 // retried. Their servers are released. pods: the RethinkDB pods now ([{ name, deleting }]).

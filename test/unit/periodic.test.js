@@ -1,0 +1,72 @@
+// Periodic work (src/lib/periodic.js): a round runs every job even when one fails, logging the failure with the job's
+// name; timers never overlap a run still going; and the retry book (src/lib/retry.js) keeps one backoff per key.
+
+import { runJobs, startTimers } from '../../src/lib/periodic.js';
+import { createVirtualClock } from '../../src/lib/clock.js';
+import { createRetryBook } from '../../src/lib/retry.js';
+
+const recordingLog = () => {
+  const lines = [];
+  return { lines, warn: (fields, message) => lines.push({ ...fields, message }) };
+};
+
+describe('runJobs', () => {
+  test('when one job throws, then the others still run, its result is its fallback, and the failure is logged with its name', async () => {
+    const log = recordingLog();
+    const ran = [];
+    const results = await runJobs([
+      { name: 'a', run: async () => { ran.push('a'); return [1]; }, fallback: [] },
+      { name: 'b', run: async () => { ran.push('b'); throw new Error('store down'); }, fallback: [], failure: 'b failed; retried next tick' },
+      { name: 'c', run: () => { ran.push('c'); return null; } },
+    ], log);
+    expect(ran).toEqual(['a', 'b', 'c']);
+    expect(results).toEqual({ a: [1], b: [], c: null });
+    expect(log.lines).toEqual([{ job: 'b', err: 'store down', message: 'b failed; retried next tick' }]);
+  });
+});
+
+describe('startTimers', () => {
+  test('when a run outlasts its interval, then the timer skips until it ends; stop clears every timer', async () => {
+    const fired = [];
+    const cleared = [];
+    let release;
+    let runs = 0;
+    const stop = startTimers([
+      { name: 'slow', intervalMs: 1000, run: () => { runs += 1; return new Promise((resolve) => { release = resolve; }); } },
+      { name: 'fails', intervalMs: 500, run: () => { throw new Error('never out of the timer'); } },
+    ], { setInterval: (fn, ms) => { fired.push({ fn, ms }); return fired.length; }, clearInterval: (h) => cleared.push(h) });
+    expect(fired.map((f) => f.ms)).toEqual([1000, 500]);
+    fired[0].fn();
+    await Promise.resolve();
+    fired[0].fn();
+    await Promise.resolve();
+    expect(runs).toBe(1);
+    release();
+    await new Promise((resolve) => { setImmediate(resolve); });
+    fired[0].fn();
+    await Promise.resolve();
+    expect(runs).toBe(2);
+    fired[1].fn();
+    await new Promise((resolve) => { setImmediate(resolve); });
+    stop();
+    expect(cleared).toEqual([1, 2]);
+  });
+});
+
+describe('createRetryBook', () => {
+  test('when a key fails twice, then it waits 500 then 1000 ms; another key is not held; success forgets it', () => {
+    const clock = createVirtualClock();
+    const book = createRetryBook({ clock, retry: { minMs: 500, maxMs: 30000 } });
+    expect(book.due('node:n1')).toBe(true);
+    expect(book.failed('node:n1')).toEqual({ attempts: 1, retryInMs: 500, at: clock.now() + 500 });
+    expect(book.due('node:n1')).toBe(false);
+    expect(book.due('votes:s1')).toBe(true);
+    clock.advance(500);
+    expect(book.due('node:n1')).toBe(true);
+    expect(book.failed('node:n1').retryInMs).toBe(1000);
+    expect(book.view()).toEqual([{ key: 'node:n1', attempts: 2, retryAt: clock.now() + 1000 }]);
+    book.succeeded('node:n1');
+    expect(book.failing('node:n1')).toBe(false);
+    expect(book.view()).toEqual([]);
+  });
+});
