@@ -12,7 +12,7 @@ import { createStatusPageRoutes } from './routes/status-page.js';
 import { bodyLimitBytes } from './routes/validation.js';
 
 export function createApp({
-  store, actions, marks, operations, work, logger, authenticator, protectReads = false, monitor = null, audit = null, status = async () => ({}),
+  store, actions, marks, operations, work, logger, clock, authenticator, protectReads = false, monitor = null, audit = null, status = async () => ({}),
   extraRoutes = [], observers = [], relay = null, election = () => ({ enabled: false, leading: true }), podServerOverrides = {},
 }) {
   const app = express();
@@ -41,7 +41,7 @@ export function createApp({
     store, marks, operations, work, monitor, audit, status, election, podServerOverrides, logger: logger.child({ module: 'readiness' }),
   }));
   app.use(createStatusPageRoutes());
-  app.use(createActionRoutes({ actions, work }));
+  app.use(createActionRoutes({ actions, work, clock }));
   app.use(createOpenApiRoutes());
   for (const router of extraRoutes) app.use(router);
   app.use((req, res, next) => next(new AppError('NOT_FOUND', `no route for ${req.method} ${req.path}; see docs/api.md or GET /openapi.json`)));

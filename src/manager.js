@@ -71,7 +71,7 @@ export function createManager({
     ...createRaftLeadership({ store, reconfigurer, marks, clock, logger, config, audit, retries }),
   };
   // The one writer of marks, shared by the events, the operator's commands and the start-up reconciliation.
-  const executor = createExecutor({ store, actions, marks, operations, config, clock, logger });
+  const executor = createExecutor({ store, kube, actions, marks, operations, config, clock, logger });
   const targets = createTargets({ store, kube, config });
   const events = createEvents({
     store, marks, operations, kube, executor, targets, config, clock, logger, audit, metrics,
@@ -81,7 +81,7 @@ export function createManager({
   });
   const commands = createOperatorCommands({ marks, executor, targets, audit, logger });
   const maintenance = createMaintenance({ marks, kube, executor, targets, audit, config, clock, logger, retries });
-  const monitor = createMonitor({ kube, events, marks, config, clock, logger, metrics, audit });
+  const monitor = createMonitor({ kube, events, marks, config, clock, logger, metrics });
   let reconciliation = null;
   // This replica leads and has loaded its state: it serves what only the leader may serve.
   const served = () => elector.isLeading() && work.started();
@@ -91,11 +91,11 @@ export function createManager({
     leadership: () => elector, served, deadlines: config.deadlines, clock, logger, credentials: relayCredentials,
     refreshFollowerView: () => refreshFollowerView(), shuttingDown: () => work.shuttingDown(),
   });
-  const routes = [relay.router, createHookRoutes({ events, work, prestopDeadlineSeconds: config.deadlines.prestopSeconds, logger })];
+  const routes = [relay.router, createHookRoutes({ events, work, prestopDeadlineSeconds: config.deadlines.prestopSeconds, clock, logger })];
   routes.push(createMetricsRoutes({ metrics, store, marks, logger }));
   if (sandboxModel) routes.push(createSandboxRoutes({ model: sandboxModel, kube, store }));
   const app = createApp({
-    store, actions: { ...actions, ...commands }, marks, operations, work, logger, monitor, audit, authenticator, protectReads: config.auth.protectReads,
+    store, actions: { ...actions, ...commands }, marks, operations, work, logger, clock, monitor, audit, authenticator, protectReads: config.auth.protectReads,
     observers: [createHttpMetrics({ metrics }), createHookCounter({ metrics })], relay: relay.relay, election: () => elector.view(), podServerOverrides: config.podServerOverrides,
     extraRoutes: [...routes, ...extraRoutes],
     status: async () => ({

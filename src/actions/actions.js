@@ -8,7 +8,7 @@ import {
   findTable, podNameForServer, resolveServer, shardLoads, tableLabel,
 } from '../cluster/cluster-model.js';
 import { managerActor } from '../audit/actor.js';
-import { createDeadline, withinMs } from '../lib/clock.js';
+import { createDeadline, deadlineOr, withinMs } from '../lib/clock.js';
 import { createKeyedMutex } from '../lib/keyed-mutex.js';
 import { timePlanning } from '../lib/trace.js';
 import { settledSkips } from '../planner/eligibility.js';
@@ -63,7 +63,7 @@ export function createActions({
   // the busiest tables first (orderBusiestFirst), so that a deadline cuts the quiet ones.
   // marksView: the marks the plan reads (a dry run's copy, changed as the real run would change the real ones).
   async function runPrimaryPlan({
-    action, target, planFn: plans, dryRun, deadlineSeconds, reason, leaving = [], actor, pod, snapshot = null, busiestFirst = false, marksView = marks,
+    action, target, planFn: plans, dryRun, deadline: given = null, reason, leaving = [], actor, pod, snapshot = null, busiestFirst = false, marksView = marks,
   }) {
     // stats: the traffic rows (null: the plan's order), as the commit's third argument gives them.
     // stalled: see planMovePrimariesFromServers (a drain's shards whose new primary did not take over).
@@ -72,9 +72,9 @@ export function createActions({
       return stats ? orderBusiestFirst(planned, shardLoads(c, stats)) : planned;
     });
     const startedAt = clock.now();
-    const deadline = createDeadline(clock, (deadlineSeconds ?? config.deadlines.actionSeconds) * 1000);
+    const deadline = deadlineOr(given, clock, config.deadlines.actionSeconds * 1000);
     const cluster = snapshot ?? await store.readCluster();
-    const plan = planFn(cluster, [...new Set([...(await marksView.drainingIds()), ...leaving])]);
+    const plan = planFn(cluster, await marksView.drainingIds(leaving));
     // Read alongside the commit's own read of the cluster, once (a dry run reads it here).
     let trafficRead = null;
     const traffic = busiestFirst && needsWriteOrder(plan, config.tableWriteConcurrency)
@@ -144,7 +144,7 @@ export function createActions({
       if (!fresh) return { cluster: current.cluster, plan: { changes: [], skipped: current.plan.skipped } };
       const frozen = stalled;
       const planStalled = (c, draining, stats) => planFn(c, draining, stats, frozen);
-      return { cluster: fresh, plan: planStalled(fresh, [...new Set([...(await marks.drainingIds()), ...leaving])], await traffic?.()), planFn: planStalled };
+      return { cluster: fresh, plan: planStalled(fresh, await marks.drainingIds(leaving), await traffic?.()), planFn: planStalled };
     };
     for (;;) {
       const tableIds = current.plan.changes.map((c) => c.tableId);
@@ -197,7 +197,7 @@ export function createActions({
   // they count as draining for it whether or not they are marked. node (and pods): the node they share, when
   // that is why they are named together.
   async function movePrimariesFromServers({
-    servers, node = null, pods = null, dryRun = false, deadlineSeconds, reason, actor, snapshot = null, marksView = marks, prefer = null,
+    servers, node = null, pods = null, dryRun = false, deadline, reason, actor, snapshot = null, marksView = marks, prefer = null,
   }) {
     const cluster = snapshot ?? await store.readCluster();
     const resolved = servers.map((ref) => resolveServer(cluster, ref));
@@ -208,7 +208,7 @@ export function createActions({
     const planFn = (c, draining, stalled = []) => planMovePrimariesFromServers(c, ids, { draining, stalled, prefer });
     const pod = resolved.length === 1 ? podNameOf(resolved[0]) : null;
     return runPrimaryPlan({
-      action, target, planFn, dryRun, deadlineSeconds, reason, leaving: ids, actor, pod, snapshot: cluster, busiestFirst: true, marksView,
+      action, target, planFn, dryRun, deadline, reason, leaving: ids, actor, pod, snapshot: cluster, busiestFirst: true, marksView,
     });
   }
 
@@ -216,15 +216,15 @@ export function createActions({
   // on counts alone). Levelling the manager starts itself (POSTSTART, a warning's end, the primaries a new or
   // replacement server gets after its replicas) goes by load; the operator's rebalance-primaries by counts.
   async function rebalancePrimaries({
-    dryRun = false, deadlineSeconds, reason, tableIds = null, actor, pod, prefer = [], snapshot = null, byLoad = false, marksView = marks,
+    dryRun = false, deadline, reason, tableIds = null, actor, pod, prefer = [], snapshot = null, byLoad = false, marksView = marks,
   } = {}) {
     const stats = byLoad ? await store.readTableServerStats().catch((err) => { log.warn({ err: err.message }, 'traffic not read; levelling by counts'); return null; }) : null;
     const planFn = (c, draining) => planRebalancePrimaries(c, { draining, tableIds, prefer, loads: stats && shardLoads(c, stats) });
-    return runPrimaryPlan({ action: 'rebalance-primaries', target: {}, planFn, dryRun, deadlineSeconds, reason, actor, pod, snapshot, marksView });
+    return runPrimaryPlan({ action: 'rebalance-primaries', target: {}, planFn, dryRun, deadline, reason, actor, pod, snapshot, marksView });
   }
 
   // snapshot (here and below): the cluster the caller decided on, planned on instead of reading it again.
-  async function createReplica({ table, shard, server, dryRun = false, deadlineSeconds, reason, actor, snapshot = null }) {
+  async function createReplica({ table, shard, server, dryRun = false, deadline, reason, actor, snapshot = null }) {
     const cluster = snapshot ?? await store.readCluster();
     const t = resolveTable(cluster, table);
     // A table RethinkDB cannot describe (none of its replicas reachable) has no shards to name.
@@ -237,24 +237,24 @@ export function createActions({
     const plan = timePlanning(() => planCreateReplica(cluster, t.id, shard, s.id, { draining }));
     return startReplicaMoves({
       action: 'create-replica', target: { table: tableLabel(t), shard, server: s.name }, intent: { type: 'create-replica', tableId: t.id, shard, serverId: s.id }, stateServer: s,
-      cluster, plan, dryRun, deadlineSeconds, reason, actor,
+      cluster, plan, dryRun, deadline, reason, actor,
     });
   }
 
   // The server counts as draining for the plan whether or not it is marked (a perf warning keeps its own mark).
-  async function migrateReplicasOff({ server, dryRun = false, deadlineSeconds, reason, actor, snapshot = null, marksView = marks }) {
+  async function migrateReplicasOff({ server, dryRun = false, deadline, reason, actor, snapshot = null, marksView = marks }) {
     const cluster = snapshot ?? await store.readCluster();
     const s = resolveServer(cluster, server);
-    const draining = [...new Set([...(await marksView.drainingIds()), s.id])];
+    const draining = await marksView.drainingIds([s.id]);
     const plan = timePlanning(() => planMigrateReplicasOff(cluster, s.id, { draining }));
     return startReplicaMoves({
       action: 'migrate-replicas-off', target: { server: s.name }, intent: { type: 'migrate-replicas-off', serverId: s.id }, stateServer: s,
-      cluster, plan, dryRun, deadlineSeconds, reason, actor,
+      cluster, plan, dryRun, deadline, reason, actor,
     });
   }
 
   // POSTSTART replacement: recreate a lost server's replicas on the new server, then rebalance primaries.
-  async function replaceServer({ lost, server, dryRun = false, deadlineSeconds, reason, actor, snapshot = null }) {
+  async function replaceServer({ lost, server, dryRun = false, deadline, reason, actor, snapshot = null }) {
     const cluster = snapshot ?? await store.readCluster();
     const gone = resolveServer(cluster, lost);
     const s = resolveServer(cluster, server);
@@ -262,12 +262,12 @@ export function createActions({
     const plan = timePlanning(() => planReplaceServer(cluster, gone.id, s.id));
     return startReplicaMoves({
       action: 'replace-server', target: { lost: gone.name, server: s.name }, intent: { type: 'replace-server', lostId: gone.id, serverId: s.id }, stateServer: s,
-      cluster, plan, dryRun, deadlineSeconds, reason, actor,
+      cluster, plan, dryRun, deadline, reason, actor,
       afterMoves: (touched, planned = {}) => rebalancePrimaries({ tableIds: touched, reason: `give ${s.name} its share of primaries`, actor, pod: podNameOf(s), byLoad: true, ...planned }),
     });
   }
 
-  async function addServer({ server, tables, grow = false, dryRun = false, deadlineSeconds, reason, actor, snapshot = null }) {
+  async function addServer({ server, tables, grow = false, dryRun = false, deadline, reason, actor, snapshot = null }) {
     const cluster = snapshot ?? await store.readCluster();
     const s = resolveServer(cluster, server);
     const tableIds = tables ? tables.map((ref) => resolveTable(cluster, ref).id) : null;
@@ -275,14 +275,14 @@ export function createActions({
     const plan = timePlanning(() => planAddServer(cluster, s.id, { draining, tableIds, grow }));
     return startReplicaMoves({
       action: 'add-server', target: { server: s.name, tables: tables ?? null, grow }, intent: { type: 'add-server', serverId: s.id, tableIds, grow }, stateServer: s,
-      cluster, plan, dryRun, deadlineSeconds, reason, actor,
+      cluster, plan, dryRun, deadline, reason, actor,
       afterMoves: (touched, planned = {}) => rebalancePrimaries({ tableIds: touched, reason: `give ${s.name} its share of primaries`, actor, pod: podNameOf(s), byLoad: true, ...planned }),
     });
   }
 
   // Data moves: a dry run returns the plan; otherwise an operation runs them one replica at a time. While it
   // runs, the migration is recorded on the server concerned, so that a restarted manager can resume it.
-  async function startReplicaMoves({ action, target, intent, stateServer, cluster, plan, dryRun, deadlineSeconds, reason, afterMoves, actor }) {
+  async function startReplicaMoves({ action, target, intent, stateServer, cluster, plan, dryRun, deadline, reason, afterMoves, actor }) {
     const planned = plannedReplicaMoves(cluster, plan.moves);
     const skipped = namedItems(cluster, plan.skipped);
     if (dryRun) {
@@ -304,7 +304,7 @@ export function createActions({
       const track = (move) => marks.setMigration(stateServer.id, { ...migration, inFlight: move }, ref);
       const outcome = { report: null, failure: null };
       try {
-        outcome.report = await runReplicaMoves(operation, { action, target, moves: plan.moves, planned, skipped, deadlineSeconds, reason, afterMoves, track });
+        outcome.report = await runReplicaMoves(operation, { action, target, moves: plan.moves, planned, skipped, deadline, reason, afterMoves, track });
         audit.record({ actor, pod, operation: operation.id, ...outcome.report });
         return outcome.report;
       } catch (err) {
@@ -372,9 +372,9 @@ export function createActions({
     return results;
   }
 
-  async function runReplicaMoves(op, { action, target, moves, planned, skipped, deadlineSeconds, reason, afterMoves, track = async () => {} }) {
+  async function runReplicaMoves(op, { action, target, moves, planned, skipped, deadline: given = null, reason, afterMoves, track = async () => {} }) {
     const startedAt = clock.now();
-    const deadline = createDeadline(clock, (deadlineSeconds ?? config.deadlines.migrationSeconds) * 1000);
+    const deadline = deadlineOr(given, clock, config.deadlines.migrationSeconds * 1000);
     op.steps = planned.map((p) => ({ ...p, status: 'pending', state: null, progress: null, error: null, startedAt: null, finishedAt: null }));
     const changes = [];
     const notDone = [];

@@ -11,7 +11,7 @@ import { managerActor } from '../audit/actor.js';
 import {
   findServer, podNameForServer, resolveServer, serverName, tableLabel,
 } from '../cluster/cluster-model.js';
-import { createDeadline } from '../lib/clock.js';
+import { createDeadline, deadlineOr } from '../lib/clock.js';
 import { createRetryBook } from '../lib/retry.js';
 import {
   planRaftLeadershipMove, planVotingRestore, tablesLedBy, votesBack,
@@ -51,9 +51,9 @@ export function createRaftLeadership({
   // does not move a table's Raft leadership, and a PRESTOP at 1,000 tables spends about 0.8 s on one read); nor when
   // the deadline has passed before the move starts (a PRESTOP's, spent on its demotion).
   // Returns a report like every action's; changes: one row per table that was flipped, and whether it moved.
-  async function moveRaftLeadership({ server, reason, actor, deadlineSeconds, stillWanted = async () => true, decided = null }) {
+  async function moveRaftLeadership({ server, reason, actor, deadline: given = null, stillWanted = async () => true, decided = null }) {
     const startedAt = clock.now();
-    const deadline = createDeadline(clock, (deadlineSeconds ?? config.deadlines.actionSeconds) * 1000);
+    const deadline = deadlineOr(given, clock, config.deadlines.actionSeconds * 1000);
     const known = decided && findServer(decided, server);
     const led = known && tablesLedBy(decided, known.id);
     if (led && (deadline.expired() || (led.tableIds.length === 0 && !led.unknown))) {

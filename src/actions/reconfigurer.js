@@ -44,7 +44,7 @@ export function createReconfigurer({
   async function commitLocked(planFn, { tableIds, deadline, leaving = [], alongside = null }) {
     const [cluster, read] = await timeReading(() => Promise.all([store.readCluster(), alongside?.()]));
     // Read under the locks: a drain that committed while we waited is seen here (no primary onto it).
-    const draining = [...new Set([...(await marks.drainingIds()), ...leaving])];
+    const draining = await marks.drainingIds(leaving);
     const owed = owedVotes(await marks.votingRestores());
     const plan = timePlanning(() => planFn(cluster, draining, read));
     const notDone = [];

@@ -12,7 +12,7 @@ import { findServerForPod } from '../cluster/cluster-model.js';
 import { createDeadline } from '../lib/clock.js';
 import {
   MONITOR, OPERATOR, decideHeartbeatRestore, decidePerfWarning, decidePerfWarningEnd, decidePerfWarningEscalation, decidePoststart, decidePrestop, primariesOffAfter,
-  endableWarningSource, releasableDrain, warningSourceOf,
+  endableWarningSource, releasableDrain, scaleOutIntents, warningSourceOf,
 } from '../policy/policy.js';
 import { decideRolloutLevelling, prestopPreference, rolloutOf } from '../policy/rollout.js';
 import { resultOf } from './executor.js';
@@ -26,8 +26,8 @@ export function createEvents({
   const log = logger.child({ module: 'events' });
   const { existingPod, serversForPods } = targets;
 
-  async function prestop({ pod, dryRun = false, deadlineSeconds, actor = hookActor('prestop', pod) }) {
-    const startedAt = clock.now();
+  // deadline: the hook's (src/lib/clock.js), made by the route when the request came: the reads below count against it.
+  async function prestop({ pod, dryRun = false, deadline = null, actor = hookActor('prestop', pod) }) {
     const { cluster, targets: [{ server }] } = await serversForPods([pod]);
     const heartbeat = { seconds: config.prestop.heartbeatTimeoutSeconds, windowSeconds: config.prestop.heartbeatWindowSeconds };
     if (!server) {
@@ -42,9 +42,7 @@ export function createEvents({
     const decision = decidePrestop({
       pod, server, heartbeat, moveRaftLeader: config.prestop.moveRaftLeader, prefer, majorityWaitSeconds: config.prestop.majorityWaitSeconds,
     });
-    // The hook's budget runs from the request: the reads above count against it.
-    const left = deadlineSeconds === undefined ? undefined : Math.max(0.001, deadlineSeconds - (clock.now() - startedAt) / 1000);
-    const done = await executor.run(decision.intents, { actor, pod, dryRun, deadlineSeconds: left, snapshot: cluster });
+    const done = await executor.run(decision.intents, { actor, pod, dryRun, deadline, snapshot: cluster });
     const report = resultOf(done, 'demote');
     const heartbeatResult = resultOf(done, 'lower-heartbeat');
     const [raftLeadership] = resultOf(done, 'move-raft-leadership')?.reports ?? [];
@@ -310,13 +308,30 @@ export function createEvents({
     };
   }
 
+  // The monitor's scale-out (uniform overload): one more RethinkDB pod, through the executor. Its own POSTSTART then adds
+  // the server (audited on that pod); this record is the monitor's decision, on no pod, so it has no Kubernetes Event.
+  async function scaleOutFromMonitor({ to, reason }) {
+    const startedMs = clock.now();
+    const record = (outcome, notDone = []) => audit?.record({
+      actor: MONITOR_ACTOR, action: 'scale-out', target: { replicas: to }, reason, outcome, notDone, durationMs: clock.now() - startedMs,
+    });
+    try {
+      const done = await executor.run(scaleOutIntents({ to, reason }), { actor: MONITOR_ACTOR, pod: null });
+      record('completed');
+      return resultOf(done, 'scale-statefulset');
+    } catch (err) {
+      record('failed', [{ reason: err.message }]);
+      throw err;
+    }
+  }
+
   // The monitor's raise and clear: a hot-spot held long enough is a warning of unknown duration from the
   // monitor; its clearing ends only a warning the monitor raised.
   const raiseFromMonitor = ({ pod, signal, reason }) => perfwarning({ pod, requester: MONITOR, signal, reason: `monitor: ${reason}`, actor: MONITOR_ACTOR });
   const clearFromMonitor = ({ pod, reason }) => endPerfWarning({ pod, reason: `monitor: hot-spot ended, ${reason}`, actor: MONITOR_ACTOR, requester: MONITOR });
 
   return {
-    prestop, poststart, perfwarning, endPerfWarning, endPerfWarningsOnNode, expireDue, restoreHeartbeatDue, levelAfterRollout, raiseFromMonitor, clearFromMonitor, escalateFromMonitor,
+    prestop, poststart, perfwarning, endPerfWarning, endPerfWarningsOnNode, expireDue, restoreHeartbeatDue, levelAfterRollout, raiseFromMonitor, clearFromMonitor, escalateFromMonitor, scaleOutFromMonitor,
     pendingRestores: async () => (await marks.restores()).map(({ serverId, pod, reason, persisted }) => ({ serverId, pod, reason, persisted })),
     poststartRunning: () => operations.list().some((op) => op.kind === 'poststart' && op.status === 'running'),
   };

@@ -14,12 +14,14 @@ import {
 } from '../policy/rollout.js';
 import { intentIs } from './intent-types.js';
 
-// context: { actor, pod, dryRun, deadlineSeconds, snapshot } for every intent of one decision. deadlineSeconds is the
-// decision's: each intent gets what is left of it when it starts (a PRESTOP's Raft move after its demotion must still
-// answer within the hook's deadline); without it each action has its own default. snapshot is the
+// context: { actor, pod, dryRun, deadline, snapshot } for every intent of one decision. deadline is the decision's:
+// one object (src/lib/clock.js) made at the edge, shared by its intents, so that each gets what is left of it when it
+// starts (a PRESTOP's Raft move after its demotion must still answer within the hook's deadline); null: each action
+// has its own default. snapshot is the
 // cluster the decision was made on. An action plans on it instead of reading the cluster again, as long as no
 // intent before it has reconfigured a table (steps see it as `snapshot`, null then); `decided` is always it.
-export function createExecutor({ store, actions, marks: realMarks, operations, config, clock, logger }) {
+// kube: the Kubernetes adapter (fenced like every write), for the StatefulSet's scale; null without a Kubernetes API.
+export function createExecutor({ store, kube = null, actions, marks: realMarks, operations, config, clock, logger }) {
   const log = logger.child({ module: 'executor' });
   const realSteps = stepsOn(realMarks);
 
@@ -29,7 +31,7 @@ export function createExecutor({ store, actions, marks: realMarks, operations, c
       // The manager's own connection leaves the servers about to stop or be drained (and those already marked).
       async 'move-connection'({ servers }, { dryRun }) {
         if (dryRun) return { moved: false, reason: 'dry run' };
-        const moved = await store.steerAwayFrom([...new Set([...(await marks.drainingIds()), ...servers.map((s) => s.id)])])
+        const moved = await store.steerAwayFrom(await marks.drainingIds(servers.map((s) => s.id)))
           .catch((err) => ({ moved: false, reason: err.message }));
         if (moved.moved) log.info({ from: moved.from, to: moved.to }, 'connection moved off a server about to be drained');
         return moved;
@@ -62,9 +64,9 @@ export function createExecutor({ store, actions, marks: realMarks, operations, c
       // that it can be given back.
       async demote({
         servers, node = null, pods = null, mark, reason, prefer = null,
-      }, { actor, dryRun, deadlineSeconds, snapshot }) {
+      }, { actor, dryRun, deadline, snapshot }) {
         const report = await actions.movePrimariesFromServers({
-          servers: servers.map((s) => s.id), node, pods, dryRun, deadlineSeconds, reason, actor, snapshot, marksView: marks, prefer,
+          servers: servers.map((s) => s.id), node, pods, dryRun, deadline, reason, actor, snapshot, marksView: marks, prefer,
         });
         if (!dryRun) {
           for (const s of servers) await marks.noteDemoted(s.id, mark, report.changes.filter((c) => c.from === s.name));
@@ -74,11 +76,11 @@ export function createExecutor({ store, actions, marks: realMarks, operations, c
       // After a demotion: the tables each server leads in Raft get another leader, while its mark lasts (whileMarked:
       // its perf warning, or for a PRESTOP its draining mark). A failure is reported, not thrown: the demotion before it
       // is what the warning or the PRESTOP is for. { reports: [one per server] }
-      async 'move-raft-leadership'({ servers, reason, whileMarked = 'perfwarning' }, { actor, deadlineSeconds, decided }) {
+      async 'move-raft-leadership'({ servers, reason, whileMarked = 'perfwarning' }, { actor, deadline, decided }) {
         const reports = [];
         for (const s of servers) {
           const stillWanted = async () => Boolean(await (whileMarked === 'draining' ? marks.getDraining(s.id) : marks.getPerfWarning(s.id)));
-          reports.push(await actions.moveRaftLeadership({ server: s.id, reason, actor, deadlineSeconds, stillWanted, decided }).catch((err) => {
+          reports.push(await actions.moveRaftLeadership({ server: s.id, reason, actor, deadline, stillWanted, decided }).catch((err) => {
             log.warn({ server: s.name, err: err.message }, 'Raft leadership not moved');
             return failedMoveReport(s.name, reason, err);
           }));
@@ -113,9 +115,9 @@ export function createExecutor({ store, actions, marks: realMarks, operations, c
       // The action's answer: the operation started, or with dryRun the plan.
       // whileWarned: only while the server still has its perf warning (an escalation whose warning was ended during
       // its demotion starts no migration).
-      async 'migrate-replicas-off'({ server, reason, whileWarned = false }, { actor, dryRun, deadlineSeconds, snapshot }) {
+      async 'migrate-replicas-off'({ server, reason, whileWarned = false }, { actor, dryRun, deadline, snapshot }) {
         if (whileWarned && !(await marks.getPerfWarning(server.id))) return { operation: null, skipped: 'the perf warning ended before the migration started' };
-        return actions.migrateReplicasOff({ server: server.id, reason, actor, dryRun, deadlineSeconds, snapshot, marksView: marks });
+        return actions.migrateReplicasOff({ server: server.id, reason, actor, dryRun, deadline, snapshot, marksView: marks });
       },
       // released: those that were draining.
       async release({ servers }) {
@@ -139,11 +141,11 @@ export function createExecutor({ store, actions, marks: realMarks, operations, c
       // server held before it was demoted.
       // byLoad: level with the least busy shards (client traffic from rethinkdb.stats); `prefer` then breaks ties.
       async 'rebalance-primaries'({ server = null, prefer = [], byLoad = false, reason, clearsRestore = false }, {
-        actor, pod, dryRun, deadlineSeconds, snapshot,
+        actor, pod, dryRun, deadline, snapshot,
       }) {
         if (clearsRestore) await marks.clearRestore(server.id);
         return actions.rebalancePrimaries({
-          reason, actor, pod, dryRun, deadlineSeconds, prefer: prefer.map((d) => ({ serverId: server?.id, ...d })), byLoad, snapshot, marksView: marks,
+          reason, actor, pod, dryRun, deadline, prefer: prefer.map((d) => ({ serverId: server?.id, ...d })), byLoad, snapshot, marksView: marks,
         });
       },
       // PRESTOP, once the server is marked: wait while stopping it would leave a shard without a ready voting majority,
@@ -151,11 +153,11 @@ export function createExecutor({ store, actions, marks: realMarks, operations, c
       // demotion matters more). A dry run says whether it would wait, and does not. After the demotion (phase
       // after-demote) the same wait, on a fresh read, for the secondaries catching up with their new primaries; a dry
       // run moved nothing, so it has nothing to say there.
-      async 'wait-for-majority'({ server, maxWaitSeconds, phase }, { snapshot, observe, deadlineSeconds, dryRun }) {
+      async 'wait-for-majority'({ server, maxWaitSeconds, phase }, { snapshot, observe, deadline, dryRun }) {
         const startedAt = clock.now();
         const skipped = prestopWaitSkipped({ phase, dryRun });
         if (skipped) return { ...skipped, waitedMs: 0 };
-        const deadline = createDeadline(clock, prestopWaitBudgetMs({ maxWaitSeconds, deadlineSeconds }));
+        const waitUntil = createDeadline(clock, prestopWaitBudgetMs({ maxWaitSeconds, leftMs: deadline?.remainingMs() }));
         const report = (outcome, reason, short) => ({ outcome, waitedMs: clock.now() - startedAt, short, reason });
         const unreadable = (err, from) => ({ ...prestopWaitUnread({ phase, from, message: err.message }), waitedMs: clock.now() - startedAt });
         let cluster;
@@ -164,7 +166,7 @@ export function createExecutor({ store, actions, marks: realMarks, operations, c
         } catch (err) {
           return unreadable(err, null);
         }
-        const initial = decidePrestopWait(cluster, { serverId: server.id, serverName: server.name, waitLeftMs: deadline.remainingMs() });
+        const initial = decidePrestopWait(cluster, { serverId: server.id, serverName: server.name, waitLeftMs: waitUntil.remainingMs() });
         if (initial.short.length === 0) return report('none', initial.reason, initial.short);
         if (dryRun) return report(initial.wait ? 'would_wait' : 'gave_up', initial.reason, initial.short);
         let last = initial;
@@ -175,7 +177,7 @@ export function createExecutor({ store, actions, marks: realMarks, operations, c
           } catch (err) {
             return unreadable(err, initial);
           }
-          last = decidePrestopWait(cluster, { serverId: server.id, serverName: server.name, waitLeftMs: deadline.remainingMs() });
+          last = decidePrestopWait(cluster, { serverId: server.id, serverName: server.name, waitLeftMs: waitUntil.remainingMs() });
         }
         observe(cluster);
         const outcome = prestopWaitOutcome(cluster, { serverId: server.id, initialShort: initial.short });
@@ -196,6 +198,11 @@ export function createExecutor({ store, actions, marks: realMarks, operations, c
         if (clearsRestore) await marks.clearRestore(server.id);
         const started = await actions.addServer({ server: server.id, reason, actor, snapshot });
         return wait ? operations.wait(started.operation.id) : { id: started.operation.id, status: started.operation.status };
+      },
+      async 'scale-statefulset'({ replicas }) {
+        if (!kube) throw new AppError('KUBERNETES_UNAVAILABLE', 'no Kubernetes API to scale the StatefulSet with');
+        await kube.patchStatefulSetScale(replicas);
+        return { replicas };
       },
       async 'replace-server'({ lost, server, reason }, { actor, snapshot }) {
         const started = await actions.replaceServer({ lost, server: server.id, reason, actor, snapshot });
@@ -225,14 +232,12 @@ export function createExecutor({ store, actions, marks: realMarks, operations, c
     const done = [];
     const read = { decided: snapshot, current: snapshot };
     const observe = (cluster) => { read.current = cluster; };
-    const deadline = context.deadlineSeconds === undefined ? null : createDeadline(clock, context.deadlineSeconds * 1000);
     for (const intent of intents) {
       const step = steps[intent.type];
       if (!step) throw new AppError('INTERNAL', `no executor step for intent ${intent.type}`);
       if (context.dryRun && !intentIs(intent.type, 'dryRun')) continue;
-      // Once the decision's deadline has passed, an intent's action finds its own expired and reports what it did not do.
-      const deadlineSeconds = deadline ? deadline.remainingMs() / 1000 : undefined;
-      done.push({ intent, result: await step(intent, { ...context, deadlineSeconds, snapshot: read.current, decided: read.decided, observe }) });
+      // Once the decision's deadline has passed, an intent's action finds it expired and reports what it did not do.
+      done.push({ intent, result: await step(intent, { ...context, snapshot: read.current, decided: read.decided, observe }) });
       if (!context.dryRun && intentIs(intent.type, 'reconfigures')) read.current = null;
     }
     return done;

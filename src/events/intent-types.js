@@ -29,6 +29,7 @@ export const INTENT_TYPES = Object.freeze({
   'await-health': type(),
   'owe-hand-back': type(),
   'settle-hand-backs': type(),
+  'scale-statefulset': type({ action: true }),
 });
 
 // Whether intents of this type have the property (false for a type not in the registry).

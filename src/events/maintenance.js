@@ -8,12 +8,12 @@
 // actions metric).
 
 import { hookActor, managerActor } from '../audit/actor.js';
-import { withinMs } from '../lib/clock.js';
+import { createDeadline, withinMs } from '../lib/clock.js';
 import { createKeyedMutex } from '../lib/keyed-mutex.js';
 import { createRetryBook } from '../lib/retry.js';
 import { findServerForPod } from '../cluster/cluster-model.js';
 import {
-  decideEviction, decideNodeMaintenance, evictionAfterDeadline, evictionDemotionDone, evictionReviewMayAct, expiredEvictionDrains, nodeDrainSignal,
+  decideEviction, decideEvictionHoldExpiry, decideNodeMaintenance, evictionAfterDeadline, evictionDemotionDone, evictionReviewMayAct, expiredEvictionDrains, nodeDrainSignal,
 } from '../policy/maintenance.js';
 import {
   UNHANDLED, handledNode, nodeForRound, nodeNeedsHandling, nodeRoundDue, signalledNodes,
@@ -118,7 +118,7 @@ export function createMaintenance({
 
   async function act(node, decision, cluster) {
     const startedAt = clock.now();
-    const done = await executor.run(decision.intents, { actor: NODE_ACTOR, pod: null, snapshot: cluster, deadlineSeconds: config.deadlines.actionSeconds });
+    const done = await executor.run(decision.intents, { actor: NODE_ACTOR, pod: null, snapshot: cluster, deadline: createDeadline(clock, config.deadlines.actionSeconds * 1000) });
     const report = resultOf(done, 'demote') ?? resultOf(done, 'rebalance-primaries');
     const outcome = report?.outcome ?? 'completed';
     for (const server of decision.servers) {
@@ -196,8 +196,8 @@ export function createMaintenance({
     }
     review.phase = 'demoting';
     // What is left of the deadline, less a margin for the answer itself.
-    const deadlineSeconds = Math.max(0.5, (deadlineMs - (clock.now() - startedAt) - 500) / 1000);
-    const done = await executor.run(decision.intents, { actor, pod, snapshot: cluster, deadlineSeconds });
+    const deadline = createDeadline(clock, Math.max(500, deadlineMs - (clock.now() - startedAt) - 500));
+    const done = await executor.run(decision.intents, { actor, pod, snapshot: cluster, deadline });
     const report = resultOf(done, 'demote');
     const { done: off, left } = evictionDemotionDone(decision, report);
     if (!off) {
@@ -238,11 +238,8 @@ export function createMaintenance({
     if (drains.length === 0 || !kube) return [];
     const expired = expiredEvictionDrains({ drains, pods: await kube.listRethinkDbPods(), now: clock.now(), holdSeconds: config.webhook.evictionHoldSeconds });
     if (expired.length === 0) return [];
-    const reason = `the eviction of ${expired.map((d) => d.pod).join(', ')} did not happen within ${config.webhook.evictionHoldSeconds} s: release and level the primaries`;
-    const done = await executor.run([
-      { type: 'release', servers: expired.map((d) => d.serverId) },
-      { type: 'rebalance-primaries', reason },
-    ], { actor: managerActor('eviction-hold'), pod: null });
+    const { reason, intents } = decideEvictionHoldExpiry(expired, { holdSeconds: config.webhook.evictionHoldSeconds });
+    const done = await executor.run(intents, { actor: managerActor('eviction-hold'), pod: null });
     const report = resultOf(done, 'rebalance-primaries');
     for (const d of expired) {
       admitted.delete(d.pod);

@@ -21,6 +21,16 @@ export function createDeadline(clock, timeoutMs) {
   };
 }
 
+// The deadline an edge makes from a request's seconds, once (undefined or null: none; each action then has its own).
+export function deadlineIn(clock, seconds) {
+  return seconds === undefined || seconds === null ? null : createDeadline(clock, seconds * 1000);
+}
+
+// The deadline the caller gave, or a new one of defaultMs: how an action gets its deadline.
+export function deadlineOr(deadline, clock, defaultMs) {
+  return deadline ?? createDeadline(clock, defaultMs);
+}
+
 // Resolves with the promise's value, or rejects with onTimeout() when the deadline passes first.
 export async function withinMs(promise, timeoutMs, onTimeout) {
   let timer;

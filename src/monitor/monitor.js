@@ -4,7 +4,6 @@
 // cooldown ends it; uniform overload scales the StatefulSet out by one. Polls never overlap, and a failed
 // poll is logged and counted while the loop goes on.
 
-import { MONITOR_ACTOR } from '../audit/actor.js';
 import {
   MONITOR, decideMonitorStep, initialMonitorState, warningSourceOf,
 } from '../policy/policy.js';
@@ -13,7 +12,7 @@ import { evaluateHotspots, utilizationSamples } from './hotspot.js';
 // How many of the latest decisions /v1/monitor keeps (a poll without decisions adds none).
 const DECISION_HISTORY_LENGTH = 20;
 
-export function createMonitor({ kube, events, marks, config, clock, logger, metrics = null, audit = null }) {
+export function createMonitor({ kube, events, marks, config, clock, logger, metrics = null }) {
   const log = logger.child({ module: 'monitor' });
   const settings = config.monitor;
   let state = initialMonitorState();
@@ -106,23 +105,11 @@ export function createMonitor({ kube, events, marks, config, clock, logger, metr
     }
   }
 
-  // One more RethinkDB pod. Its own POSTSTART then adds the server (audited on that pod); this record is the
-  // monitor's decision, on no pod, so it has no Kubernetes Event of its own.
+  // One more RethinkDB pod, through the events and the executor; in flight from now (settleScaleOut).
   async function scaleOut(decision) {
     scale.inFlight = { to: decision.to, since: new Date(clock.now()).toISOString() };
     scale.lastAt = clock.now();
-    const startedMs = clock.now();
-    const record = (outcome, notDone = []) => audit?.record({
-      actor: MONITOR_ACTOR, action: 'scale-out', target: { replicas: decision.to }, reason: decision.reason, outcome, notDone, durationMs: clock.now() - startedMs,
-    });
-    try {
-      await kube.patchStatefulSetScale(decision.to);
-    } catch (err) {
-      record('failed', [{ reason: err.message }]);
-      throw err;
-    }
-    record('completed');
-    return { replicas: decision.to };
+    return events.scaleOutFromMonitor({ to: decision.to, reason: decision.reason });
   }
 
   // A scale-out is in flight until the StatefulSet has its pods and no POSTSTART is still bringing one in.

@@ -160,6 +160,15 @@ export function expiredEvictionDrains({ drains, pods, now, holdSeconds }) {
     && Date.parse(d.since) + holdSeconds * 1000 <= now);
 }
 
+// What ends eviction drains that expired (expiredEvictionDrains): their servers released, and the primaries levelled.
+export function decideEvictionHoldExpiry(expired, { holdSeconds }) {
+  const reason = `the eviction of ${expired.map((d) => d.pod).join(', ')} did not happen within ${holdSeconds} s: release and level the primaries`;
+  return {
+    reason,
+    intents: [{ type: 'release', servers: expired.map((d) => d.serverId) }, { type: 'rebalance-primaries', reason }],
+  };
+}
+
 function whyNotLive(view, shard, id, leaving) {
   if (!view.isConnected(id)) return 'disconnected';
   if (leaving.has(id)) return 'leaving: its pod is stopping or being evicted';

@@ -446,6 +446,12 @@ export function decideMonitorStep(previous, evaluation, options) {
   return { state: { pods, uniformStreak }, decisions };
 }
 
+// The monitor's scale-out (decideScaleOut's 'scale-out') as intents: one more RethinkDB pod. Its own POSTSTART then
+// adds the server.
+export function scaleOutIntents({ to, reason }) {
+  return [{ type: 'scale-statefulset', replicas: to, reason }];
+}
+
 function decideScaleOut({ uniformStreak, evaluation, consecutivePolls, now, enabled, inFlight, lastAt, cooldownMs, replicas, maxReplicas }) {
   if (!evaluation.uniform || uniformStreak < consecutivePolls) return null;
   const base = `uniform overload: average utilization ${pct(evaluation.averages.own)} for ${uniformStreak} polls`;

@@ -77,11 +77,12 @@ export function decidePrestopWait(cluster, { serverId, serverName, waitLeftMs })
 }
 
 // How long a PRESTOP's wait for a ready majority may last: PRESTOP_MAJORITY_WAIT_SECONDS, and never into the last
-// PRESTOP_DEMOTE_RESERVE_MS of what the decision's deadline leaves (the demotion after it needs them).
+// PRESTOP_DEMOTE_RESERVE_MS of what the decision's deadline leaves (leftMs; undefined: no deadline), which the
+// demotion after it needs.
 export const PRESTOP_DEMOTE_RESERVE_MS = 5000;
-export function prestopWaitBudgetMs({ maxWaitSeconds, deadlineSeconds }) {
+export function prestopWaitBudgetMs({ maxWaitSeconds, leftMs }) {
   const cap = maxWaitSeconds * 1000;
-  return deadlineSeconds === undefined ? cap : Math.max(0, Math.min(cap, deadlineSeconds * 1000 - PRESTOP_DEMOTE_RESERVE_MS));
+  return leftMs === undefined ? cap : Math.max(0, Math.min(cap, leftMs - PRESTOP_DEMOTE_RESERVE_MS));
 }
 
 // A PRESTOP's wait that ends without reading the cluster, or null: a dry run moves no primary, so after its demotion

@@ -3,6 +3,7 @@
 
 import { Router } from 'express';
 import { callerActor } from '../audit/actor.js';
+import { deadlineIn } from '../lib/clock.js';
 import { traced } from '../lib/trace.js';
 import { dryRunQuery, fields, mountRoute, objectSchema } from './validation.js';
 
@@ -61,11 +62,16 @@ export const ACTION_ROUTE_SPECS = ACTION_ROUTES.map((route) => ({
   run: route.action,
 }));
 
-export function createActionRoutes({ actions, work }) {
+// clock: the manager's; a request's deadlineSeconds becomes one deadline here, which the action and every write it makes
+// share.
+export function createActionRoutes({ actions, work, clock }) {
   const router = Router();
   for (const spec of ACTION_ROUTE_SPECS) {
     mountRoute(router, spec, async ({ query, body, identity }, res) => {
-      const { result, timings } = await traced(() => work.track(() => actions[spec.run]({ ...body, dryRun: query.dryRun === true, actor: callerActor(identity) })));
+      const { deadlineSeconds, ...input } = body ?? {};
+      const { result, timings } = await traced(() => work.track(() => actions[spec.run]({
+        ...input, deadline: deadlineIn(clock, deadlineSeconds), dryRun: query.dryRun === true, actor: callerActor(identity),
+      })));
       if (result.operation) {
         const href = `/v1/operations/${result.operation.id}`;
         res.status(202).location(href).json({ ...result, operation: { id: result.operation.id, status: result.operation.status, href } });

@@ -7,7 +7,7 @@ import { Router } from 'express';
 import { callerActor, hookActor } from '../audit/actor.js';
 import { requesterOf } from '../auth/access-policy.js';
 import { AppError } from '../errors.js';
-import { withinMs } from '../lib/clock.js';
+import { createDeadline, withinMs } from '../lib/clock.js';
 import { traced } from '../lib/trace.js';
 import { prestopActionSeconds } from '../policy/policy.js';
 import { fields, mountRoute, objectSchema } from './validation.js';
@@ -67,7 +67,8 @@ function withHref({ id, status }) {
 }
 
 // logger: where a preStop's timings go (reading, planning, writing, waiting for RethinkDB; src/lib/trace.js).
-export function createHookRoutes({ events, work, prestopDeadlineSeconds, logger }) {
+// clock: the manager's; the preStop's deadline is made here, once, from the hook's.
+export function createHookRoutes({ events, work, prestopDeadlineSeconds, clock, logger }) {
   const router = Router();
   const log = logger.child({ module: 'hooks' });
   const logTimings = (pod, result, timings) => log.info({ pod, outcome: result.outcome, timings }, 'preStop timings');
@@ -75,10 +76,10 @@ export function createHookRoutes({ events, work, prestopDeadlineSeconds, logger 
   mountRoute(router, HOOK_ROUTES.prestop, async ({ query, identity, relayDeadlineMs }, res) => {
     // Relayed by a follower: what is left of the hook's deadline after waiting for this leader.
     const deadlineMs = Math.min(prestopDeadlineSeconds * 1000, relayDeadlineMs ?? Infinity);
-    const deadlineSeconds = prestopActionSeconds(deadlineMs);
+    const deadline = createDeadline(clock, prestopActionSeconds(deadlineMs) * 1000);
     // The action has its own deadline for waiting; this outer limit also covers a data store that hangs.
     const run = traced(() => work.track(() => events.prestop({
-      pod: query.pod, dryRun: query.dryRun === true, deadlineSeconds, actor: hookActor('prestop', query.pod, callerActor(identity)),
+      pod: query.pod, dryRun: query.dryRun === true, deadline, actor: hookActor('prestop', query.pod, callerActor(identity)),
     })));
     // Logged when the work ends, also after a 504: where the time went is what an operator needs then.
     run.then(({ result, timings }) => logTimings(query.pod, result, timings), () => {});

@@ -128,7 +128,9 @@ export function createStateStore({ kube = null, clock, logger }) {
       if (entries.has(serverId)) apply(serverId, (m) => noteDemoted(m, kind, changes));
     },
     getDraining: async (serverId) => marksOf(serverId).draining,
-    drainingIds: async () => [...entries.keys()].filter((id) => keepsOff(marksOf(id))),
+    // The servers the planners keep off: those whose marks say so (keepsOff), and `also` (a drain's own servers, marked
+    // or not: a dry run writes no mark), each once.
+    drainingIds: async (also = []) => [...new Set([...[...entries.keys()].filter((id) => keepsOff(marksOf(id))), ...also])],
     list: async () => pick('draining'),
     setPerfWarning: async (serverId, warning, ref) => apply(serverId, (m) => warn(m, warning), ref).perfwarning,
     getPerfWarning: async (serverId) => marksOf(serverId).perfwarning,

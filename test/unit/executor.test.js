@@ -3,22 +3,25 @@
 
 import { createExecutor } from '../../src/events/executor.js';
 import { INTENT_TYPES, intentIs } from '../../src/events/intent-types.js';
-import { createVirtualClock } from '../../src/lib/clock.js';
+import { createDeadline, createVirtualClock } from '../../src/lib/clock.js';
 import { createLogger } from '../../src/logger.js';
+
+// What an action sees of the decision's deadline when it starts (undefined: none, it keeps its own default).
+const secondsLeft = (deadline) => (deadline ? deadline.remainingMs() / 1000 : undefined);
 
 function executorWith({ demoteMs }) {
   const clock = createVirtualClock();
   const seen = [];
   const report = { changes: [], skipped: [], notDone: [] };
   const actions = {
-    async movePrimariesFromServers({ deadlineSeconds }) { seen.push(['demote', deadlineSeconds]); await clock.sleep(demoteMs); return report; },
-    async rebalancePrimaries({ deadlineSeconds }) { seen.push(['rebalance', deadlineSeconds]); return report; },
+    async movePrimariesFromServers({ deadline }) { seen.push(['demote', secondsLeft(deadline)]); await clock.sleep(demoteMs); return report; },
+    async rebalancePrimaries({ deadline }) { seen.push(['rebalance', secondsLeft(deadline)]); return report; },
   };
   const marks = { async noteDemoted() {}, fork() { return marks; } };
   const executor = createExecutor({
     store: {}, actions, marks, operations: {}, config: {}, clock, logger: createLogger({ level: 'silent' }),
   });
-  return { executor, seen };
+  return { executor, seen, clock };
 }
 
 const intents = [
@@ -28,14 +31,14 @@ const intents = [
 
 describe('the executor\'s deadline', () => {
   test('when a decision has a deadline, then each intent gets what is left of it when it starts', async () => {
-    const { executor, seen } = executorWith({ demoteMs: 5000 });
-    await executor.run(intents, { deadlineSeconds: 20 });
+    const { executor, seen, clock } = executorWith({ demoteMs: 5000 });
+    await executor.run(intents, { deadline: createDeadline(clock, 20000) });
     expect(seen).toEqual([['demote', 20], ['rebalance', 15]]);
   });
 
   test('when an intent used up the deadline, then the next one gets 0 (its action reports what it did not do)', async () => {
-    const { executor, seen } = executorWith({ demoteMs: 25000 });
-    await executor.run(intents, { deadlineSeconds: 20 });
+    const { executor, seen, clock } = executorWith({ demoteMs: 25000 });
+    await executor.run(intents, { deadline: createDeadline(clock, 20000) });
     expect(seen).toEqual([['demote', 20], ['rebalance', 0]]);
   });
 

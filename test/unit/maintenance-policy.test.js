@@ -5,7 +5,7 @@
 import fc from 'fast-check';
 import { createView, isLiveReady, votingReplicas } from '../../src/planner/eligibility.js';
 import {
-  decideEviction, decideNodeMaintenance, evictionDemotionDone, expiredEvictionDrains, nodeDrainSignal,
+  decideEviction, decideEvictionHoldExpiry, decideNodeMaintenance, evictionDemotionDone, expiredEvictionDrains, nodeDrainSignal,
 } from '../../src/policy/maintenance.js';
 import { clusterArbitrary } from '../helpers/clusters.js';
 
@@ -180,6 +180,14 @@ describe('decideEviction', () => {
     const pods = [{ name: 'pod-a', deleting: false }, { name: 'pod-b', deleting: true }, { name: 'pod-d', deleting: false }];
     expect(expiredEvictionDrains({ drains, pods, now: 300000, holdSeconds: 300 }).map((d) => d.serverId)).toEqual(['a']);
     expect(expiredEvictionDrains({ drains, pods, now: 299999, holdSeconds: 300 })).toEqual([]);
+  });
+
+  test('when eviction drains expire, then their servers are released and the primaries levelled, for that reason', () => {
+    const expired = [{ serverId: 'a', pod: 'pod-a' }, { serverId: 'c', pod: 'pod-c' }];
+    const reason = 'the eviction of pod-a, pod-c did not happen within 300 s: release and level the primaries';
+    expect(decideEvictionHoldExpiry(expired, { holdSeconds: 300 })).toEqual({
+      reason, intents: [{ type: 'release', servers: ['a', 'c'] }, { type: 'rebalance-primaries', reason }],
+    });
   });
 
   test('property: an admitted eviction leaves each shard that could keep a majority with a live, ready majority not counting leaving servers', () => {

@@ -5,7 +5,7 @@
 import fc from 'fast-check';
 import { createRaftLeadership } from '../../src/actions/raft-leadership.js';
 import { createReconfigurer } from '../../src/actions/reconfigurer.js';
-import { createVirtualClock } from '../../src/lib/clock.js';
+import { createDeadline, createVirtualClock } from '../../src/lib/clock.js';
 import { createKeyedMutex } from '../../src/lib/keyed-mutex.js';
 import { createLogger } from '../../src/logger.js';
 import { createStateStore } from '../../src/state/state-store.js';
@@ -215,7 +215,7 @@ describe('the Raft leadership move flips only what it journaled', () => {
       deadlines: { actionSeconds: 30 }, raftLeader: { waitSeconds: 10, settleMs: 300 }, waitPollIntervalMs: 100, retry: { minMs: 500, maxMs: 30000 }, podServerOverrides: {},
     };
     const move = createRaftLeadership({ store, reconfigurer, marks, clock, logger, config, audit: { record() {} } });
-    return { move, calls, state };
+    return { move, calls, state, clock };
   }
 
   test('when the cluster the caller decided on shows every table led by another server, then nothing is read and nothing is to do', async () => {
@@ -236,20 +236,20 @@ describe('the Raft leadership move flips only what it journaled', () => {
   });
 
   test('when the deadline has passed before the move starts, then it reads nothing, writes nothing, and reports the tables the decided cluster shows it leading', async () => {
-    const { move, calls, state } = moveOn();
-    const report = await move.moveRaftLeadership({ server: 'a', reason: 'test', actor: null, deadlineSeconds: 0, decided: structuredClone(state) });
+    const { move, calls, state, clock } = moveOn();
+    const report = await move.moveRaftLeadership({ server: 'a', reason: 'test', actor: null, deadline: createDeadline(clock, 0), decided: structuredClone(state) });
     expect(report).toMatchObject({ outcome: 'failed', settled: false, changes: [], notDone: [{ table: 'db.A', reason: 'not moved: the deadline passed first' }] });
     expect(calls).toEqual({ reads: 0, writes: 0 });
   });
 
   test('when what is left of the deadline is less than a round takes (reads as slow as the one that planned it), then no round starts and the answer says why', async () => {
-    const { move, calls } = moveOn({ readMs: 1000 });
+    const { move, calls, clock } = moveOn({ readMs: 1000 });
     // 2 s + 8 reads of 1 s + 300 ms settle: 10.3 s for a round; 9 s are left after the planning read.
-    const report = await move.moveRaftLeadership({ server: 'a', reason: 'test', actor: null, deadlineSeconds: 10 });
+    const report = await move.moveRaftLeadership({ server: 'a', reason: 'test', actor: null, deadline: createDeadline(clock, 10000) });
     expect(report).toMatchObject({ settled: false, changes: [], notDone: [{ table: 'db.A', reason: 'not moved: 9000 ms of the deadline left, and a round takes about 10300 ms' }] });
     expect(calls.writes).toBe(0);
     const fast = moveOn({ readMs: 100 });
-    expect((await fast.move.moveRaftLeadership({ server: 'a', reason: 'test', actor: null, deadlineSeconds: 10 })).changes).toHaveLength(1);
+    expect((await fast.move.moveRaftLeadership({ server: 'a', reason: 'test', actor: null, deadline: createDeadline(fast.clock, 10000) })).changes).toHaveLength(1);
   });
 });
 

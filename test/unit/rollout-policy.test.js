@@ -56,9 +56,9 @@ describe('decidePrestopWait and shardsShortWithout: a stop must not leave a shar
   });
 
   test.each([
-    [10, 17, 10000], [10, 12, 7000], [10, 4, 0], [10, undefined, 10000], [0, 17, 0],
-  ])('when the wait may last %i s and the decision has %s s left, then it gets %i ms (5 s stay for the demotion)', (maxWaitSeconds, deadlineSeconds, ms) => {
-    expect(prestopWaitBudgetMs({ maxWaitSeconds, deadlineSeconds })).toBe(ms);
+    [10, 17000, 10000], [10, 12000, 7000], [10, 4000, 0], [10, undefined, 10000], [0, 17000, 0],
+  ])('when the wait may last %i s and the decision has %s ms left, then it gets %i ms (5 s stay for the demotion)', (maxWaitSeconds, leftMs, ms) => {
+    expect(prestopWaitBudgetMs({ maxWaitSeconds, leftMs })).toBe(ms);
   });
 
   test('when the wait ends, then it waited only if every shard short at its start has a ready majority again', () => {
