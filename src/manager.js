@@ -14,11 +14,14 @@ import { createEvents } from './events/events.js';
 import { createExecutor } from './events/executor.js';
 import { createLeaderElector, fenceWrites, soleLeader } from './events/leader-election.js';
 import { createMaintenance } from './events/maintenance.js';
+import { createNodeWatch } from './events/node-watch.js';
 import { createOperatorCommands } from './events/operator-commands.js';
+import { createPeriodicWork } from './events/periodic-work.js';
 import { createReadinessGate } from './events/readiness.js';
 import { createTargets } from './events/targets.js';
 import { createKeyedMutex } from './lib/keyed-mutex.js';
-import { runJobs } from './lib/periodic.js';
+import { startTimers } from './lib/periodic.js';
+import { createRunner } from './lib/runner.js';
 import { createRetryBook, retryUntilDone } from './lib/retry.js';
 import { createWorkTracker } from './lib/work-tracker.js';
 import { createGateClient } from './gates/gate-client.js';
@@ -82,6 +85,14 @@ export function createManager({
   const commands = createOperatorCommands({ marks, executor, targets, audit, logger });
   const maintenance = createMaintenance({ marks, kube, executor, targets, audit, config, clock, logger, retries });
   const monitor = createMonitor({ kube, events, marks, config, clock, logger, metrics });
+  const periodic = createPeriodicWork({
+    work, marks, events, actions, maintenance, readinessGate, monitor, metrics, config, logger,
+  });
+  const nodeWatch = createNodeWatch({ kube, maintenance, work, config, logger });
+  // The parts that start and stop: the timers from start() (src/server.js) to shutdown, the node watch while leading.
+  const runner = createRunner({ logger });
+  runner.add({ name: 'timers', group: 'always', start: () => startTimers(periodic.timers()) });
+  runner.add({ name: 'node-watch', group: 'leading', start: () => { const watch = nodeWatch.start(); return watch && (() => watch.stop()); } });
   let reconciliation = null;
   // This replica leads and has loaded its state: it serves what only the leader may serve.
   const served = () => elector.isLeading() && work.started();
@@ -134,13 +145,12 @@ export function createManager({
   // This replica leads (or is the only one): load and reconcile the persisted state, then take work and watch the
   // nodes. Returns whether it started.
   // One at a time: a replica that loses and regains the Lease while it is still loading waits for that load first.
-  let nodeWatch = null;
   let leading = Promise.resolve(false);
   function lead() {
     leading = leading.catch(() => false).then(async () => {
       await reconcile();
       if (!work.started()) return false;
-      nodeWatch ??= watchNodes();
+      await runner.startLeading();
       return true;
     });
     return leading;
@@ -150,9 +160,7 @@ export function createManager({
   async function follow(reason) {
     work.close(`this manager replica does not lead (${reason}); the leader takes the work`);
     monitor.reset();
-    const watch = nodeWatch;
-    nodeWatch = null;
-    await watch?.stop().catch(() => {});
+    await runner.stopLeading();
   }
 
   // The Lease election (src/events/leader-election.js). identity: this replica's name in the Lease; addresses:
@@ -179,22 +187,6 @@ export function createManager({
     if (pods && !elector.isLeading() && !work.started()) marks.load(pods, { replace: true });
   }
 
-  // The node informer (NODE_WATCH_ENABLED): each node as listed and each change goes to the maintenance use-case.
-  // Started once the persisted state is loaded (src/server.js); null without a Kubernetes API. Returns { stop }.
-  function watchNodes() {
-    if (!kube?.watchNodes || !config.maintenance.watchNodes) return null;
-    const watchLog = logger.child({ module: 'node-watch' });
-    return kube.watchNodes({
-      retry: config.retry,
-      onNode: (node) => {
-        work.track(() => maintenance.observeNode(node)).catch((err) => watchLog.warn({ node: node.name, err: err.message }, 'node change not handled'));
-      },
-      onDelete: (name) => maintenance.forgetNode(name),
-      onError: (err, { failures, retryInMs }) => watchLog.warn({ err: err.message, failures, retryInMs }, 'node watch failed; restarting it'),
-      onConnect: () => watchLog.debug('node watch (re)connected'),
-    });
-  }
-
   // The eviction webhook's app, served over TLS on its own port by src/webhook-server.js.
   const reviewRelay = config.webhook?.enabled ? createReviewRelay({
     caFile: config.webhook.caFile, certFile: config.webhook.certFile, serverName: config.webhook.serverName, relayedBy: () => elector.identity, credential: relayCredentials.credential,
@@ -212,55 +204,11 @@ export function createManager({
     },
   });
 
-  // One round of periodic work: expire perf warnings (and retry restores), end departures (and restore the
-  // heartbeat timeout), retry unfinished migrations that are due, give back the votes a Raft leadership move still
-  // owes, retry node maintenance signals that failed (and look again at nodes still signalled), release eviction
-  // drains whose eviction never happened, set the pods' readiness gates, level the primaries once a rollout that
-  // deferred hand-backs has ended, count the hand-backs owed, then poll the metrics. Nothing runs before the persisted
-  // state is loaded. Each job runs on its own: one that fails is logged with its name and runs again next tick.
-  const periodicJobs = [
-    { name: 'expired', run: () => events.expireDue(), fallback: [], failure: 'perf warning expiry failed' },
-    { name: 'heartbeat', run: () => events.restoreHeartbeatDue(), fallback: null, failure: 'heartbeat restore failed; retried next tick' },
-    { name: 'retried', run: () => actions.retryDueMigrations(), fallback: [], failure: 'migration retry failed' },
-    { name: 'votes', run: () => actions.restoreOwedVotes(), fallback: [], failure: 'owed votes not given back; retried next tick' },
-    { name: 'nodes', run: () => maintenance.retryDueNodes(), fallback: [], failure: 'node maintenance retry failed; retried next tick' },
-    { name: 'holds', run: () => maintenance.expireEvictionHolds(), fallback: [], failure: 'eviction holds not checked; retried next tick' },
-    { name: 'readiness', run: () => readinessGate.reconcile(), fallback: null, failure: 'readiness gates not set; retried next tick' },
-    { name: 'levelling', run: () => events.levelAfterRollout(), fallback: null, failure: 'levelling after the rollout failed; retried next tick' },
-    { name: 'handBacksOwed', run: async () => metrics.setHandBacksOwed((await marks.handBacks()).length), fallback: null, failure: 'hand-backs owed not counted' },
-  ];
-  const pollJob = { name: 'polled', run: () => (monitor.view().enabled ? monitor.pollOnce() : null), fallback: null, failure: 'monitor poll failed' };
-
-  async function tick({ poll = true } = {}) {
-    if (!work.started()) {
-      return {
-        expired: [], heartbeat: null, retried: [], votes: [], nodes: [], holds: [], readiness: null, levelling: null, polled: null,
-      };
-    }
-    const unsaved = marks.retryUnsaved();
-    if (unsaved.length > 0) log.info({ unsaved }, 'writing again the state a failed annotation write left unsaved');
-    const {
-      expired, heartbeat, retried, votes, nodes, holds, readiness, levelling, polled = null,
-    } = await runJobs(poll ? [...periodicJobs, pollJob] : periodicJobs, log);
-    return {
-      expired, heartbeat, retried, votes, nodes, holds, readiness, levelling, polled,
-    };
-  }
-
-  // What runs on timers while the process lives (src/server.js starts them): the tick every second, and the monitor's
-  // poll at MONITOR_POLL_INTERVAL_MS when the monitor is on. Each does nothing until this replica leads and has loaded
-  // its state.
-  function timers() {
-    return [
-      { name: 'tick', intervalMs: 1000, run: () => tick({ poll: false }) },
-      ...(monitor.view().enabled ? [{ name: 'monitor', intervalMs: config.monitor.pollIntervalMs, run: () => work.started() && monitor.pollOnce() }] : []),
-    ];
-  }
-
   // Stop taking work, let running actions and operations finish within graceMs, and give the Lease up, so that
   // another replica leads at its next try. Then, for lingerMs (the caller's ports still open, refusing work), keep
   // the store, so that reads are still answered, and close it.
   async function shutdown(graceMs, { lingerMs = 0 } = {}) {
+    await runner.stopAlways();
     work.beginShutdown();
     const settled = Promise.all([work.drain(), operations.drain()]).then(() => true);
     const finished = await Promise.race([settled, clock.sleep(graceMs).then(() => false)]);
@@ -268,7 +216,7 @@ export function createManager({
     // Holds on the query gates end by themselves at their ttl; ended here, the gates need not wait for it.
     await Promise.race([queryHolds.idle(), clock.sleep(config.gateHold.ttlMs)]);
     const lease = await elector.stop();
-    await nodeWatch?.stop().catch(() => {});
+    await runner.stopLeading();
     if (lingerMs > 0) {
       log.info({ lingerMs }, 'still refusing work for a retry period, so that the other replicas read the Lease and relay to the next leader');
       await clock.sleep(lingerMs);
@@ -278,7 +226,9 @@ export function createManager({
   }
 
   return {
-    app, webhookApp, watchNodes, lead, startElection, leadership: () => elector, maintenance, actions, commands, events, monitor, marks, audit, authenticator, operations, work, store, metrics, reconcile, tick, timers, shutdown };
+    app, webhookApp, watchNodes: nodeWatch.start, lead, startElection, leadership: () => elector, maintenance, actions, commands, events, monitor, marks, audit, authenticator, operations, work, store, metrics, reconcile,
+    tick: periodic.tick, start: runner.start, running: runner.running, shutdown,
+  };
 }
 
 // The query gates' client for holds (GATE_HOLD_*): the gates are GATE_HOLD_ENDPOINTS, or the pods of

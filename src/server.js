@@ -7,7 +7,6 @@ import { hostname } from 'node:os';
 import { loadConfig } from './config.js';
 import { createSystemClock } from './lib/clock.js';
 import { listenFailureMessage } from './lib/listen-errors.js';
-import { startTimers } from './lib/periodic.js';
 import { createLogger } from './logger.js';
 import { createManager } from './manager.js';
 import { createMetrics } from './metrics/metrics.js';
@@ -44,7 +43,6 @@ async function main() {
     process.exit(1);
   }
   const { manager } = backend;
-  let stopTimers = () => {};
   const closers = [];
   let stopping = false;
   let webhookPort = config.webhook.port;
@@ -85,7 +83,7 @@ async function main() {
     // The sandbox's pods call their hooks over HTTP, like the real pods' curl commands.
     if (backend.sandboxKube) connectSandboxHooks(backend.sandboxKube, sandboxPost(`http://127.0.0.1:${port}`, logger, backend.staticToken));
     // The periodic work runs only while this replica leads and has loaded its state (tick() checks).
-    stopTimers = startTimers(manager.timers());
+    await manager.start();
     if (config.leaderElection.active) {
       // Several replicas: the Lease decides who leads; the leader loads the persisted state before it takes work.
       const election = manager.startElection({ identity: electionIdentity(config), addresses: advertisedAddresses(config, port, webhookPort) });
@@ -100,7 +98,6 @@ async function main() {
     if (stopping) return;
     stopping = true;
     logger.info({ signal }, 'shutting down: no new work; waiting for running actions');
-    stopTimers();
     // The ports stay open through the running work and the Lease's release, and a while after it, answering new work
     // with 503 SHUTTING_DOWN or NOT_LEADER, which a follower's relay sends on to the next leader
     // (lingerAfterReleaseMs). Closed at SIGTERM, a request relayed at that moment was lost with its connection.

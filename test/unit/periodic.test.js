@@ -1,9 +1,11 @@
 // Periodic work (src/lib/periodic.js): a round runs every job even when one fails, logging the failure with the job's
-// name; timers never overlap a run still going; and the retry book (src/lib/retry.js) keeps one backoff per key.
+// name; timers never overlap a run still going. The retry book (src/lib/retry.js) keeps one backoff per key, and the
+// runner (src/lib/runner.js) starts and stops its groups of parts.
 
 import { runJobs, startTimers } from '../../src/lib/periodic.js';
 import { createVirtualClock } from '../../src/lib/clock.js';
 import { createRetryBook } from '../../src/lib/retry.js';
+import { createRunner } from '../../src/lib/runner.js';
 
 const recordingLog = () => {
   const lines = [];
@@ -68,5 +70,40 @@ describe('createRetryBook', () => {
     book.succeeded('node:n1');
     expect(book.failing('node:n1')).toBe(false);
     expect(book.view()).toEqual([]);
+  });
+});
+
+describe('createRunner', () => {
+  const silent = { child: () => ({ warn() {} }) };
+
+  test('when the groups start and stop, then the leading parts run only between startLeading and stopLeading, each once, and stop in reverse order', async () => {
+    const events = [];
+    const runner = createRunner({ logger: silent });
+    const part = (name, group) => ({ name, group, start: () => { events.push(`start ${name}`); return () => { events.push(`stop ${name}`); }; } });
+    runner.add(part('timers', 'always'));
+    runner.add(part('watch-a', 'leading'));
+    runner.add(part('watch-b', 'leading'));
+    runner.add({ name: 'off', group: 'leading', start: () => null });
+    await runner.start();
+    await runner.startLeading();
+    await runner.startLeading();
+    expect(runner.running()).toEqual(['timers', 'watch-a', 'watch-b']);
+    await runner.stopLeading();
+    expect(runner.running()).toEqual(['timers']);
+    await runner.stopAlways();
+    expect(events).toEqual(['start timers', 'start watch-a', 'start watch-b', 'stop watch-b', 'stop watch-a', 'stop timers']);
+  });
+
+  test('when a part fails to stop, then it is logged and the others still stop', async () => {
+    const warned = [];
+    const runner = createRunner({ logger: { child: () => ({ warn: (fields) => warned.push(fields) }) } });
+    let stopped = false;
+    runner.add({ name: 'a', group: 'leading', start: () => () => { stopped = true; } });
+    runner.add({ name: 'b', group: 'leading', start: () => () => { throw new Error('stuck'); } });
+    await runner.startLeading();
+    await runner.stopLeading();
+    expect(stopped).toBe(true);
+    expect(warned).toEqual([{ part: 'b', err: 'stuck' }]);
+    expect(() => runner.add({ name: 'c', group: 'sometimes', start: () => null })).toThrow('unknown runner group');
   });
 });

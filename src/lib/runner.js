@@ -1,0 +1,41 @@
+// Long-lived parts that start and stop, in two groups, as controller-runtime's manager runs its runnables:
+//   always   from start() to stop(): the periodic timers;
+//   leading  while this replica leads and has loaded its state: the node watch.
+// A part is { name, group, start }: start() returns its stop function, or null when it has nothing to run (no
+// Kubernetes API, the feature off). A part already running is not started twice.
+
+export function createRunner({ logger }) {
+  const log = logger.child({ module: 'runner' });
+  const parts = [];
+  const running = new Map();
+
+  async function startGroup(group) {
+    for (const part of parts.filter((p) => p.group === group && !running.has(p.name))) {
+      const stop = await part.start();
+      if (stop) running.set(part.name, stop);
+    }
+  }
+
+  // In the reverse of the order they started; a stop that fails is logged, and the others still stop.
+  async function stopGroup(group) {
+    for (const part of parts.filter((p) => p.group === group).reverse()) {
+      const stop = running.get(part.name);
+      if (!stop) continue;
+      running.delete(part.name);
+      await Promise.resolve().then(stop).catch((err) => log.warn({ part: part.name, err: err.message }, 'a part did not stop cleanly'));
+    }
+  }
+
+  return {
+    add(part) {
+      if (!['always', 'leading'].includes(part.group)) throw new TypeError(`unknown runner group ${part.group}`);
+      parts.push(part);
+    },
+    start: () => startGroup('always'),
+    startLeading: () => startGroup('leading'),
+    stopLeading: () => stopGroup('leading'),
+    stopAlways: () => stopGroup('always'),
+    // The names of the parts running now (GET /v1/cluster's leadership view may show them; tests do).
+    running: () => [...running.keys()],
+  };
+}
