@@ -15,7 +15,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import r from 'rethinkdb';
 import { percentile } from './evaluate/stats.js';
-import { createRethinkDbCluster, resolveBinary } from './lab/rethinkdb-cluster.js';
+import { createRethinkDbCluster, resolveBinary } from '../test/lab/rethinkdb-cluster.js';
 import { cpuSecondsOf } from './lab/proc-stat.js';
 
 const GATE = fileURLToPath(new URL('../gate/server.js', import.meta.url));

@@ -253,7 +253,7 @@ async function startKube(dir) {
 }
 
 async function startLabCluster() {
-  const { createRethinkDbCluster } = await import('./lab/rethinkdb-cluster.js');
+  const { createRethinkDbCluster } = await import('../test/lab/rethinkdb-cluster.js');
   const cluster = createRethinkDbCluster({ size: LAB_SIZE, cacheSizeMb: 64 });
   await cluster.start();
   await cluster.createTables([{ db: 'ycsb', table: 'usertable', shards: 3, replicas: 3, docs: 3000 }]);

@@ -14,10 +14,10 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import r from 'rethinkdb';
 import { traced } from '../src/lib/trace.js';
-import { createLabKube } from './lab/lab-kube.js';
+import { createLabKube } from '../test/lab/lab-kube.js';
 import { cpuSecondsOf } from './lab/proc-stat.js';
-import { createLabManager } from './lab/lab-manager.js';
-import { createRethinkDbCluster, resolveBinary } from './lab/rethinkdb-cluster.js';
+import { createLabManager } from '../test/lab/lab-manager.js';
+import { createRethinkDbCluster, resolveBinary } from '../test/lab/rethinkdb-cluster.js';
 
 const TABLES = Number(process.env.BENCH_TABLES ?? 1000);
 const SHARDS = Number(process.env.BENCH_SHARDS ?? 4);

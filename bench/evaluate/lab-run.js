@@ -8,9 +8,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import r from 'rethinkdb';
-import { createLabKube } from '../lab/lab-kube.js';
-import { createLabManager } from '../lab/lab-manager.js';
-import { createRethinkDbCluster, resolveBinary } from '../lab/rethinkdb-cluster.js';
+import { createLabKube } from '../../test/lab/lab-kube.js';
+import { createLabManager } from '../../test/lab/lab-manager.js';
+import { createRethinkDbCluster, resolveBinary } from '../../test/lab/rethinkdb-cluster.js';
 import { createLoadGenerator } from './load-generator.js';
 import { createKeyChooser } from './zipf.js';
 
@@ -29,7 +29,7 @@ export async function runOnce(scenario, arm, options) {
     network, rate, keyCount, seed, hotServer = 1, entryServers = [0, 2, 3], log = () => {}, nodeCpus = 'shared',
   } = options;
   // A scenario with CPU interference runs each server in its own CPU node (cgroup), where the neighbour runs; with
-  // nodeCpus 'isolated', the hot server's node has a CPU of its own (bench/lab/cpu-nodes.js).
+  // nodeCpus 'isolated', the hot server's node has a CPU of its own (test/lab/cpu-nodes.js).
   const cluster = createRethinkDbCluster({
     binary: resolveBinary(), size: 4, network, cacheSizeMb: 128, coresPerNode: scenario.coresPerNode ?? null, isolateNodes: nodeCpus === 'isolated' ? [hotServer] : [],
   });

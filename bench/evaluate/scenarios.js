@@ -2,7 +2,7 @@
 // A timeline gets { cluster, manager, at, now, mark, arm, hotServer, layout, notes } and awaits its events at fixed
 // times (now(): seconds since the load started).
 
-import { pinRaftLeader, raftLeaderOn } from '../lab/raft-leader.js';
+import { pinRaftLeader, raftLeaderOn } from '../../test/lab/raft-leader.js';
 
 const RETURN_AFTER_SECONDS = 15;
 // The hot-spot scenarios' monitor polls every 2 s; the issue's goal gives p99 two polls plus 2 s after the onset to be

@@ -8,8 +8,8 @@
 // round by round. Printed per round: when shard 1's new primary acted, when another server led the table, the ops
 // that failed and the p99 of those that did not, from the first write to 1 s after the leadership moved.
 import r from 'rethinkdb';
-import { createRethinkDbCluster, resolveBinary } from '../lab/rethinkdb-cluster.js';
-import { pinRaftLeader, raftLeaderOn } from '../lab/raft-leader.js';
+import { createRethinkDbCluster, resolveBinary } from '../../test/lab/rethinkdb-cluster.js';
+import { pinRaftLeader, raftLeaderOn } from '../../test/lab/raft-leader.js';
 import { summarizeLatencies } from '../evaluate/stats.js';
 
 const noise = process.argv[2] === 'noise';

@@ -18,7 +18,7 @@
 
 import r from 'rethinkdb';
 import pino from 'pino';
-import { createRethinkDbCluster, resolveBinary } from '../lab/rethinkdb-cluster.js';
+import { createRethinkDbCluster, resolveBinary } from '../../test/lab/rethinkdb-cluster.js';
 import { loadGateConfig } from '../../gate/src/config.js';
 import { createGate } from '../../gate/src/gate.js';
 import { createGateMetrics } from '../../gate/src/metrics.js';

@@ -4,8 +4,8 @@
 // prints when another server leads, how long the give-back write took, and failed writes of a light write loop.
 // With a long gapMs (40000), leaderAtRestore shows whether the leader stepped down while it was nonvoting.
 import r from 'rethinkdb';
-import { createRethinkDbCluster, resolveBinary } from '../lab/rethinkdb-cluster.js';
-import { pinRaftLeader, raftLeaderOn } from '../lab/raft-leader.js';
+import { createRethinkDbCluster, resolveBinary } from '../../test/lab/rethinkdb-cluster.js';
+import { pinRaftLeader, raftLeaderOn } from '../../test/lab/raft-leader.js';
 
 const noise = process.argv[2] === 'noise';
 const cores = Number(process.argv[3] ?? 0.5);

@@ -19,7 +19,7 @@
 #   198.19.0.(10+i)       node-i
 #   198.19.(128+i).0/24   node-i's pods (its CNI bridge cni0 is 198.19.(128+i).1)
 #   198.19.64.0/20        Services (kubernetes 198.19.64.1, kube-dns 198.19.64.10)
-# The process labs (bench/lab/netns.js) use 198.18.K.0/24, so both can run at once.
+# The process labs (test/lab/netns.js) use 198.18.K.0/24, so both can run at once.
 # Needs root, Linux with cgroup v1 or v2-hybrid mounts, Go (to build the commands), Debian's containerd, runc,
 # containernetworking-plugins, iptables, conntrack and mmdebstrap (installed when missing).
 set -euo pipefail

@@ -1,4 +1,4 @@
-// Cordons of the sandbox's nodes (and the lab's, bench/lab/lab-kube.js), and the watchers that see them as an
+// Cordons of the sandbox's nodes (and the lab's, test/lab/lab-kube.js), and the watchers that see them as an
 // informer on nodes delivers them (src/kubernetes/kube-adapter.js watchNodes): each watcher gets every node at
 // once, then each change. A cordoned node carries the taint Kubernetes adds with spec.unschedulable.
 

@@ -2,8 +2,8 @@
 // driver path (src/rethinkdb/connect.js), and reads of table_config/table_status straight through the driver.
 
 import r from 'rethinkdb';
-import { createLabManager } from '../../bench/lab/lab-manager.js';
-import { createRethinkDbCluster, resolveBinary } from '../../bench/lab/rethinkdb-cluster.js';
+import { createLabManager } from '../lab/lab-manager.js';
+import { createRethinkDbCluster, resolveBinary } from '../lab/rethinkdb-cluster.js';
 import { createLogSink } from './harness.js';
 
 // The paper's data: ycsb.usertable 4 shards x 3 replicas, and a second table.
@@ -14,7 +14,7 @@ export const PAPER_TABLES = [
 
 // Starts `size` servers and creates the tables. Fails (never skips) without a binary, saying how to provide one.
 // labIndex: a netns lab's own bridge and subnet (the evaluation uses 0).
-// coresPerNode: each server in its own CPU node (cgroup), where a noisy neighbour can run (bench/lab/cpu-nodes.js).
+// coresPerNode: each server in its own CPU node (cgroup), where a noisy neighbour can run (test/lab/cpu-nodes.js).
 export async function startRealCluster({
   size = 4, tables = PAPER_TABLES, network = 'loopback', labIndex = 0, coresPerNode = null,
 } = {}) {
@@ -30,7 +30,7 @@ export async function startRealCluster({
 }
 
 // A manager on the real cluster, connected through server `via`, its log lines kept for the test.
-// kube: a Kubernetes port (bench/lab/lab-kube.js) or none.
+// kube: a Kubernetes port (test/lab/lab-kube.js) or none.
 export function createRealManager(cluster, { via = 0, env = {}, kube = null } = {}) {
   const sink = createLogSink();
   return { ...createLabManager(cluster, { via, env, kube, destination: sink.stream }), logs: sink.lines };

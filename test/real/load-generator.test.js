@@ -5,7 +5,7 @@ import { performance } from 'node:perf_hooks';
 import r from 'rethinkdb';
 import { createLoadGenerator } from '../../bench/evaluate/load-generator.js';
 import { bucketize, summarize } from '../../bench/evaluate/stats.js';
-import { createRethinkDbCluster, resolveBinary } from '../../bench/lab/rethinkdb-cluster.js';
+import { createRethinkDbCluster, resolveBinary } from '../lab/rethinkdb-cluster.js';
 
 const DB = 'ycsb';
 const TABLE = 'usertable';

@@ -5,7 +5,7 @@
 // The time each answer took is printed, not asserted.
 
 import { jest } from '@jest/globals';
-import { createLabKube } from '../../bench/lab/lab-kube.js';
+import { createLabKube } from '../lab/lab-kube.js';
 import {
   actingOf, allPrimaries, createRealManager, eventually, primariesOf, readTables, settled, startRealCluster, waitConnected,
 } from '../helpers/real-cluster.js';

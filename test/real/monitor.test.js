@@ -6,7 +6,7 @@
 // makes the monitor escalate it: the pod's replicas migrate off with real backfills, and come back after it.
 
 import { jest } from '@jest/globals';
-import { createLabKube } from '../../bench/lab/lab-kube.js';
+import { createLabKube } from '../lab/lab-kube.js';
 import {
   allPrimaries, createRealManager, eventually, readTables, startRealCluster, waitConnected,
 } from '../helpers/real-cluster.js';

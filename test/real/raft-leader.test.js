@@ -6,7 +6,7 @@
 import { jest } from '@jest/globals';
 import r from 'rethinkdb';
 import request from 'supertest';
-import { pinRaftLeader, raftLeaderOn } from '../../bench/lab/raft-leader.js';
+import { pinRaftLeader, raftLeaderOn } from '../lab/raft-leader.js';
 import { createRealManager, readTables, startRealCluster, waitConnected } from '../helpers/real-cluster.js';
 
 jest.setTimeout(180000);

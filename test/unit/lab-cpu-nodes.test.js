@@ -1,7 +1,7 @@
 // The lab's CPU nodes: which CPUs an isolated node and the rest get (pure; the cgroups themselves are exercised by
 // the real-cluster tests and the evaluation).
 
-import { parseCpuList, planCpuIsolation } from '../../bench/lab/cpu-nodes.js';
+import { parseCpuList, planCpuIsolation } from '../lab/cpu-nodes.js';
 
 describe('parseCpuList', () => {
   test.each([
