@@ -12,7 +12,7 @@ import { createDeadline, deadlineOr, withinMs } from '../lib/clock.js';
 import { createKeyedMutex } from '../lib/keyed-mutex.js';
 import { timePlanning } from '../lib/trace.js';
 import { settledSkips } from '../planner/eligibility.js';
-import { decideMigrationRetry } from '../policy/policy.js';
+import { decideMigrationRetry } from '../policy/migrations.js';
 import {
   needsWriteOrder, orderBusiestFirst, planMovePrimariesFromServers, planRebalancePrimaries,
 } from '../planner/primary-planner.js';

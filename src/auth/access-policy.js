@@ -64,7 +64,7 @@ function deny(code, message) {
   return { allow: false, code, message };
 }
 
-// Who asks, as the events see it (src/policy/policy.js): a pod acting for itself, or an operator (who may also
+// Who asks, as the events see it (src/policy/requesters.js): a pod acting for itself, or an operator (who may also
 // hold a pod-bound token).
 export function requesterOf(identity) {
   return identity?.pod && !identity.roles?.operator ? { kind: 'pod', pod: identity.pod } : { kind: 'operator' };

@@ -10,15 +10,16 @@ import { MONITOR_ACTOR, hookActor, managerActor } from '../audit/actor.js';
 import { AppError } from '../errors.js';
 import { findServerForPod } from '../cluster/cluster-model.js';
 import { createDeadline } from '../lib/clock.js';
-import {
-  MONITOR, OPERATOR, decideHeartbeatRestore, decidePerfWarning, decidePerfWarningEnd, decidePerfWarningEscalation, decidePoststart, decidePrestop, primariesOffAfter,
-  endableWarningSource, releasableDrain, scaleOutIntents, warningSourceOf,
-} from '../policy/policy.js';
+import { decideHeartbeatRestore } from '../policy/heartbeat.js';
+import { decidePoststart, decidePrestop, primariesOffAfter } from '../policy/lifecycle.js';
+import { scaleOutIntents } from '../policy/monitor.js';
+import { decidePerfWarning, decidePerfWarningEnd, decidePerfWarningEscalation } from '../policy/perf-warnings.js';
+import { endableWarningSource, MONITOR, OPERATOR, releasableDrain, warningSourceOf } from '../policy/requesters.js';
 import { decideRolloutLevelling, prestopPreference, rolloutOf } from '../policy/rollout.js';
 import { resultOf } from './executor.js';
 import { intentIs } from './intent-types.js';
 
-// requester (POSTSTART, PERFWARNING and its end): who asks, { kind: 'pod' | 'operator' | 'monitor' } (policy.js);
+// requester (POSTSTART, PERFWARNING and its end): who asks, { kind: 'pod' | 'operator' | 'monitor' } (src/policy/requesters.js);
 // a pod may undo only what it did itself. actor: who acted, for the audit trail.
 export function createEvents({
   store, marks, operations, kube, executor, targets, config, clock, logger, audit = null, metrics = null,

@@ -8,7 +8,7 @@ import { describeActor } from '../audit/actor.js';
 import { AppError } from '../errors.js';
 import { createDeadline } from '../lib/clock.js';
 import { unreadyReplicasOf } from '../planner/eligibility.js';
-import { decideHeartbeatLowering } from '../policy/policy.js';
+import { decideHeartbeatLowering } from '../policy/heartbeat.js';
 import {
   decidePrestopWait, prestopWaitBudgetMs, prestopWaitOutcome, prestopWaitSkipped, prestopWaitUnread,
 } from '../policy/rollout.js';

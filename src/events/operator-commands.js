@@ -3,9 +3,8 @@
 // pure policy and has the executor run them, so that the executor stays the only writer of marks and the actions
 // only reconfigure RethinkDB. The other operator actions are the actions themselves.
 
-import {
-  decideMigrateReplicasOff, decideOperatorDrain, decideRelease,
-} from '../policy/policy.js';
+import { decideOperatorDrain, decideRelease } from '../policy/lifecycle.js';
+import { decideMigrateReplicasOff } from '../policy/migrations.js';
 import { resultOf } from './executor.js';
 
 // deadline (each command): the request's, made by the route (src/routes/action-routes.js), or null.

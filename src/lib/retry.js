@@ -26,7 +26,7 @@ export async function retryUntilDone(fn, {
 // 'node:<name>' (a node maintenance signal), 'votes:<server id>' (the votes a Raft leadership move owes).
 // failed(key) counts a failure and returns { attempts, retryInMs, at }; succeeded(key) forgets it; due(key) is true
 // when the key has no failure on record or its backoff has passed; failing(key) when a failure is on record.
-// (A migration's retry is a mark persisted on its pod, so that it survives a change of leader: src/policy/policy.js.)
+// (A migration's retry is a mark persisted on its pod, so that it survives a change of leader: src/policy/migrations.js.)
 export function createRetryBook({ clock, retry }) {
   const entries = new Map();
   return {

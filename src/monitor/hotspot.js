@@ -4,7 +4,7 @@
 //   interference: its node's CPU usage against the node's allocatable CPU, because a co-located process
 //                 that drains the node starves the pod, which then shows *less* CPU use, not more.
 
-import { pct } from '../policy/policy.js';
+import { pct } from '../policy/monitor.js';
 
 export function utilizationSamples({ pods, podMetrics, nodes, nodeMetrics }) {
   const podUsage = new Map(podMetrics.map((m) => [m.name, m.cpuCores]));

@@ -4,9 +4,8 @@
 // cooldown ends it; uniform overload scales the StatefulSet out by one. Polls never overlap, and a failed
 // poll is logged and counted while the loop goes on.
 
-import {
-  MONITOR, decideMonitorStep, initialMonitorState, warningSourceOf,
-} from '../policy/policy.js';
+import { decideMonitorStep, initialMonitorState } from '../policy/monitor.js';
+import { MONITOR, warningSourceOf } from '../policy/requesters.js';
 import { evaluateHotspots, utilizationSamples } from './hotspot.js';
 
 // How many of the latest decisions /v1/monitor keeps (a poll without decisions adds none).

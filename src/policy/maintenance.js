@@ -8,7 +8,7 @@
 import {
   createView, hasLiveMajority, isLiveReady, primaryIneligibility, votingReplicas,
 } from '../planner/eligibility.js';
-import { drainIntents, primariesOffAfter } from './policy.js';
+import { drainIntents, primariesOffAfter } from './lifecycle.js';
 
 // The taints that announce a node's drain: the one Kubernetes puts on a cordoned node, and the cluster autoscaler's
 // before it deletes a node (NODE_DRAIN_TAINTS).

@@ -9,7 +9,7 @@ import { requesterOf } from '../auth/access-policy.js';
 import { AppError } from '../errors.js';
 import { createDeadline, withinMs } from '../lib/clock.js';
 import { traced } from '../lib/trace.js';
-import { prestopActionSeconds } from '../policy/policy.js';
+import { prestopActionSeconds } from '../policy/lifecycle.js';
 import { fields, mountRoute, objectSchema } from './validation.js';
 
 const HOOK_SCHEMAS = {

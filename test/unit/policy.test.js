@@ -1,10 +1,17 @@
 // The policy is pure: table-driven tests of which action each event leads to, and why.
 
+import { decideHeartbeatLowering, decideHeartbeatRestore } from '../../src/policy/heartbeat.js';
 import {
-  MONITOR, OPERATOR, decideHeartbeatLowering, decideHeartbeatRestore, decideMigrateReplicasOff, decideMigrationRetry, decideMonitorStep,
-  decideOperatorDrain, decidePerfWarning, decidePerfWarningEnd, decidePerfWarningEscalation, decidePoststart, decidePrestop, decideRelease, endableWarningSource,
-  initialMonitorState, prestopActionSeconds, primariesOffAfter, releasableDrain, warningSourceOf,
-} from '../../src/policy/policy.js';
+  decideOperatorDrain, decidePoststart, decidePrestop, decideRelease, prestopActionSeconds, primariesOffAfter,
+} from '../../src/policy/lifecycle.js';
+import { decideMigrateReplicasOff, decideMigrationRetry } from '../../src/policy/migrations.js';
+import { decideMonitorStep, initialMonitorState } from '../../src/policy/monitor.js';
+import {
+  decidePerfWarning, decidePerfWarningEnd, decidePerfWarningEscalation,
+} from '../../src/policy/perf-warnings.js';
+import {
+  endableWarningSource, MONITOR, OPERATOR, releasableDrain, warningSourceOf,
+} from '../../src/policy/requesters.js';
 import { evaluateHotspots, utilizationSamples } from '../../src/monitor/hotspot.js';
 
 const server = (id, connected = true, extra = {}) => ({ id, name: id, connected, hostname: id.replace(/_/g, '-'), ...extra });

@@ -1,6 +1,6 @@
 // Rolling restarts as one event (src/policy/rollout.js and decidePoststart's rollout rule): pure, table-driven.
 
-import { decidePoststart, decidePrestop } from '../../src/policy/policy.js';
+import { decidePoststart, decidePrestop } from '../../src/policy/lifecycle.js';
 import {
   REPLICAS_READY_CONDITION, decidePodReadiness, decidePrestopWait, decideRolloutLevelling, owedHomes, prestopPreference, prestopWaitBudgetMs,
   prestopWaitOutcome, prestopWaitSkipped, prestopWaitUnread, rolloutOf, shardsShortWithout,

@@ -1,0 +1,49 @@
+// Pure: the cluster's heartbeat timeout, lowered while a server departs (so that RethinkDB drops a server that
+// stops answering sooner) and given back once no departure needs it.
+
+// A server that drops off the network after PRESTOP (a node powered off rather than a clean SIGTERM) stalls
+// writes on every shard it replicates, primary or not, until the others' heartbeat timeout declares it gone
+// (10 s by default; measured on 2.4.4, see docs/evaluation/README.md). So from PRESTOP until the server has left,
+// the cluster's heartbeat timeout is lowered to `seconds`. The value it goes back to is the one before the
+// first lowering (a second pod stopping meanwhile keeps that value, not the lowered one).
+// current: the cluster's heartbeat_timeout_secs now (null when unknown); departures: the servers it is lowered
+// for already ([{ originalSecs, loweredSecs, until }]). Returns the departure mark to set (null: nothing to do)
+// and the value to write (null: none).
+export function decideHeartbeatLowering({ current, departures = [], seconds, windowSeconds, now }) {
+  if (!Number.isFinite(current)) return { departure: null, write: null, reason: 'the cluster\'s heartbeat timeout is unknown, so it is left alone' };
+  const originalSecs = departures[0]?.originalSecs ?? current;
+  if (originalSecs <= seconds) {
+    return { departure: null, write: null, reason: `the heartbeat timeout is already ${current} s (not above ${seconds} s)` };
+  }
+  const departure = { originalSecs, loweredSecs: seconds, until: new Date(now + windowSeconds * 1000).toISOString() };
+  return {
+    departure, write: current === seconds ? null : seconds,
+    reason: `heartbeat timeout ${current} s → ${seconds} s until the server has left (at most ${windowSeconds} s), `
+      + 'so that a silent loss stalls its shards for about that long instead',
+  };
+}
+
+// Called every tick while departures exist: a departure ends when its server has disconnected (the purpose is
+// served: a clean stop or a detected loss) or its window has passed. Once none is left, the heartbeat goes back
+// to its original value, unless someone else changed it meanwhile (it is no longer the value the manager set).
+export function decideHeartbeatRestore(cluster, { departures, now }) {
+  const connected = new Set(cluster.servers.filter((s) => s.connected).map((s) => s.id));
+  const active = departures.filter((d) => connected.has(d.serverId) && Date.parse(d.until) > now);
+  const ended = departures.filter((d) => !active.includes(d));
+  if (ended.length === 0) return { intents: [], reason: `${active.length} departing servers still connected` };
+  const why = ended.map((d) => `${d.serverName} ${connected.has(d.serverId) ? 'stayed past its window' : 'has left'}`).join(', ');
+  const intents = [];
+  let reason = `${why}; heartbeat stays at ${cluster.heartbeatTimeoutSecs} s for ${active.length} other departing servers`;
+  if (active.length === 0) {
+    const original = Math.max(...departures.map((d) => d.originalSecs));
+    const ours = departures.some((d) => d.loweredSecs === cluster.heartbeatTimeoutSecs);
+    if (ours && cluster.heartbeatTimeoutSecs !== original) {
+      reason = `${why}: heartbeat timeout back to ${original} s`;
+      intents.push({ type: 'set-heartbeat', seconds: original, reason });
+    } else {
+      reason = `${why}: heartbeat timeout left at ${cluster.heartbeatTimeoutSecs} s (${ours ? 'already the original' : 'changed by someone else meanwhile'})`;
+    }
+  }
+  intents.push({ type: 'end-departure', servers: ended.map((d) => d.serverId) });
+  return { intents, reason };
+}
