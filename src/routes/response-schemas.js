@@ -30,7 +30,7 @@ const ACTION_OUTCOMES = ['planned', 'completed', 'nothing_to_do', 'partial', 'fa
 const OPERATION_STATUSES = ['running', 'succeeded', 'failed', 'partial', 'timed_out'];
 // The kinds of operation: the data-moving actions, a restart's half-done move, and POSTSTART.
 const OPERATION_KINDS = ['add-server', 'create-replica', 'migrate-replicas-off', 'replace-server', 'finish-move', 'poststart'];
-// src/actions/operations.js's steps of a replica move (src/actions/actions.js runReplicaMoves, moveOneReplica).
+// src/actions/operations.js's steps of a replica move (src/actions/replica-actions.js runReplicaMoves, moveOneReplica).
 const MOVE_STEP_STATUSES = ['pending', 'waiting', 'staging', 'backfilling', 'finalizing', 'done', 'done_unsettled', 'failed', 'timed_out', 'not_started'];
 // The enums and small shapes several bodies share, defined once.
 const outcome = { type: 'string', enum: ACTION_OUTCOMES };
@@ -51,7 +51,7 @@ const Timings = closed({
 // src/actions/report.js describeShard: a shard's configuration, by server name.
 const ShardConfig = closed({ primary: string, replicas: arrayOf(string), nonvoting: arrayOf(string) });
 
-// src/actions/report.js primaryChanges and plannedReplicaMoves, and the replica moves done (actions.js moveOneReplica).
+// src/actions/report.js primaryChanges and plannedReplicaMoves, and the replica moves done (replica-actions.js moveOneReplica).
 const Change = closed({
   table: string, tableId: string, shard: integer, kind: { type: 'string', enum: ['primary', 'replica'] }, from: nullable(string), to: string,
   before: nullable(ref('ShardConfig')), after: ref('ShardConfig'),
@@ -65,8 +65,8 @@ const Change = closed({
 // table (a failed read) has a reason only.
 const NamedItem = closed({ table: string, shard: integer, reason: string }, ['reason']);
 
-// src/actions/actions.js runPrimaryPlan, startReplicaMoves (dry run) and runReplicaMoves; the operator's
-// move-primaries-from-node adds unmappedPods (src/events/operator-commands.js).
+// src/actions/primary-actions.js runPrimaryPlan, replica-actions.js startReplicaMoves (dry run) and runReplicaMoves;
+// the operator's move-primaries-from-node adds unmappedPods (src/events/operator-commands.js).
 const ActionReport = open({
   action: { type: 'string', enum: ['move-primaries-from-server', 'move-primaries-from-node', 'rebalance-primaries', 'add-server', 'create-replica', 'migrate-replicas-off', 'replace-server', 'finish-move'] },
   target: { type: 'object', description: 'what the action was asked to act on (server, node and pods, table and shard...)' },
@@ -93,7 +93,7 @@ const ReleaseResult = closed({
   rebalance: nullable(ref('ActionReport')), outcome, timings: ref('Timings'),
 });
 
-// The 202 of a data-moving action (src/actions/actions.js startReplicaMoves, src/routes/action-routes.js).
+// The 202 of a data-moving action (src/actions/replica-actions.js startReplicaMoves, src/routes/action-routes.js).
 const DataMoveStarted = closed({
   action: string, target: object, dryRun: { const: false }, operation: ref('OperationRef'),
   demotion: { ...ref('ActionReport'), description: 'migrate-replicas-off: the demotion of the server\'s primaries that came first' },
