@@ -34,3 +34,12 @@ export const INTENT_TYPES = Object.freeze({
 
 // Whether intents of this type have the property (false for a type not in the registry).
 export const intentIs = (intentType, property) => INTENT_TYPES[intentType]?.[property] === true;
+
+// A decision as callers see it: the reason and the actions it leads to (the intents that are actions), without the
+// intents' internals.
+export function describeDecision(decision) {
+  const { intents, ...rest } = decision;
+  const names = intents.filter((i) => intentIs(i.type, 'action'))
+    .map((i) => (i.type === 'demote' ? `move-primaries-from-${i.node ? 'node' : 'server'}` : i.type));
+  return { ...rest, actions: [...new Set(names)] };
+}

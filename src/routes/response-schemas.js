@@ -99,10 +99,10 @@ const DataMoveStarted = closed({
   demotion: { ...ref('ActionReport'), description: 'migrate-replicas-off: the demotion of the server\'s primaries that came first' },
 }, ['action', 'target', 'dryRun', 'operation']);
 
-// src/events/events.js describe: the policy's reason and the actions it leads to; the rest depends on the event.
+// src/events/intent-types.js describeDecision: the policy's reason and the actions it leads to; the rest depends on the event.
 const Decision = open({ reason: string, actions: arrayOf(string) }, ['reason', 'actions']);
 
-// src/events/events.js prestop, answered with its timings (src/routes/hook-routes.js).
+// src/events/lifecycle-events.js prestop, answered with its timings (src/routes/hook-routes.js).
 // A PRESTOP's wait for a ready voting majority without its server (before its demotion, and after it).
 const prestopWait = closed({
   outcome: { type: 'string', enum: ['none', 'waited', 'gave_up', 'would_wait', 'off'] },
@@ -128,10 +128,10 @@ const PrestopResult = closed({
   timings: ref('Timings'),
 }, ['event', 'pod', 'server', 'decision', 'outcome', 'primariesOff', 'timings']);
 
-// src/events/events.js poststart: the operation that runs it (or the one already running for the pod).
+// src/events/lifecycle-events.js poststart: the operation that runs it (or the one already running for the pod).
 const PoststartStarted = closed({ event: { const: 'POSTSTART' }, pod: string, operation: ref('OperationRef'), repeated: boolean });
 
-// src/events/events.js perfwarning: one entry per pod the warning names.
+// src/events/perf-warning-events.js perfwarning: one entry per pod the warning names.
 const PerfWarningResult = closed({
   event: { const: 'PERFWARNING' },
   target: { oneOf: [closed({ pod: string }), closed({ node: string })] },
@@ -145,7 +145,7 @@ const PerfWarningResult = closed({
   timings: ref('Timings'),
 });
 
-// src/events/events.js endPerfWarning and restoreResult.
+// src/events/perf-warning-events.js endPerfWarning and restoreResult.
 const PerfWarningEnded = closed({
   event: { const: 'PERFWARNING_END' }, pod: string, ended: { const: true }, reason: string,
   restore: closed({
@@ -154,7 +154,7 @@ const PerfWarningEnded = closed({
   }, ['action', 'reason']),
 });
 
-// src/events/events.js endPerfWarningsOnNode: the warnings of a node's pods, each as one pod's end.
+// src/events/perf-warning-events.js endPerfWarningsOnNode: the warnings of a node's pods, each as one pod's end.
 const PerfWarningEndedOnNode = closed({
   event: { const: 'PERFWARNING_END' }, node: string, ended: { const: true }, reason: string, pods: arrayOf(ref('PerfWarningEnded')),
 });
