@@ -21,13 +21,22 @@ export function createWebhookApp({
   const log = logger.child({ module: 'webhook' });
   const app = express();
   app.disable('x-powered-by');
+  // Each request's logger carries its id (this process's count), so that its lines, its error included, read together;
+  // a review's lines also carry the AdmissionReview's uid, which the API server's audit log shows.
+  let requests = 0;
+  app.use((req, res, next) => {
+    requests += 1;
+    req.id = requests;
+    req.log = log.child({ reqId: req.id });
+    next();
+  });
   app.use(express.json({ limit: BODY_LIMIT_BYTES }));
 
   // Who passed the review on, when a peer replica proves it did (its relay token); null otherwise. A claim without
   // the proof is ignored, so that nobody can make a follower review an eviction itself instead of asking the leader.
   async function peerRelay(req, ask) {
     const claim = await checkRelayClaim(req.headers, credentials.verify);
-    if (claim.claimed && !claim.peer) log.info({ pod: ask.pod, claimedBy: claim.claimedBy, reason: claim.reason }, 'relay headers from a caller that is not a manager replica ignored');
+    if (claim.claimed && !claim.peer) req.log.info({ pod: ask.pod, claimedBy: claim.claimedBy, reason: claim.reason }, 'relay headers from a caller that is not a manager replica ignored');
     return claim.peer?.relayedBy ?? null;
   }
 
@@ -41,10 +50,11 @@ export function createWebhookApp({
       return;
     }
     const ask = review.eviction;
+    const reqLog = req.log.child({ uid: review.uid });
     try {
       // A follower passes the review on to the leader (never a review passed on already) and answers with its answer.
       const relayedBy = await peerRelay(req, ask);
-      if (relayedBy) log.info({ pod: ask.pod, relayedBy }, 'eviction review passed on by a follower');
+      if (relayedBy) reqLog.info({ pod: ask.pod, relayedBy }, 'eviction review passed on by a follower');
       const fromLeader = relayedBy ? null : await relayReview(req.body);
       if (fromLeader && !fromLeader.response) throw new Error("the leader's webhook answered without a response");
       if (fromLeader) {
@@ -62,21 +72,22 @@ export function createWebhookApp({
       // manager cannot act, so the eviction goes ahead as if the manager were down (the webhook's failurePolicy
       // Ignore), with a warning that says so.
       const message = `rethinkdb-k8s-manager did not act: ${err.message}; the eviction goes ahead without demoting primaries first`;
-      log.warn({ pod: ask.pod, err: err.message }, 'eviction allowed: the manager takes no work now');
+      reqLog.warn({ pod: ask.pod, err: err.message }, 'eviction allowed: the manager takes no work now');
       reply({ allowed: true, warnings: [message.slice(0, 250)] });
     }
   });
 
   app.use((req, res, next) => next(new AppError('NOT_FOUND', `no webhook at ${req.method} ${req.path}; the eviction webhook is POST /v1/admission/eviction`)));
-  app.use(createErrorHandler(log));
+  app.use(createErrorHandler());
   return app;
 }
 
 // The webhook's one error handler: a malformed review or body is the caller's mistake (4xx, its code from
-// src/errors.js); anything else is INTERNAL, and its message stays in the log.
-function createErrorHandler(log) {
+// src/errors.js); anything else is INTERNAL, and its message stays in the log, the request's.
+function createErrorHandler() {
   // eslint-disable-next-line no-unused-vars
   return function webhookErrorHandler(err, req, res, next) {
+    const log = req.log;
     const appErr = fromBodyParserError(err, { bodyLimitBytes: BODY_LIMIT_BYTES });
     const entry = { code: appErr.code, status: appErr.statusCode, method: req.method, path: req.path, err: appErr.message };
     const level = logLevelForStatus(appErr.statusCode);

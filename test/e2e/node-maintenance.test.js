@@ -209,20 +209,22 @@ describe('the eviction webhook on the sandbox', () => {
     expect(res.body).toEqual({ error: 'NOT_FOUND', message: 'no webhook at POST /v1/admission/pods; the eviction webhook is POST /v1/admission/eviction' });
   });
 
-  test('when the webhook itself fails, then 500 INTERNAL with a generic message; the error\'s own message goes to the log only', async () => {
+  test('when the webhook itself fails, then 500 INTERNAL with a generic message; the error\'s own message goes to the log only, with the request\'s id', async () => {
     const logged = [];
-    const log = {
-      info: () => {}, debug: () => {}, error: (entry, msg) => logged.push({ ...entry, msg }),
+    const logWith = (bindings) => ({
+      info: () => {}, debug: () => {}, error: (entry, msg) => logged.push({ ...bindings, ...entry, msg }),
       warn: () => { throw new Error('log sink /var/run/manager/log.sock is gone'); },
-    };
+      child: (more) => logWith({ ...bindings, ...more }),
+    });
     const app = createWebhookApp({
       maintenance: { reviewEviction: async () => { throw new Error('the manager is starting'); } },
-      work: createWorkTracker({ started: true }), logger: { child: () => log },
+      work: createWorkTracker({ started: true }), logger: logWith({}),
     });
     const res = await postReview(app, evictionReview({ pod: 'rethinkdb-0' }));
     expect(res.status).toBe(500);
     expect(res.body).toEqual({ error: 'INTERNAL', message: 'internal error' });
     expect(logged).toEqual([expect.objectContaining({ code: 'INTERNAL', status: 500, cause: 'log sink /var/run/manager/log.sock is gone', msg: 'webhook request failed' })]);
+    expect(logged[0].reqId).toBe(1);
   });
 
   test.each([
