@@ -11,6 +11,12 @@ import { configOf, explainNoCandidate } from './primary-planner.js';
 
 // A replica plan is { moves: [{ tableId, shard, from, to }], skipped: [{ tableId, shard, reason }] }.
 
+// Tables whose configuration RethinkDB could not give (none of their replicas reachable: `error`, no shards): no data
+// move can be planned for them, and a plan says so rather than pass over them in silence.
+function unreadableTables(tables) {
+  return tables.filter((t) => t.error).map((t) => ({ tableId: t.id, shard: null, reason: `its configuration cannot be read (${t.error}); none of its replicas was planned` }));
+}
+
 export function planCreateReplica(cluster, tableId, shardIndex, serverId, { draining = [] } = {}) {
   const view = createView(cluster, { draining });
   const table = cluster.tables.find((t) => t.id === tableId);
@@ -46,7 +52,7 @@ export function planMigrateReplicasOff(cluster, serverId, { draining = [] } = {}
       moves.push({ tableId: table.id, shard: shard.index, from: serverId, to });
     }
   }
-  return { moves, skipped };
+  return { moves, skipped: [...skipped, ...unreadableTables(cluster.tables)] };
 }
 
 // A replacement's replica moves, lost server -> new server, for every shard that lists the lost one.
@@ -64,7 +70,7 @@ export function planReplaceServer(cluster, lostId, newId) {
       moves.push({ tableId: table.id, shard: shard.index, from: lostId, to: newId });
     }
   }
-  return { moves, skipped };
+  return { moves, skipped: [...skipped, ...unreadableTables(cluster.tables)] };
 }
 
 // Give a (new) server a fair share of replicas, taken from the servers holding the most. With grow, the
@@ -99,7 +105,7 @@ export function planAddServer(cluster, serverId, { draining = [], tableIds = nul
     if (next.from) counts.set(next.from, counts.get(next.from) - 1);
     perTable.set(next.ref.table.id, (perTable.get(next.ref.table.id) ?? 0) + 1);
   }
-  return { moves: sortMoves(tables, moves), skipped: [] };
+  return { moves: sortMoves(tables, moves), skipped: unreadableTables(tables) };
 }
 
 // Each pick takes a shard from the table the server has the fewest new replicas of.

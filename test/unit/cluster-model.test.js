@@ -3,6 +3,7 @@ import {
 } from '../../src/cluster/cluster-model.js';
 import { readFileSync } from 'node:fs';
 import { describeCluster } from '../../src/cluster/cluster-view.js';
+import { planAddServer, planMigrateReplicasOff, planReplaceServer } from '../../src/planner/replica-planner.js';
 import { decidePodReadiness } from '../../src/policy/rollout.js';
 import { loadRethinkFixture, rawSnapshot, recordedIds, toUuidFormat } from '../helpers/fixtures.js';
 
@@ -93,6 +94,15 @@ describe('a table none of whose replicas is reachable (recorded on 2.4.4)', () =
   test('when the readiness gate is decided for the one server up, then it is Ready: that table holds nothing of it, and the others wait for servers that are down', () => {
     const id = cluster.servers.find((s) => s.name === 'rethinkdb_0').id;
     expect(decidePodReadiness(cluster, { serverId: id, pod: 'rethinkdb-0' })).toMatchObject({ ready: true, waitingFor: [] });
+  });
+
+  test('when data moves are planned, then that table is named as skipped, not passed over in silence', () => {
+    const id = cluster.servers.find((s) => s.name === 'rethinkdb_0').id;
+    const leader = findTable(cluster, 'lab.leader').id;
+    const skippedLeader = { tableId: leader, shard: null, reason: 'its configuration cannot be read (None of the replicas for this table are accessible.); none of its replicas was planned' };
+    expect(planMigrateReplicasOff(cluster, id).skipped).toContainEqual(skippedLeader);
+    expect(planAddServer(cluster, id).skipped).toEqual([skippedLeader]);
+    expect(planReplaceServer(cluster, cluster.servers.find((s) => s.name === 'rethinkdb_1').id, id).skipped).toContainEqual(skippedLeader);
   });
 });
 
