@@ -47,7 +47,7 @@ export function createLifecycleEvents({
     const majorityWait = waitOf('before-demote');
     const settleWait = waitOf('after-demote');
     for (const [wait, when] of [[majorityWait, 'before its demotion'], [settleWait, 'after its demotion']]) {
-      if (wait.outcome === 'waited' || wait.outcome === 'gave_up') recordWait({ server, pod, actor, majorityWait: wait, when });
+      if (['waited', 'gave_up', 'unread'].includes(wait.outcome)) recordWait({ server, pod, actor, majorityWait: wait, when });
     }
     const primariesOff = primariesOffAfter(report);
     log.info({ pod, server: server.name, outcome: report.outcome, primariesOff, reason: decision.reason }, 'preStop handled');
@@ -59,13 +59,13 @@ export function createLifecycleEvents({
   }
 
   // A PRESTOP that waited for a ready majority (before or after its demotion): an audit record (an Event on the pod, a
-  // Warning when it gave up), the metric and a log line.
+  // Warning when it gave up or could not read the cluster), the metric and a log line.
   function recordWait({ server, pod, actor, majorityWait, when }) {
     const { outcome, waitedMs, short, reason } = majorityWait;
     metrics?.recordPrestopWait({ outcome, seconds: waitedMs / 1000 });
     audit?.record({
       actor, action: 'wait-for-majority', target: { server: server.name }, pod, reason: `${when}: ${reason}`, durationMs: waitedMs,
-      outcome: outcome === 'waited' ? 'completed' : 'timed_out',
+      outcome: { waited: 'completed', gave_up: 'timed_out', unread: 'failed' }[outcome],
       notDone: outcome === 'waited' ? [] : short.map((s) => ({ table: s.table, shard: s.shard, reason: 'no ready voting majority without this server' })),
     });
     log.info({ pod, server: server.name, when, outcome, waitedMs, short: short.length }, 'preStop waited for a ready majority');

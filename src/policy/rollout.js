@@ -95,10 +95,11 @@ export function prestopWaitSkipped({ phase, dryRun }) {
 
 // A PRESTOP's wait when the cluster could not be read (RethinkDB stalls while a frozen server is still counted in):
 // it ends, not the hook; before the demotion, the demotion goes ahead, after it the hook answers with what the
-// demotion did. from: the wait's first decision (null: the first read failed).
+// demotion did. from: the wait's first decision (null: the first read failed). Its outcome, `unread`, is not
+// `gave_up`: the wait was cut short by the cluster, not by its budget.
 export function prestopWaitUnread({ phase, from, message }) {
   const goesOn = phase === 'after-demote' ? 'the hook answers without waiting' : 'the demotion goes ahead';
-  return { outcome: 'gave_up', short: from?.short ?? [], reason: `${from ? `${from.reason}; ` : ''}the cluster could not be read (${message}), so ${goesOn}` };
+  return { outcome: 'unread', short: from?.short ?? [], reason: `${from ? `${from.reason}; ` : ''}the cluster could not be read (${message}), so ${goesOn}` };
 }
 
 // The end of a PRESTOP's wait: waited when every shard that was short at the start has a ready voting majority

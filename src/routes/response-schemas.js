@@ -105,7 +105,7 @@ const Decision = open({ reason: string, actions: arrayOf(string) }, ['reason', '
 // src/events/lifecycle-events.js prestop, answered with its timings (src/routes/hook-routes.js).
 // A PRESTOP's wait for a ready voting majority without its server (before its demotion, and after it).
 const prestopWait = closed({
-  outcome: { type: 'string', enum: ['none', 'waited', 'gave_up', 'would_wait', 'off'] },
+  outcome: { type: 'string', enum: ['none', 'waited', 'gave_up', 'unread', 'would_wait', 'off'] },
   waitedMs: number,
   short: arrayOf(closed({ tableId: string, table: string, shard: integer })),
   reason: string,

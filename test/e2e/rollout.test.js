@@ -153,7 +153,7 @@ describe('PRESTOP waits for a ready voting majority', () => {
     expect(failed).toBeGreaterThan(0);
     expect(res.status).toBe(200);
     expect(res.body.report.changes.length).toBeGreaterThan(0);
-    expect(res.body.settleWait).toMatchObject({ outcome: 'gave_up', reason: expect.stringMatching(/the cluster could not be read .*so the hook answers without waiting/) });
+    expect(res.body.settleWait).toMatchObject({ outcome: 'unread', reason: expect.stringMatching(/the cluster could not be read .*so the hook answers without waiting/) });
   });
 
   test('when no secondary catches up after the handover, then PRESTOP does not wait after the demotion', async () => {
@@ -207,9 +207,11 @@ describe('PRESTOP waits for a ready voting majority', () => {
     h.clock.sleep = async (ms) => { if (!slept) { slept = true; failReads = true; } await sleep(ms); };
     const res = await request(h.app).post('/v1/hooks/prestop?pod=rethinkdb-1');
     h.clock.sleep = sleep;
-    expect(res.body.majorityWait).toMatchObject({ outcome: 'gave_up', reason: expect.stringMatching(/the cluster could not be read .*so the demotion goes ahead/) });
+    expect(res.body.majorityWait).toMatchObject({ outcome: 'unread', reason: expect.stringMatching(/the cluster could not be read .*so the demotion goes ahead/) });
     expect(res.status).toBe(200);
     expect(res.body.primariesOff).toBe(true);
+    expect((await request(h.app).get('/metrics')).text).toMatch(/rethinkdb_manager_prestop_majority_waits_total\{outcome="unread"\} 1/);
+    expect(h.audit.list().find((r) => r.action === 'wait-for-majority' && r.reason.startsWith('before its demotion'))).toMatchObject({ outcome: 'failed' });
   });
 
   test('when the PRESTOP waits, then the server is marked draining first, so that nothing hands it a primary meanwhile', async () => {

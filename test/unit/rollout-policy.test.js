@@ -112,10 +112,10 @@ describe('prestopWaitSkipped and prestopWaitUnread: a wait that ends without a c
   test('when the cluster cannot be read, then the wait gives up and says what goes on, keeping what was short at its start', () => {
     const from = { short: [{ tableId: 't', shard: 0 }], reason: 'without a, t shard 0 would have no ready voting majority' };
     expect(prestopWaitUnread({ phase: 'before-demote', from, message: 'timeout' })).toEqual({
-      outcome: 'gave_up', short: from.short, reason: `${from.reason}; the cluster could not be read (timeout), so the demotion goes ahead`,
+      outcome: 'unread', short: from.short, reason: `${from.reason}; the cluster could not be read (timeout), so the demotion goes ahead`,
     });
     expect(prestopWaitUnread({ phase: 'after-demote', from: null, message: 'timeout' })).toEqual({
-      outcome: 'gave_up', short: [], reason: 'the cluster could not be read (timeout), so the hook answers without waiting',
+      outcome: 'unread', short: [], reason: 'the cluster could not be read (timeout), so the hook answers without waiting',
     });
   });
 });
