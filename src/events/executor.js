@@ -6,9 +6,9 @@
 import { failedMoveReport } from '../actions/raft-leadership.js';
 import { describeActor } from '../audit/actor.js';
 import { AppError } from '../errors.js';
-import { createDeadline } from '../lib/clock.js';
+import { createDeadline, withinMs } from '../lib/clock.js';
 import { unreadyReplicasOf } from '../planner/eligibility.js';
-import { decideHeartbeatLowering } from '../policy/heartbeat.js';
+import { decideHeartbeatLowering, heartbeatWriteBudgetMs } from '../policy/heartbeat.js';
 import {
   decidePrestopWait, prestopWaitBudgetMs, prestopWaitOutcome, prestopWaitSkipped, prestopWaitUnread,
 } from '../policy/rollout.js';
@@ -89,13 +89,18 @@ export function createExecutor({ store, kube = null, actions, marks: realMarks, 
       },
       // Marks the departure first, so that a manager restarted after the write still restores the heartbeat.
       // A failure is reported, not thrown: the demotion before it is what the PRESTOP is for.
-      async 'lower-heartbeat'({ server, seconds, windowSeconds }, { decided }) {
+      async 'lower-heartbeat'({ server, seconds, windowSeconds }, { decided, deadline }) {
         try {
           const current = (decided ?? await store.readCluster()).heartbeatTimeoutSecs;
           const plan = decideHeartbeatLowering({ current, departures: await marks.departures(), seconds, windowSeconds, now: clock.now() });
           if (!plan.departure) return { lowered: false, reason: plan.reason };
+          const budgetMs = heartbeatWriteBudgetMs({ leftMs: deadline?.remainingMs() });
+          if (budgetMs === 0) return { lowered: false, reason: 'not lowered: the deadline leaves no time for it before the demotion' };
           await marks.setDeparture(server.id, plan.departure, { serverName: server.name, pod: server.pod });
-          if (plan.write !== null) await store.writeHeartbeatTimeout(plan.write);
+          if (plan.write !== null) {
+            const write = store.writeHeartbeatTimeout(plan.write);
+            await (budgetMs === null ? write : withinMs(write, budgetMs, () => new AppError('DEADLINE_EXCEEDED', `the write did not answer within ${budgetMs} ms, and the demotion goes ahead (the write may still land)`)));
+          }
           log.info({ server: server.name, from: current, to: seconds, until: plan.departure.until }, 'heartbeat timeout lowered for a departing server');
           return { lowered: true, from: current, to: seconds, until: plan.departure.until, reason: plan.reason };
         } catch (err) {

@@ -1,6 +1,8 @@
 // Pure: the cluster's heartbeat timeout, lowered while a server departs (so that RethinkDB drops a server that
 // stops answering sooner) and given back once no departure needs it.
 
+import { PRESTOP_DEMOTE_RESERVE_MS } from './rollout.js';
+
 // A server that drops off the network after PRESTOP (a node powered off rather than a clean SIGTERM) stalls
 // writes on every shard it replicates, primary or not, until the others' heartbeat timeout declares it gone
 // (10 s by default; measured on 2.4.4, see docs/evaluation/README.md). So from PRESTOP until the server has left,
@@ -9,6 +11,15 @@
 // current: the cluster's heartbeat_timeout_secs now (null when unknown); departures: the servers it is lowered
 // for already ([{ originalSecs, loweredSecs, until }]). Returns the departure mark to set (null: nothing to do)
 // and the value to write (null: none).
+// How long a PRESTOP may wait for its heartbeat write, which runs just before the demotion: never into the last
+// PRESTOP_DEMOTE_RESERVE_MS of what the decision's deadline leaves (leftMs; undefined: no deadline, and no limit but the
+// query's own timeout), which the demotion needs. While a frozen server is still counted in, 2.4.4 stalls such a write
+// for up to the query timeout. 0: no time for it, so the heartbeat is left alone. A write waited for no longer may
+// still land; the departure mark makes the tick give the old value back either way.
+export function heartbeatWriteBudgetMs({ leftMs }) {
+  return leftMs === undefined ? null : Math.max(0, leftMs - PRESTOP_DEMOTE_RESERVE_MS);
+}
+
 export function decideHeartbeatLowering({ current, departures = [], seconds, windowSeconds, now }) {
   if (!Number.isFinite(current)) return { departure: null, write: null, reason: 'the cluster\'s heartbeat timeout is unknown, so it is left alone' };
   const originalSecs = departures[0]?.originalSecs ?? current;

@@ -49,6 +49,44 @@ describe('the executor\'s deadline', () => {
   });
 });
 
+describe('lowering the heartbeat before a demotion', () => {
+  // write(seconds): the store's heartbeat write (by default it answers at once).
+  function heartbeatExecutor({ write = async () => {} } = {}) {
+    const clock = createVirtualClock();
+    const writes = [];
+    const departures = [];
+    const store = { async readCluster() { return { heartbeatTimeoutSecs: 10 }; }, writeHeartbeatTimeout(seconds) { writes.push(seconds); return write(seconds); } };
+    const marks = { async departures() { return departures; }, async setDeparture(id, d) { departures.push({ serverId: id, ...d }); }, fork() { return marks; } };
+    const executor = createExecutor({
+      store, actions: {}, marks, operations: {}, config: {}, clock, logger: createLogger({ level: 'silent' }),
+    });
+    return { executor, clock, writes, departures };
+  }
+  const lower = { type: 'lower-heartbeat', server: { id: 'a', name: 'a', pod: 'pod-a' }, seconds: 2, windowSeconds: 60 };
+
+  test('when the decision leaves more than the demotion needs, then it is lowered', async () => {
+    const { executor, clock, writes } = heartbeatExecutor();
+    const [{ result }] = await executor.run([lower], { deadline: createDeadline(clock, 17000) });
+    expect(result).toMatchObject({ lowered: true, from: 10, to: 2 });
+    expect(writes).toEqual([2]);
+  });
+
+  test('when the decision leaves only what the demotion needs, then nothing is written and no departure is marked', async () => {
+    const { executor, clock, writes, departures } = heartbeatExecutor();
+    const [{ result }] = await executor.run([lower], { deadline: createDeadline(clock, 4000) });
+    expect(result).toEqual({ lowered: false, reason: 'not lowered: the deadline leaves no time for it before the demotion' });
+    expect(writes).toEqual([]);
+    expect(departures).toEqual([]);
+  });
+
+  test('when the write does not answer within what the demotion can spare, then the step ends and says so (the departure stays marked)', async () => {
+    const { executor, clock, departures } = heartbeatExecutor({ write: () => new Promise(() => {}) });
+    const [{ result }] = await executor.run([lower], { deadline: createDeadline(clock, 5030) });
+    expect(result).toEqual({ lowered: false, reason: 'not lowered: the write did not answer within 30 ms, and the demotion goes ahead (the write may still land)' });
+    expect(departures).toHaveLength(1);
+  });
+});
+
 describe('the registry of intent types', () => {
   test('when the executor is built, then it has exactly one step per registered intent type', () => {
     const { executor } = executorWith({ demoteMs: 0 });

@@ -1,6 +1,6 @@
 // The policy is pure: table-driven tests of which action each event leads to, and why.
 
-import { decideHeartbeatLowering, decideHeartbeatRestore } from '../../src/policy/heartbeat.js';
+import { decideHeartbeatLowering, decideHeartbeatRestore, heartbeatWriteBudgetMs } from '../../src/policy/heartbeat.js';
 import {
   decideOperatorDrain, decidePoststart, decidePrestop, decideRelease, prestopActionSeconds, primariesOffAfter,
 } from '../../src/policy/lifecycle.js';
@@ -146,6 +146,12 @@ describe('decideHeartbeatLowering', () => {
     }
     expect(d.departure).toEqual({ originalSecs: expected.originalSecs, loweredSecs: 2, until: '2026-01-01T00:01:00.000Z' });
     expect(d.write).toBe(expected.write);
+  });
+
+  test.each([
+    [undefined, null], [17000, 12000], [5000, 0], [3000, 0],
+  ])('when the decision has %s ms left, then its heartbeat write is waited for at most %s ms (null: no limit; 5 s stay for the demotion)', (leftMs, budgetMs) => {
+    expect(heartbeatWriteBudgetMs({ leftMs })).toBe(budgetMs);
   });
 });
 
