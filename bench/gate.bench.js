@@ -17,6 +17,7 @@ import r from 'rethinkdb';
 import { percentile } from './evaluate/stats.js';
 import { createRethinkDbCluster, resolveBinary } from '../test/lab/rethinkdb-cluster.js';
 import { cpuSecondsOf } from './lab/proc-stat.js';
+import { firstJsonLine } from './lab/child-lines.js';
 
 const GATE = fileURLToPath(new URL('../gate/server.js', import.meta.url));
 const BARE_RELAY = fileURLToPath(new URL('./lab/bare-relay.js', import.meta.url));
@@ -25,17 +26,7 @@ const sleep = (ms) => new Promise((resolve) => { setTimeout(resolve, ms); });
 const rssMb = (pid) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))[1]) / 1024;
 
 // The port in the first JSON line a child prints that contains `marker`.
-function portOf(child, what, marker) {
-  return new Promise((resolve, reject) => {
-    let text = '';
-    child.stdout.on('data', (chunk) => {
-      text += chunk;
-      const line = text.split('\n').find((l) => l.startsWith('{') && l.includes(marker));
-      if (line) resolve(JSON.parse(line).port);
-    });
-    child.once('exit', (code) => reject(new Error(`${what} exited (${code})`)));
-  });
-}
+const portOf = async (child, what, marker) => (await firstJsonLine(child, { what, marker })).port;
 
 async function startBareRelay(upstream) {
   const child = spawn(process.execPath, [BARE_RELAY], { env: { ...process.env, UPSTREAM: `${upstream.host}:${upstream.driverPort}` }, stdio: ['ignore', 'pipe', 'inherit'] });

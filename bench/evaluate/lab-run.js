@@ -13,6 +13,7 @@ import { createLabManager } from '../../test/lab/lab-manager.js';
 import { createRethinkDbCluster, resolveBinary } from '../../test/lab/rethinkdb-cluster.js';
 import { createLoadGenerator } from './load-generator.js';
 import { createKeyChooser } from './zipf.js';
+import { firstJsonLine } from '../lab/child-lines.js';
 
 const GATE = fileURLToPath(new URL('../../gate/server.js', import.meta.url));
 const sleep = (ms) => new Promise((res) => { setTimeout(res, Math.max(0, ms)); });
@@ -104,16 +105,7 @@ async function startGate(entry, { tokenFile = null } = {}) {
     ...(tokenFile ? { GATE_HOLD_TOKEN_FILE: tokenFile } : {}),
   };
   const child = spawn(process.execPath, [GATE], { env: { ...env, LOG_LEVEL: 'info' }, stdio: ['ignore', 'pipe', 'inherit'] });
-  const { port, metricsPort } = await new Promise((resolve, reject) => {
-    let text = '';
-    const onData = (chunk) => {
-      text += chunk;
-      const line = text.split('\n').find((l) => l.includes('query gate listening'));
-      if (line) { child.stdout.off('data', onData); child.stdout.resume(); resolve(JSON.parse(line)); }
-    };
-    child.stdout.on('data', onData);
-    child.once('exit', (code) => reject(new Error(`the query gate exited (${code}) before it listened`)));
-  });
+  const { port, metricsPort } = await firstJsonLine(child, { what: 'the query gate', marker: 'query gate listening' });
   return { child, port, metricsPort };
 }
 
