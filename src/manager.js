@@ -12,7 +12,8 @@ import { createRelayCredentials } from './auth/relay-credentials.js';
 import { AppError } from './errors.js';
 import { createEvents } from './events/events.js';
 import { createExecutor } from './events/executor.js';
-import { createLeaderElector, fenceWrites, soleLeader } from './events/leader-election.js';
+import { fenceWrites } from './events/leader-election.js';
+import { createLeadership } from './events/leadership.js';
 import { createMaintenance } from './events/maintenance.js';
 import { createNodeWatch } from './events/node-watch.js';
 import { createOperatorCommands } from './events/operator-commands.js';
@@ -22,7 +23,7 @@ import { createTargets } from './events/targets.js';
 import { createKeyedMutex } from './lib/keyed-mutex.js';
 import { startTimers } from './lib/periodic.js';
 import { createRunner } from './lib/runner.js';
-import { createRetryBook, retryUntilDone } from './lib/retry.js';
+import { createRetryBook } from './lib/retry.js';
 import { createWorkTracker } from './lib/work-tracker.js';
 import { createGateClient } from './gates/gate-client.js';
 import { podEndpoints } from './policy/query-holds.js';
@@ -48,16 +49,25 @@ export function createManager({
   config, store: dataStore, kube: kubePort = null, clock, logger, sandboxModel = null, extraRoutes = [], metrics = createMetrics(), staticToken = null, stateLoaded = false,
   gates = gateClientFrom(config, kubePort),
 }) {
-  // Who leads: this replica alone until startElection() (src/server.js, with LEADER_ELECTION_ENABLED and a Kubernetes
-  // API); then the Lease decides. Every write to RethinkDB and Kubernetes goes through the fence.
-  let elector = soleLeader();
-  const { store, kube } = fenceWrites({ store: dataStore, kube: kubePort, fence: (what) => elector.assertLeading(what) });
+  const work = createWorkTracker({ started: stateLoaded });
+  // Who leads (src/events/leadership.js): this replica alone until startElection() (src/server.js, with
+  // LEADER_ELECTION_ENABLED and a Kubernetes API); then the Lease decides. Every write to RethinkDB and Kubernetes goes
+  // through the fence. What it starts and stops (the reconciliation, the runner, the monitor, the marks) is made below:
+  // it calls them only once this replica leads.
+  const leadership = createLeadership({
+    kubePort, work, metrics, config, clock, logger,
+    reconcileState: () => reconcileState({ kube, store, marks, actions, executor, operations, clock, logger, retry: config.retry }),
+    onLead: () => runner.startLeading(),
+    onFollow: () => { monitor.reset(); return runner.stopLeading(); },
+    loadFollowerView: (pods) => marks.load(pods, { replace: true }),
+  });
+  const elector = () => leadership.elector();
+  const { store, kube } = fenceWrites({ store: dataStore, kube: kubePort, fence: (what) => elector().assertLeading(what) });
   const locks = createKeyedMutex();
   const marks = createStateStore({ kube, clock, logger });
   const audit = createAudit({ kube, clock, logger, metrics });
   const authenticator = createAuthenticator({ auth: config.auth, kube, staticToken, clock, logger });
   const operations = createOperationRegistry({ clock, logger });
-  const work = createWorkTracker({ started: stateLoaded });
   const queryHolds = createQueryHolds({
     gates, store, clock, logger, metrics, ttlMs: config.gateHold.ttlMs, drainMs: config.gateHold.drainMs,
   });
@@ -93,25 +103,23 @@ export function createManager({
   const runner = createRunner({ logger });
   runner.add({ name: 'timers', group: 'always', start: () => startTimers(periodic.timers()) });
   runner.add({ name: 'node-watch', group: 'leading', start: () => { const watch = nodeWatch.start(); return watch && (() => watch.stop()); } });
-  let reconciliation = null;
-  // This replica leads and has loaded its state: it serves what only the leader may serve.
-  const served = () => elector.isLeading() && work.started();
+  const { served } = leadership;
   // The proof a replica gives when it relays, and the check of another's (only with a Kubernetes API: the Lease).
   const relayCredentials = createRelayCredentials({ kube: kubePort, tokenFile: config.relay.tokenFile, audience: config.relay.audience, clock, logger });
   const relay = createLeaderRelay({
-    leadership: () => elector, served, deadlines: config.deadlines, clock, logger, credentials: relayCredentials,
-    refreshFollowerView: () => refreshFollowerView(), shuttingDown: () => work.shuttingDown(),
+    leadership: elector, served, deadlines: config.deadlines, clock, logger, credentials: relayCredentials,
+    refreshFollowerView: leadership.refreshFollowerView, shuttingDown: () => work.shuttingDown(),
   });
   const routes = [relay.router, createHookRoutes({ events, work, prestopDeadlineSeconds: config.deadlines.prestopSeconds, clock, logger })];
   routes.push(createMetricsRoutes({ metrics, store, marks, logger }));
   if (sandboxModel) routes.push(createSandboxRoutes({ model: sandboxModel, kube, store }));
   const app = createApp({
     store, actions: { ...actions, ...commands }, marks, operations, work, logger, clock, monitor, audit, authenticator, protectReads: config.auth.protectReads,
-    observers: [createHttpMetrics({ metrics }), createHookCounter({ metrics })], relay: relay.relay, election: () => elector.view(), podServerOverrides: config.podServerOverrides,
+    observers: [createHttpMetrics({ metrics }), createHookCounter({ metrics })], relay: relay.relay, election: () => elector().view(), podServerOverrides: config.podServerOverrides,
     extraRoutes: [...routes, ...extraRoutes],
     status: async () => ({
-      perfWarnings: await marks.perfWarnings(), migrations: await marks.migrations(), pendingRestores: await events.pendingRestores(), reconciliation,
-      nodeMaintenance: maintenance.view(), leadership: elector.view(), ...(await podPlacement()),
+      perfWarnings: await marks.perfWarnings(), migrations: await marks.migrations(), pendingRestores: await events.pendingRestores(), reconciliation: leadership.reconciliation(),
+      nodeMaintenance: maintenance.view(), leadership: elector().view(), ...(await podPlacement()),
     }),
   });
   const log = logger.child({ module: 'manager' });
@@ -128,75 +136,16 @@ export function createManager({
     }
   }
 
-  // Start-up: load the state persisted on the pods and reconcile it with the live cluster, retrying with
-  // backoff until it succeeds. Until then the manager takes no work and /readyz says why.
-  async function reconcile() {
-    reconciliation = await retryUntilDone(() => reconcileState({ kube, store, marks, actions, executor, operations, clock, logger, retry: config.retry }), {
-      clock, ...config.retry, stopped: () => work.shuttingDown() || !elector.isLeading(),
-      onFailure: (err, { attempt, delayMs }) => {
-        work.noteStarting(`the manager has not loaded its persisted state yet (attempt ${attempt} failed: ${err.message})`);
-        log.warn({ err: err.message, attempt, retryInMs: delayMs }, 'state reconciliation failed; retrying');
-      },
-    });
-    if (elector.isLeading() && !work.shuttingDown()) work.markStarted();
-    return reconciliation;
-  }
-
-  // This replica leads (or is the only one): load and reconcile the persisted state, then take work and watch the
-  // nodes. Returns whether it started.
-  // One at a time: a replica that loses and regains the Lease while it is still loading waits for that load first.
-  let leading = Promise.resolve(false);
-  function lead() {
-    leading = leading.catch(() => false).then(async () => {
-      await reconcile();
-      if (!work.started()) return false;
-      await runner.startLeading();
-      return true;
-    });
-    return leading;
-  }
-
-  // This replica no longer leads: no new work, no node watch. Work already running meets the fence at its next write.
-  async function follow(reason) {
-    work.close(`this manager replica does not lead (${reason}); the leader takes the work`);
-    monitor.reset();
-    await runner.stopLeading();
-  }
-
-  // The Lease election (src/events/leader-election.js). identity: this replica's name in the Lease; addresses:
-  // { http, webhook } where the followers reach it. Before it leads, this replica takes no work.
-  function startElection({ identity, addresses }) {
-    elector = createLeaderElector({
-      kube: kubePort, leaseName: config.leaderElection.leaseName, identity, addresses, timings: config.leaderElection.timings, clock, logger,
-      onStartedLeading: () => { metrics.setLeading(true); metrics.recordLeaderChange('started'); return lead(); },
-      onStoppedLeading: (reason) => { metrics.setLeading(false); metrics.recordLeaderChange('stopped'); return follow(reason); },
-    });
-    metrics.setLeading(false);
-    work.close('this manager replica has not been elected leader (yet)');
-    elector.start();
-    return elector;
-  }
-
-  // A follower's GET /v1/cluster shows the marks as the leader persisted them on the pods, read again at most every
-  // retry period. Never while this replica leads: its own marks are the truth then.
-  let followerViewAt = -Infinity;
-  async function refreshFollowerView() {
-    if (elector.isLeading() || !kubePort?.listRethinkDbPods || clock.now() - followerViewAt < config.leaderElection.timings.retryPeriodMs) return;
-    followerViewAt = clock.now();
-    const pods = await kubePort.listRethinkDbPods().catch(() => null);
-    if (pods && !elector.isLeading() && !work.started()) marks.load(pods, { replace: true });
-  }
-
   // The eviction webhook's app, served over TLS on its own port by src/webhook-server.js.
   const reviewRelay = config.webhook?.enabled ? createReviewRelay({
-    caFile: config.webhook.caFile, certFile: config.webhook.certFile, serverName: config.webhook.serverName, relayedBy: () => elector.identity, credential: relayCredentials.credential,
+    caFile: config.webhook.caFile, certFile: config.webhook.certFile, serverName: config.webhook.serverName, relayedBy: () => elector().identity, credential: relayCredentials.credential,
     timeoutMs: config.webhook.evictionDeadlineSeconds * 1000 + 500,
   }) : null;
   const webhookApp = createWebhookApp({
     maintenance, work, logger, credentials: relayCredentials,
     relayReview: async (review) => {
-      if (!elector.view().enabled) return null;
-      const route = relayRoute({ leader: elector.leader(), served: served(), address: 'webhook' });
+      if (!elector().view().enabled) return null;
+      const route = relayRoute({ leader: elector().leader(), served: served(), address: 'webhook' });
       if (route.to === 'here') return null;
       if (route.to === 'wait') throw new AppError('NO_LEADER', 'no manager replica leads now');
       if (!reviewRelay) throw new AppError('NO_LEADER', "this replica does not lead and has no CA to check the leader's webhook certificate with (WEBHOOK_TLS_CA_FILE, or ca.crt beside the certificate)");
@@ -215,7 +164,7 @@ export function createManager({
     await marks.flush();
     // Holds on the query gates end by themselves at their ttl; ended here, the gates need not wait for it.
     await Promise.race([queryHolds.idle(), clock.sleep(config.gateHold.ttlMs)]);
-    const lease = await elector.stop();
+    const lease = await elector().stop();
     await runner.stopLeading();
     if (lingerMs > 0) {
       log.info({ lingerMs }, 'still refusing work for a retry period, so that the other replicas read the Lease and relay to the next leader');
@@ -226,7 +175,7 @@ export function createManager({
   }
 
   return {
-    app, webhookApp, watchNodes: nodeWatch.start, lead, startElection, leadership: () => elector, maintenance, actions, commands, events, monitor, marks, audit, authenticator, operations, work, store, metrics, reconcile,
+    app, webhookApp, watchNodes: nodeWatch.start, lead: leadership.lead, startElection: leadership.startElection, leadership: elector, maintenance, actions, commands, events, monitor, marks, audit, authenticator, operations, work, store, metrics, reconcile: leadership.reconcile,
     tick: periodic.tick, start: runner.start, running: runner.running, shutdown,
   };
 }
