@@ -415,8 +415,10 @@ test('the manager\'s leader pod deleted mid-migration: the other replica takes t
     });
     expect(answer.status).toBe(202);
     const { operation } = await answer.json();
-    await sleep(1000);
-    // Mid-migration, as RethinkDB shows it: the source still holds replicas.
+    // Mid-migration, as RethinkDB shows it: a move staged (its new replica nonvoting, backfilling), and the source still
+    // holds replicas.
+    await until('a replica move of the migration is staged', async () => (await r.db(DB).table('leader').config().run(conn)).shards
+      .some((s) => s.nonvoting_replicas.length > 0), { timeoutMs: 30000, intervalMs: 100 });
     expect(await replicasOn(source)).toBeGreaterThan(0);
     const deletedAt = new Date().toISOString();
     await kubectl.ns('delete', 'pod', leaderPod, '--force', '--grace-period=0');
