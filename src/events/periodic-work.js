@@ -5,7 +5,7 @@
 
 import { runJobs } from '../lib/periodic.js';
 
-const IDLE = Object.freeze({
+const idle = () => ({
   expired: [], heartbeat: null, retried: [], votes: [], nodes: [], holds: [], readiness: null, levelling: null, polled: null,
 });
 
@@ -32,7 +32,7 @@ export function createPeriodicWork({
   const pollJob = { name: 'polled', run: () => (monitor.view().enabled ? monitor.pollOnce() : null), fallback: null, failure: 'monitor poll failed' };
 
   async function tick({ poll = true } = {}) {
-    if (!work.started()) return { ...IDLE };
+    if (!work.started()) return idle();
     const unsaved = marks.retryUnsaved();
     if (unsaved.length > 0) log.info({ unsaved }, 'writing again the state a failed annotation write left unsaved');
     const {

@@ -2,12 +2,19 @@
 //   always   from start() to stop(): the periodic timers;
 //   leading  while this replica leads and has loaded its state: the node watch.
 // A part is { name, group, start }: start() returns its stop function, or null when it has nothing to run (no
-// Kubernetes API, the feature off). A part already running is not started twice.
+// Kubernetes API, the feature off). A part already running is not started twice. Starts and stops run one at a time,
+// in the order they were asked for: a stop asked while a start is under way (a replica that loses the Lease while it
+// starts leading) stops what that start started.
 
 export function createRunner({ logger }) {
   const log = logger.child({ module: 'runner' });
   const parts = [];
   const running = new Map();
+  let changes = Promise.resolve();
+  const inTurn = (change) => {
+    changes = changes.catch(() => {}).then(change);
+    return changes;
+  };
 
   async function startGroup(group) {
     for (const part of parts.filter((p) => p.group === group && !running.has(p.name))) {
@@ -31,10 +38,10 @@ export function createRunner({ logger }) {
       if (!['always', 'leading'].includes(part.group)) throw new TypeError(`unknown runner group ${part.group}`);
       parts.push(part);
     },
-    start: () => startGroup('always'),
-    startLeading: () => startGroup('leading'),
-    stopLeading: () => stopGroup('leading'),
-    stopAlways: () => stopGroup('always'),
+    start: () => inTurn(() => startGroup('always')),
+    startLeading: () => inTurn(() => startGroup('leading')),
+    stopLeading: () => inTurn(() => stopGroup('leading')),
+    stopAlways: () => inTurn(() => stopGroup('always')),
     // The names of the parts running now (GET /v1/cluster's leadership view may show them; tests do).
     running: () => [...running.keys()],
   };

@@ -94,6 +94,17 @@ describe('createRunner', () => {
     expect(events).toEqual(['start timers', 'start watch-a', 'start watch-b', 'stop watch-b', 'stop watch-a', 'stop timers']);
   });
 
+  test('when the leading group is stopped while it is still starting, then what that start started is stopped too', async () => {
+    const runner = createRunner({ logger: silent });
+    let watching = 0;
+    runner.add({ name: 'watch', group: 'leading', start: async () => { await new Promise((resolve) => { setImmediate(resolve); }); watching += 1; return () => { watching -= 1; }; } });
+    const starting = runner.startLeading();
+    await runner.stopLeading();
+    await starting;
+    expect(watching).toBe(0);
+    expect(runner.running()).toEqual([]);
+  });
+
   test('when a part fails to stop, then it is logged and the others still stop', async () => {
     const warned = [];
     const runner = createRunner({ logger: { child: () => ({ warn: (fields) => warned.push(fields) }) } });
