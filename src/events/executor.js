@@ -95,10 +95,14 @@ export function createExecutor({ store, kube = null, actions, marks: realMarks, 
           const plan = decideHeartbeatLowering({ current, departures: await marks.departures(), seconds, windowSeconds, now: clock.now() });
           if (!plan.departure) return { lowered: false, reason: plan.reason };
           const budgetMs = heartbeatWriteBudgetMs({ leftMs: deadline?.remainingMs() });
-          if (budgetMs === 0) return { lowered: false, reason: 'not lowered: the deadline leaves no time for it before the demotion' };
           await marks.setDeparture(server.id, plan.departure, { serverName: server.name, pod: server.pod });
           if (plan.write !== null) {
             const write = store.writeHeartbeatTimeout(plan.write);
+            if (budgetMs === 0) {
+              // No time to wait for it: sent all the same (a lowered heartbeat matters most in a cluster this slow).
+              write.catch((err) => log.warn({ server: server.name, err: err.message }, 'heartbeat timeout write sent without waiting failed'));
+              return { lowered: false, reason: 'sent, not waited for: the deadline leaves no time before the demotion (it may still land)' };
+            }
             await (budgetMs === null ? write : withinMs(write, budgetMs, () => new AppError('DEADLINE_EXCEEDED', `the write did not answer within ${budgetMs} ms, and the demotion goes ahead (the write may still land)`)));
           }
           log.info({ server: server.name, from: current, to: seconds, until: plan.departure.until }, 'heartbeat timeout lowered for a departing server');

@@ -14,8 +14,8 @@ import { PRESTOP_DEMOTE_RESERVE_MS } from './rollout.js';
 // How long a PRESTOP may wait for its heartbeat write, which runs just before the demotion: never into the last
 // PRESTOP_DEMOTE_RESERVE_MS of what the decision's deadline leaves (leftMs; undefined: no deadline, and no limit but the
 // query's own timeout), which the demotion needs. While a frozen server is still counted in, 2.4.4 stalls such a write
-// for up to the query timeout. 0: no time for it, so the heartbeat is left alone. A write waited for no longer may
-// still land; the departure mark makes the tick give the old value back either way.
+// for up to the query timeout. 0: no time to wait, so the write is sent and not waited for. A write waited for no
+// longer may still land; the departure mark makes the tick give the old value back either way.
 export function heartbeatWriteBudgetMs({ leftMs }) {
   return leftMs === undefined ? null : Math.max(0, leftMs - PRESTOP_DEMOTE_RESERVE_MS);
 }

@@ -71,12 +71,12 @@ describe('lowering the heartbeat before a demotion', () => {
     expect(writes).toEqual([2]);
   });
 
-  test('when the decision leaves only what the demotion needs, then nothing is written and no departure is marked', async () => {
-    const { executor, clock, writes, departures } = heartbeatExecutor();
+  test('when the decision leaves only what the demotion needs, then the write is sent but not waited for, and the departure is marked', async () => {
+    const { executor, clock, writes, departures } = heartbeatExecutor({ write: () => new Promise(() => {}) });
     const [{ result }] = await executor.run([lower], { deadline: createDeadline(clock, 4000) });
-    expect(result).toEqual({ lowered: false, reason: 'not lowered: the deadline leaves no time for it before the demotion' });
-    expect(writes).toEqual([]);
-    expect(departures).toEqual([]);
+    expect(result).toEqual({ lowered: false, reason: 'sent, not waited for: the deadline leaves no time before the demotion (it may still land)' });
+    expect(writes).toEqual([2]);
+    expect(departures).toHaveLength(1);
   });
 
   test('when the write does not answer within what the demotion can spare, then the step ends and says so (the departure stays marked)', async () => {
