@@ -106,7 +106,8 @@ export function createMaintenance({
     } catch (err) {
       // Whatever the node does next, it is looked at again (a quick uncordon must still release what was marked).
       entry.state = UNHANDLED;
-      const { retryInMs } = retries.failed(retryKey(name));
+      // A node forgotten meanwhile (deleted) books no backoff: one of the same name later starts afresh.
+      const { retryInMs } = nodes.get(name) === entry ? retries.failed(retryKey(name)) : { retryInMs: null };
       log.warn({ node: name, err: err.message, retryInMs }, 'node maintenance signal not handled; retried');
       audit.record({
         actor: NODE_ACTOR, action: 'node-signal', target: { node: name }, reason: `${signal?.text ?? `node ${name} is schedulable`}: ${err.message}`,
