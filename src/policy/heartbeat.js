@@ -1,7 +1,7 @@
 // Pure: the cluster's heartbeat timeout, lowered while a server departs (so that RethinkDB drops a server that
 // stops answering sooner) and given back once no departure needs it.
 
-import { PRESTOP_DEMOTE_RESERVE_MS } from './rollout.js';
+import { spareBeforeDemotionMs } from './rollout.js';
 
 // A server that drops off the network after PRESTOP (a node powered off rather than a clean SIGTERM) stalls
 // writes on every shard it replicates, primary or not, until the others' heartbeat timeout declares it gone
@@ -17,7 +17,7 @@ import { PRESTOP_DEMOTE_RESERVE_MS } from './rollout.js';
 // for up to the query timeout. 0: no time to wait, so the write is sent and not waited for. A write waited for no
 // longer may still land; the departure mark makes the tick give the old value back either way.
 export function heartbeatWriteBudgetMs({ leftMs }) {
-  return leftMs === undefined ? null : Math.max(0, leftMs - PRESTOP_DEMOTE_RESERVE_MS);
+  return spareBeforeDemotionMs(leftMs);
 }
 
 export function decideHeartbeatLowering({ current, departures = [], seconds, windowSeconds, now }) {

@@ -80,9 +80,16 @@ export function decidePrestopWait(cluster, { serverId, serverName, waitLeftMs })
 // PRESTOP_DEMOTE_RESERVE_MS of what the decision's deadline leaves (leftMs; undefined: no deadline), which the
 // demotion after it needs.
 export const PRESTOP_DEMOTE_RESERVE_MS = 5000;
+
+// What a decision's deadline leaves (leftMs) before the demotion's reserve: what a PRESTOP may spend on anything before
+// its demotion. null: no deadline.
+export function spareBeforeDemotionMs(leftMs) {
+  return leftMs === undefined ? null : Math.max(0, leftMs - PRESTOP_DEMOTE_RESERVE_MS);
+}
 export function prestopWaitBudgetMs({ maxWaitSeconds, leftMs }) {
   const cap = maxWaitSeconds * 1000;
-  return leftMs === undefined ? cap : Math.max(0, Math.min(cap, leftMs - PRESTOP_DEMOTE_RESERVE_MS));
+  const spare = spareBeforeDemotionMs(leftMs);
+  return spare === null ? cap : Math.min(cap, spare);
 }
 
 // A PRESTOP's wait that ends without reading the cluster, or null: a dry run moves no primary, so after its demotion
