@@ -5,6 +5,7 @@
 import { podNameForServer, resolveServer, shardLoads } from '../cluster/cluster-model.js';
 import { createDeadline, deadlineOr, withinMs } from '../lib/clock.js';
 import { timePlanning } from '../lib/trace.js';
+import { clusterOf } from './operation-context.js';
 import { settledSkips } from '../planner/eligibility.js';
 import {
   needsWriteOrder, orderBusiestFirst, planMovePrimariesFromServers, planRebalancePrimaries,
@@ -30,14 +31,13 @@ export function createPrimaryActions({
   // Plans, and unless dryRun, commits and waits for the new primaries to act (and, for a drain, until none of
   // the drained servers acts as primary any more, except where the plan could not move it).
   // leaving: the servers a drain takes primaries from, kept off by the plan whether or not they are marked (a dry
-  // run writes no mark). snapshot: the cluster as the caller read it to decide (one read per decision); read here
-  // otherwise. The commit reads it again under the table locks before it writes.
-  // busiestFirst: when the plan has more tables than are written at once, read the client traffic once and write
-  // the busiest tables first (orderBusiestFirst), so that a deadline cuts the quiet ones.
-  // marksView: the marks the plan reads (a dry run's copy, changed as the real run would change the real ones).
+  // run writes no mark). busiestFirst: when the plan has more tables than are written at once, read the client
+  // traffic once and write the busiest tables first (orderBusiestFirst), so that a deadline cuts the quiet ones.
+  // ctx: the operation context (./operation-context.js).
   async function runPrimaryPlan({
-    action, target, planFn: plans, dryRun, deadline: given = null, reason, leaving = [], actor, pod, snapshot = null, busiestFirst = false, marksView = marks,
-  }) {
+    action, target, planFn: plans, reason, leaving = [], pod = null, busiestFirst = false,
+  }, ctx) {
+    const { actor, dryRun = false, marks: marksView = marks } = ctx;
     // stats: the traffic rows (null: the plan's order), as the commit's third argument gives them.
     // stalled: see planMovePrimariesFromServers (a drain's shards whose new primary did not take over).
     const planFn = (c, draining, stats = null, stalled = []) => timePlanning(() => {
@@ -45,8 +45,8 @@ export function createPrimaryActions({
       return stats ? orderBusiestFirst(planned, shardLoads(c, stats)) : planned;
     });
     const startedAt = clock.now();
-    const deadline = deadlineOr(given, clock, config.deadlines.actionSeconds * 1000);
-    const cluster = snapshot ?? await store.readCluster();
+    const deadline = deadlineOr(ctx.deadline ?? null, clock, config.deadlines.actionSeconds * 1000);
+    const cluster = await clusterOf(store, ctx);
     const plan = planFn(cluster, await marksView.drainingIds(leaving));
     // Read alongside the commit's own read of the cluster, once (a dry run reads it here).
     let trafficRead = null;
@@ -72,7 +72,7 @@ export function createPrimaryActions({
     };
     report.outcome = outcomeOf(report);
     log.info({ action, target, reason, outcome: report.outcome, changes: report.changes.length, skipped: report.skipped.length, durationMs: report.durationMs }, 'action finished');
-    audit.record({ actor, action, target, pod: pod ?? null, ...report });
+    audit.record({ actor, action, target, pod, ...report });
     return report;
   }
 
@@ -170,9 +170,9 @@ export function createPrimaryActions({
   // they count as draining for it whether or not they are marked. node (and pods): the node they share, when
   // that is why they are named together.
   async function movePrimariesFromServers({
-    servers, node = null, pods = null, dryRun = false, deadline, reason, actor, snapshot = null, marksView = marks, prefer = null,
-  }) {
-    const cluster = snapshot ?? await store.readCluster();
+    servers, node = null, pods = null, reason, prefer = null,
+  }, ctx = {}) {
+    const cluster = await clusterOf(store, ctx);
     const resolved = servers.map((ref) => resolveServer(cluster, ref));
     const names = resolved.map((s) => s.name);
     const target = node ? { node, ...(pods ? { pods } : {}), servers: names } : { server: names.join(', ') };
@@ -181,19 +181,21 @@ export function createPrimaryActions({
     const planFn = (c, draining, stalled = []) => planMovePrimariesFromServers(c, ids, { draining, stalled, prefer });
     const pod = resolved.length === 1 ? podNameOf(resolved[0]) : null;
     return runPrimaryPlan({
-      action, target, planFn, dryRun, deadline, reason, leaving: ids, actor, pod, snapshot: cluster, busiestFirst: true, marksView,
-    });
+      action, target, planFn, reason, leaving: ids, pod, busiestFirst: true,
+    }, { ...ctx, snapshot: cluster });
   }
 
   // byLoad: level with the least busy shards (client traffic read once from rethinkdb.stats; if that read fails,
   // on counts alone). Levelling the manager starts itself (POSTSTART, a warning's end, the primaries a new or
   // replacement server gets after its replicas) goes by load; the operator's rebalance-primaries by counts.
   async function rebalancePrimaries({
-    dryRun = false, deadline, reason, tableIds = null, actor, pod, prefer = [], snapshot = null, byLoad = false, marksView = marks,
-  } = {}) {
+    reason, tableIds = null, prefer = [], byLoad = false,
+  } = {}, ctx = {}) {
     const stats = byLoad ? await store.readTableServerStats().catch((err) => { log.warn({ err: err.message }, 'traffic not read; levelling by counts'); return null; }) : null;
     const planFn = (c, draining) => planRebalancePrimaries(c, { draining, tableIds, prefer, loads: stats && shardLoads(c, stats) });
-    return runPrimaryPlan({ action: 'rebalance-primaries', target: {}, planFn, dryRun, deadline, reason, actor, pod, snapshot, marksView });
+    return runPrimaryPlan({
+      action: 'rebalance-primaries', target: {}, planFn, reason, pod: ctx.pod ?? null,
+    }, ctx);
   }
 
   return { movePrimariesFromServers, rebalancePrimaries };

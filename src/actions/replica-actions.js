@@ -11,6 +11,7 @@ import { managerActor } from '../audit/actor.js';
 import { createDeadline, deadlineOr } from '../lib/clock.js';
 import { createKeyedMutex } from '../lib/keyed-mutex.js';
 import { timePlanning } from '../lib/trace.js';
+import { clusterOf } from './operation-context.js';
 import { decideMigrationRetry } from '../policy/migrations.js';
 import {
   planAddServer, planCreateReplica, planFinalizeReplica, planMigrateReplicasOff, planReplaceServer, planStageReplica, projectMoves,
@@ -44,9 +45,11 @@ export function createReplicaActions({
     return table;
   }
 
-  // snapshot (here and below): the cluster the caller decided on, planned on instead of reading it again.
-  async function createReplica({ table, shard, server, dryRun = false, deadline, reason, actor, snapshot = null }) {
-    const cluster = snapshot ?? await store.readCluster();
+  // ctx (here and below): the operation context (./operation-context.js).
+  async function createReplica({
+    table, shard, server, reason,
+  }, ctx = {}) {
+    const cluster = await clusterOf(store, ctx);
     const t = resolveTable(cluster, table);
     // A table RethinkDB cannot describe (none of its replicas reachable) has no shards to name.
     if (t.error) throw new AppError('DATA_STORE_UNAVAILABLE', `table ${tableLabel(t)}: ${t.error}`);
@@ -58,52 +61,64 @@ export function createReplicaActions({
     const plan = timePlanning(() => planCreateReplica(cluster, t.id, shard, s.id, { draining }));
     return startReplicaMoves({
       action: 'create-replica', target: { table: tableLabel(t), shard, server: s.name }, intent: { type: 'create-replica', tableId: t.id, shard, serverId: s.id }, stateServer: s,
-      cluster, plan, dryRun, deadline, reason, actor,
-    });
+      cluster, plan, reason,
+    }, ctx);
   }
 
   // The server counts as draining for the plan whether or not it is marked (a perf warning keeps its own mark).
-  async function migrateReplicasOff({ server, dryRun = false, deadline, reason, actor, snapshot = null, marksView = marks }) {
-    const cluster = snapshot ?? await store.readCluster();
+  async function migrateReplicasOff({ server, reason }, ctx = {}) {
+    const cluster = await clusterOf(store, ctx);
     const s = resolveServer(cluster, server);
-    const draining = await marksView.drainingIds([s.id]);
+    const draining = await (ctx.marks ?? marks).drainingIds([s.id]);
     const plan = timePlanning(() => planMigrateReplicasOff(cluster, s.id, { draining }));
     return startReplicaMoves({
       action: 'migrate-replicas-off', target: { server: s.name }, intent: { type: 'migrate-replicas-off', serverId: s.id }, stateServer: s,
-      cluster, plan, dryRun, deadline, reason, actor,
-    });
+      cluster, plan, reason,
+    }, ctx);
   }
 
   // POSTSTART replacement: recreate a lost server's replicas on the new server, then rebalance primaries.
-  async function replaceServer({ lost, server, dryRun = false, deadline, reason, actor, snapshot = null }) {
-    const cluster = snapshot ?? await store.readCluster();
+  async function replaceServer({ lost, server, reason }, ctx = {}) {
+    const cluster = await clusterOf(store, ctx);
     const gone = resolveServer(cluster, lost);
     const s = resolveServer(cluster, server);
     if (gone.connected) throw new AppError('BAD_REQUEST', `${gone.name} is connected; only a lost (disconnected) server can be replaced`);
     const plan = timePlanning(() => planReplaceServer(cluster, gone.id, s.id));
     return startReplicaMoves({
       action: 'replace-server', target: { lost: gone.name, server: s.name }, intent: { type: 'replace-server', lostId: gone.id, serverId: s.id }, stateServer: s,
-      cluster, plan, dryRun, deadline, reason, actor,
-      afterMoves: (touched, planned = {}) => rebalancePrimaries({ tableIds: touched, reason: `give ${s.name} its share of primaries`, actor, pod: podNameOf(s), byLoad: true, ...planned }),
-    });
+      cluster, plan, reason, afterMoves: giveShareOfPrimaries(s, ctx),
+    }, ctx);
   }
 
-  async function addServer({ server, tables, grow = false, dryRun = false, deadline, reason, actor, snapshot = null }) {
-    const cluster = snapshot ?? await store.readCluster();
+  async function addServer({
+    server, tables, grow = false, reason,
+  }, ctx = {}) {
+    const cluster = await clusterOf(store, ctx);
     const s = resolveServer(cluster, server);
     const tableIds = tables ? tables.map((ref) => resolveTable(cluster, ref).id) : null;
     const draining = await marks.drainingIds();
     const plan = timePlanning(() => planAddServer(cluster, s.id, { draining, tableIds, grow }));
     return startReplicaMoves({
       action: 'add-server', target: { server: s.name, tables: tables ?? null, grow }, intent: { type: 'add-server', serverId: s.id, tableIds, grow }, stateServer: s,
-      cluster, plan, dryRun, deadline, reason, actor,
-      afterMoves: (touched, planned = {}) => rebalancePrimaries({ tableIds: touched, reason: `give ${s.name} its share of primaries`, actor, pod: podNameOf(s), byLoad: true, ...planned }),
-    });
+      cluster, plan, reason, afterMoves: giveShareOfPrimaries(s, ctx),
+    }, ctx);
+  }
+
+  // After a new or replacement server's replicas are in: the primaries it gets, by load, on the tables it was given.
+  // planned: a dry run's context ({ dryRun, snapshot }: the cluster as the moves will leave it); the real run's
+  // levelling reads the cluster then, and has its own deadline.
+  function giveShareOfPrimaries(s, { actor }) {
+    return (touched, planned = {}) => rebalancePrimaries(
+      { tableIds: touched, reason: `give ${s.name} its share of primaries`, byLoad: true },
+      { actor, pod: podNameOf(s), ...planned },
+    );
   }
 
   // Data moves: a dry run returns the plan; otherwise an operation runs them one replica at a time. While it
   // runs, the migration is recorded on the server concerned, so that a restarted manager can resume it.
-  async function startReplicaMoves({ action, target, intent, stateServer, cluster, plan, dryRun, deadline, reason, afterMoves, actor }) {
+  async function startReplicaMoves({
+    action, target, intent, stateServer, cluster, plan, reason, afterMoves,
+  }, { actor, dryRun = false, deadline = null }) {
     const planned = plannedReplicaMoves(cluster, plan.moves);
     const skipped = namedItems(cluster, plan.skipped);
     if (dryRun) {
@@ -154,16 +169,19 @@ export function createReplicaActions({
   // A recorded migration, started again from its intent (re-planned from the cluster as it is now). Servers and
   // tables are named by id, which a rename or a replacement under the same name does not change.
   // A draining mark the migration set stays on the server with the rest of its marks; it is not set again.
-  // snapshot: the cluster as the caller read it, to plan on.
-  function restartMigration(migration, { reason, actor, snapshot = null }) {
+  // ctx: the operation context (its snapshot: the cluster as the caller read it, to plan on).
+  function restartMigration(migration, { reason }, ctx = {}) {
     const { version, intent } = migration;
     if (version !== MIGRATION_VERSION || !intent) throw new AppError('BAD_REQUEST', `migration record version ${version ?? 'none'} is not ${MIGRATION_VERSION}; it is not resumed`);
-    const common = { reason, actor, snapshot };
     const run = {
-      'migrate-replicas-off': () => migrateReplicasOff({ server: intent.serverId, ...common }),
-      'add-server': () => addServer({ server: intent.serverId, tables: intent.tableIds ?? undefined, grow: intent.grow, ...common }),
-      'replace-server': () => replaceServer({ lost: intent.lostId, server: intent.serverId, ...common }),
-      'create-replica': () => createReplica({ table: intent.tableId, shard: intent.shard, server: intent.serverId, ...common }),
+      'migrate-replicas-off': () => migrateReplicasOff({ server: intent.serverId, reason }, ctx),
+      'add-server': () => addServer({
+        server: intent.serverId, tables: intent.tableIds ?? undefined, grow: intent.grow, reason,
+      }, ctx),
+      'replace-server': () => replaceServer({ lost: intent.lostId, server: intent.serverId, reason }, ctx),
+      'create-replica': () => createReplica({
+        table: intent.tableId, shard: intent.shard, server: intent.serverId, reason,
+      }, ctx),
     }[intent.type];
     if (!run) throw new AppError('BAD_REQUEST', `unknown migration intent ${intent.type}`);
     return run();
@@ -180,7 +198,7 @@ export function createReplicaActions({
     const snapshot = due.length > 0 ? await store.readCluster().catch(() => null) : null;
     for (const m of due) {
       try {
-        const { operation } = await restartMigration(m, { reason: `retry ${m.retry.attempt} (${m.retry.reason}); first: ${m.reason}`, actor, snapshot });
+        const { operation } = await restartMigration(m, { reason: `retry ${m.retry.attempt} (${m.retry.reason}); first: ${m.reason}` }, { actor, snapshot });
         results.push({ server: m.serverName, action: m.action, operation: operation.id, outcome: 'retried' });
       } catch (err) {
         const retry = err.statusCode === 503 ? await retryLater({ failure: err, attempt: m.retry.attempt + 1 }) : null;
@@ -278,8 +296,9 @@ export function createReplicaActions({
   }
 
   // Restart recovery: finish one half-done move (stage again if needed, wait, finalize) as an operation.
-  async function finishMove({ move, reason, actor, snapshot = null }) {
-    const cluster = snapshot ?? await store.readCluster();
+  async function finishMove({ move, reason }, ctx = {}) {
+    const { actor } = ctx;
+    const cluster = await clusterOf(store, ctx);
     const [planned] = plannedReplicaMoves(cluster, [move]);
     const op = operations.start('finish-move', planned, async (operation) => {
       const deadline = createDeadline(clock, config.deadlines.migrationSeconds * 1000);

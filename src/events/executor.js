@@ -66,8 +66,8 @@ export function createExecutor({ store, kube = null, actions, marks: realMarks, 
         servers, node = null, pods = null, mark, reason, prefer = null,
       }, { actor, dryRun, deadline, snapshot }) {
         const report = await actions.movePrimariesFromServers({
-          servers: servers.map((s) => s.id), node, pods, dryRun, deadline, reason, actor, snapshot, marksView: marks, prefer,
-        });
+          servers: servers.map((s) => s.id), node, pods, reason, prefer,
+        }, { actor, dryRun, deadline, snapshot, marks });
         if (!dryRun) {
           for (const s of servers) await marks.noteDemoted(s.id, mark, report.changes.filter((c) => c.from === s.name));
         }
@@ -80,7 +80,7 @@ export function createExecutor({ store, kube = null, actions, marks: realMarks, 
         const reports = [];
         for (const s of servers) {
           const stillWanted = async () => Boolean(await (whileMarked === 'draining' ? marks.getDraining(s.id) : marks.getPerfWarning(s.id)));
-          reports.push(await actions.moveRaftLeadership({ server: s.id, reason, actor, deadline, stillWanted, decided }).catch((err) => {
+          reports.push(await actions.moveRaftLeadership({ server: s.id, reason, stillWanted }, { actor, deadline, decided }).catch((err) => {
             log.warn({ server: s.name, err: err.message }, 'Raft leadership not moved');
             return failedMoveReport(s.name, reason, err);
           }));
@@ -126,7 +126,9 @@ export function createExecutor({ store, kube = null, actions, marks: realMarks, 
       // its demotion starts no migration).
       async 'migrate-replicas-off'({ server, reason, whileWarned = false }, { actor, dryRun, deadline, snapshot }) {
         if (whileWarned && !(await marks.getPerfWarning(server.id))) return { operation: null, skipped: 'the perf warning ended before the migration started' };
-        return actions.migrateReplicasOff({ server: server.id, reason, actor, dryRun, deadline, snapshot, marksView: marks });
+        return actions.migrateReplicasOff({ server: server.id, reason }, {
+          actor, dryRun, deadline, snapshot, marks,
+        });
       },
       // released: those that were draining.
       async release({ servers }) {
@@ -153,8 +155,8 @@ export function createExecutor({ store, kube = null, actions, marks: realMarks, 
         actor, pod, dryRun, deadline, snapshot,
       }) {
         if (clearsRestore) await marks.clearRestore(server.id);
-        return actions.rebalancePrimaries({
-          reason, actor, pod, dryRun, deadline, prefer: prefer.map((d) => ({ serverId: server?.id, ...d })), byLoad, snapshot, marksView: marks,
+        return actions.rebalancePrimaries({ reason, prefer: prefer.map((d) => ({ serverId: server?.id, ...d })), byLoad }, {
+          actor, pod, dryRun, deadline, snapshot, marks,
         });
       },
       // PRESTOP, once the server is marked: wait while stopping it would leave a shard without a ready voting majority,
@@ -205,7 +207,7 @@ export function createExecutor({ store, kube = null, actions, marks: realMarks, 
       },
       async 'add-server'({ server, reason, clearsRestore = false, wait = true }, { actor, snapshot }) {
         if (clearsRestore) await marks.clearRestore(server.id);
-        const started = await actions.addServer({ server: server.id, reason, actor, snapshot });
+        const started = await actions.addServer({ server: server.id, reason }, { actor, snapshot });
         return wait ? operations.wait(started.operation.id) : { id: started.operation.id, status: started.operation.status };
       },
       async 'scale-statefulset'({ replicas }) {
@@ -214,7 +216,7 @@ export function createExecutor({ store, kube = null, actions, marks: realMarks, 
         return { replicas };
       },
       async 'replace-server'({ lost, server, reason }, { actor, snapshot }) {
-        const started = await actions.replaceServer({ lost, server: server.id, reason, actor, snapshot });
+        const started = await actions.replaceServer({ lost, server: server.id, reason }, { actor, snapshot });
         return operations.wait(started.operation.id);
       },
     };

@@ -69,9 +69,9 @@ export function createActionRoutes({ actions, work, clock }) {
   for (const spec of ACTION_ROUTE_SPECS) {
     mountRoute(router, spec, async ({ query, body, identity }, res) => {
       const { deadlineSeconds, ...input } = body ?? {};
-      const { result, timings } = await traced(() => work.track(() => actions[spec.run]({
-        ...input, deadline: deadlineIn(clock, deadlineSeconds), dryRun: query.dryRun === true, actor: callerActor(identity),
-      })));
+      // The operation context (src/actions/operation-context.js), made once here.
+      const ctx = { actor: callerActor(identity), dryRun: query.dryRun === true, deadline: deadlineIn(clock, deadlineSeconds) };
+      const { result, timings } = await traced(() => work.track(() => actions[spec.run](input, ctx)));
       if (result.operation) {
         const href = `/v1/operations/${result.operation.id}`;
         res.status(202).location(href).json({ ...result, operation: { id: result.operation.id, status: result.operation.status, href } });

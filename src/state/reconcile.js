@@ -68,9 +68,10 @@ async function resumeMigration(m, progress, read, { marks, actions, operations }
   }
   if (phase === 'finish') {
     if (m.inFlight && !progress.finished) {
-      const { operation } = await actions.finishMove({
-        move: m.inFlight, reason: 'finish the move a stopped manager left half-done', actor: managerActor('reconcile'), snapshot: read.cluster,
-      });
+      const { operation } = await actions.finishMove(
+        { move: m.inFlight, reason: 'finish the move a stopped manager left half-done' },
+        { actor: managerActor('reconcile'), snapshot: read.cluster },
+      );
       // eslint-disable-next-line no-param-reassign
       read.cluster = null;
       // eslint-disable-next-line no-param-reassign
@@ -79,9 +80,11 @@ async function resumeMigration(m, progress, read, { marks, actions, operations }
     return null;
   }
   const { finished } = progress;
-  const started = await actions.restartMigration(m, {
-    reason: `resumed after a manager restart (was operation ${m.operationId})`, actor: managerActor('reconcile'), snapshot: read.cluster,
-  });
+  const started = await actions.restartMigration(
+    m,
+    { reason: `resumed after a manager restart (was operation ${m.operationId})` },
+    { actor: managerActor('reconcile'), snapshot: read.cluster },
+  );
   return {
     server: m.serverName, action: m.action, previousOperation: m.operationId, operation: started.operation.id, outcome: 'resumed',
     halfDoneMove: finished ? { operation: finished.id, status: finished.status } : null,

@@ -249,7 +249,7 @@ describe('Kubernetes service-account tokens (TokenReview)', () => {
 
   test('when an operator drained the pod\'s server, then the pod\'s own POSTSTART does not undo it (release-server does)', async () => {
     const m = await tokenReviewManager();
-    await m.commands.movePrimariesFromServer({ server: 'rethinkdb_2', actor: 'alice', reason: 'disk replacement' });
+    await m.commands.movePrimariesFromServer({ server: 'rethinkdb_2', reason: 'disk replacement' }, { actor: 'alice' });
     const res = await request(m.app).post('/v1/hooks/poststart?pod=rethinkdb-2').set(bearer());
     expect(res.status).toBe(202);
     for (let i = 0; i < 100 && m.operations.list().some((op) => op.status === 'running'); i += 1) await new Promise((resolve) => { setTimeout(resolve, 10); });

@@ -14,8 +14,8 @@ function executorWith({ demoteMs }) {
   const seen = [];
   const report = { changes: [], skipped: [], notDone: [] };
   const actions = {
-    async movePrimariesFromServers({ deadline }) { seen.push(['demote', secondsLeft(deadline)]); await clock.sleep(demoteMs); return report; },
-    async rebalancePrimaries({ deadline }) { seen.push(['rebalance', secondsLeft(deadline)]); return report; },
+    async movePrimariesFromServers(params, { deadline }) { seen.push(['demote', secondsLeft(deadline)]); await clock.sleep(demoteMs); return report; },
+    async rebalancePrimaries(params, { deadline }) { seen.push(['rebalance', secondsLeft(deadline)]); return report; },
   };
   const marks = { async noteDemoted() {}, fork() { return marks; } };
   const executor = createExecutor({

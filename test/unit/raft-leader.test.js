@@ -189,7 +189,7 @@ describe('the Raft leadership move flips only what it journaled', () => {
       deadlines: { actionSeconds: 30 }, raftLeader: { waitSeconds: 10, settleMs: 1000 }, waitPollIntervalMs: 100, retry: { minMs: 500, maxMs: 30000 }, podServerOverrides: {},
     };
     const move = createRaftLeadership({ store, reconfigurer, marks, clock, logger, config, audit: { record() {} } });
-    const report = await move.moveRaftLeadership({ server: 'a', reason: 'test', actor: null });
+    const report = await move.moveRaftLeadership({ server: 'a', reason: 'test' }, { actor: null });
     expect(report.changes.map((c) => c.table)).toEqual(['db.A']);
     expect(report.notDone).toContainEqual(expect.objectContaining({ table: 'db.B', reason: expect.stringMatching(/settling/) }));
     expect(state.tables.map((t) => t.shards.map((s) => s.nonvoting))).toEqual([[[]], [[]]]);
@@ -220,7 +220,7 @@ describe('the Raft leadership move flips only what it journaled', () => {
 
   test('when the cluster the caller decided on shows every table led by another server, then nothing is read and nothing is to do', async () => {
     const { move, calls, state } = moveOn({ leader: 'b' });
-    const report = await move.moveRaftLeadership({ server: 'a', reason: 'test', actor: null, decided: structuredClone(state) });
+    const report = await move.moveRaftLeadership({ server: 'a', reason: 'test' }, { actor: null, decided: structuredClone(state) });
     expect(report).toMatchObject({ outcome: 'nothing_to_do', target: { server: 's_a' }, changes: [], notDone: [] });
     expect(calls.reads).toBe(0);
   });
@@ -229,7 +229,7 @@ describe('the Raft leadership move flips only what it journaled', () => {
     const { move, calls, state } = moveOn({ leader: 'a' });
     const decided = structuredClone(state);
     decided.tables[0].raftLeader = null;
-    const report = await move.moveRaftLeadership({ server: 'a', reason: 'test', actor: null, decided });
+    const report = await move.moveRaftLeadership({ server: 'a', reason: 'test' }, { actor: null, decided });
     expect(calls.reads).toBeGreaterThan(0);
     expect(calls.writes).toBeGreaterThan(0);
     expect(report.changes).toEqual([expect.objectContaining({ table: 'db.A', from: 's_a' })]);
@@ -237,7 +237,7 @@ describe('the Raft leadership move flips only what it journaled', () => {
 
   test('when the deadline has passed before the move starts, then it reads nothing, writes nothing, and reports the tables the decided cluster shows it leading', async () => {
     const { move, calls, state, clock } = moveOn();
-    const report = await move.moveRaftLeadership({ server: 'a', reason: 'test', actor: null, deadline: createDeadline(clock, 0), decided: structuredClone(state) });
+    const report = await move.moveRaftLeadership({ server: 'a', reason: 'test' }, { actor: null, deadline: createDeadline(clock, 0), decided: structuredClone(state) });
     expect(report).toMatchObject({ outcome: 'failed', settled: false, changes: [], notDone: [{ table: 'db.A', reason: 'not moved: the deadline passed first' }] });
     expect(calls).toEqual({ reads: 0, writes: 0 });
   });
@@ -245,11 +245,11 @@ describe('the Raft leadership move flips only what it journaled', () => {
   test('when what is left of the deadline is less than a round takes (reads as slow as the one that planned it), then no round starts and the answer says why', async () => {
     const { move, calls, clock } = moveOn({ readMs: 1000 });
     // 2 s + 8 reads of 1 s + 300 ms settle: 10.3 s for a round; 9 s are left after the planning read.
-    const report = await move.moveRaftLeadership({ server: 'a', reason: 'test', actor: null, deadline: createDeadline(clock, 10000) });
+    const report = await move.moveRaftLeadership({ server: 'a', reason: 'test' }, { actor: null, deadline: createDeadline(clock, 10000) });
     expect(report).toMatchObject({ settled: false, changes: [], notDone: [{ table: 'db.A', reason: 'not moved: 9000 ms of the deadline left, and a round takes about 10300 ms' }] });
     expect(calls.writes).toBe(0);
     const fast = moveOn({ readMs: 100 });
-    expect((await fast.move.moveRaftLeadership({ server: 'a', reason: 'test', actor: null, deadline: createDeadline(fast.clock, 10000) })).changes).toHaveLength(1);
+    expect((await fast.move.moveRaftLeadership({ server: 'a', reason: 'test' }, { actor: null, deadline: createDeadline(fast.clock, 10000) })).changes).toHaveLength(1);
   });
 });
 
