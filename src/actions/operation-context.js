@@ -2,6 +2,8 @@
 // entered (a hook route, an operator command, the webhook, the node watch, the monitor, a periodic job) and passed
 // unchanged from the events' executor (src/events/executor.js) to the action and its last write.
 //   actor     who asked (src/audit/actor.js), for the audit record
+//   requester of which kind the asker is (src/policy/requesters.js: the operator, the pod's own hook, the monitor),
+//             which decides what it may undo (a pod ends only the warning it raised)
 //   pod       the pod that asked (a hook's), for the audit record; null otherwise
 //   dryRun    plan and report, change nothing
 //   deadline  one deadline object (src/lib/clock.js) for the whole decision; null: the action's own default

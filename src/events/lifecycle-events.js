@@ -22,8 +22,10 @@ export function createLifecycleEvents({
   const log = logger.child({ module: 'events' });
   const { existingPod, serversForPods } = targets;
 
-  // deadline: the hook's (src/lib/clock.js), made by the route when the request came: the reads below count against it.
-  async function prestop({ pod, dryRun = false, deadline = null, actor = hookActor('prestop', pod) }) {
+  // ctx: the operation context (src/actions/operation-context.js) the route made; its deadline is the hook's, made when
+  // the request came: the reads below count against it.
+  async function prestop({ pod }, ctx = {}) {
+    const { actor = hookActor('prestop', pod), dryRun = false, deadline = null } = ctx;
     const { cluster, targets: [{ server }] } = await serversForPods([pod]);
     const heartbeat = { seconds: config.prestop.heartbeatTimeoutSeconds, windowSeconds: config.prestop.heartbeatWindowSeconds };
     if (!server) {
@@ -89,7 +91,8 @@ export function createLifecycleEvents({
 
   // Answers at once with an operation; the work (join, decide, act) runs in the background.
   // A pod that does not exist is refused before any operation starts (each would poll for its join deadline).
-  async function poststart({ pod, actor = hookActor('poststart', pod), requester = OPERATOR }) {
+  // ctx: actor and requester (who asked, and of which kind).
+  async function poststart({ pod }, { actor = hookActor('poststart', pod), requester = OPERATOR } = {}) {
     await existingPod(pod);
     const running = operations.list().find((op) => op.kind === 'poststart' && op.params.pod === pod && op.status === 'running');
     if (running) return { event: 'POSTSTART', pod, operation: running, repeated: true };

@@ -22,9 +22,10 @@ export function createPerfWarningEvents({
   // so that the pod (or the monitor) may withdraw it again, and only it.
   // Every server the warning names is marked first and demoted in one plan, so that no shard's primary is handed
   // to a server the same warning is about to demote (a node-wide warning makes one handover per shard).
+  // ctx (here and below): the operation context (src/actions/operation-context.js): actor and requester.
   async function perfwarning({
-    pod, node, durationSeconds = null, reason = null, signal = null, actor = 'operator', requester = OPERATOR,
-  }) {
+    pod, node, durationSeconds = null, reason = null, signal = null,
+  }, { actor = 'operator', requester = OPERATOR } = {}) {
     const source = warningSourceOf(requester);
     const { cluster, targets: found } = pod ? await serversForPods([pod]) : await targets.serversOnNode(node);
     const servers = found.filter((t) => t.server).map((t) => t.server);
@@ -53,7 +54,7 @@ export function createPerfWarningEvents({
 
   // Ends a warning now (DELETE, expiry, or the monitor) and restores primaries once the pod is healthy. A pod or
   // the monitor may end only a warning it raised.
-  async function endPerfWarning({ pod, reason = 'perf warning withdrawn', actor = 'operator', requester = OPERATOR }) {
+  async function endPerfWarning({ pod, reason = 'perf warning withdrawn' }, { actor = 'operator', requester = OPERATOR } = {}) {
     const onlySource = endableWarningSource(requester);
     // The pod may be gone (the monitor clears warnings of vanished pods); the warning is found by pod name then.
     const { cluster, targets: [{ server }] } = await serversForPods([pod]).catch(async (err) => {
@@ -72,11 +73,12 @@ export function createPerfWarningEvents({
 
   // A node's warnings (a node-wide PERFWARNING marks each of its pods): each pod's ended as endPerfWarning ends it; the
   // pods without a warning the requester may end are left out. ended: whether any was.
-  async function endPerfWarningsOnNode({ node, reason, actor = 'operator', requester = OPERATOR }) {
+  async function endPerfWarningsOnNode({ node, reason }, ctx = {}) {
+    const { requester = OPERATOR } = ctx;
     const { targets: found } = await targets.serversOnNode(node);
     const pods = [];
     for (const t of found) {
-      const result = await endPerfWarning({ pod: t.pod, reason, actor, requester });
+      const result = await endPerfWarning({ pod: t.pod, reason }, ctx);
       if (result.ended) pods.push(result);
     }
     const source = endableWarningSource(requester);
@@ -107,7 +109,7 @@ export function createPerfWarningEvents({
     const ended = [];
     for (const w of await marks.perfWarnings()) {
       if (w.expiresAt && Date.parse(w.expiresAt) <= now) {
-        ended.push(await endPerfWarning({ pod: w.pod, reason: `perf warning expired (${w.durationSeconds} s)`, actor: managerActor('expiry') }));
+        ended.push(await endPerfWarning({ pod: w.pod, reason: `perf warning expired (${w.durationSeconds} s)` }, { actor: managerActor('expiry') }));
       }
     }
     for (const pending of await marks.restores()) {
@@ -161,9 +163,10 @@ export function createPerfWarningEvents({
 
   // The monitor's raise and clear: a hot-spot held long enough is a warning of unknown duration from the
   // monitor; its clearing ends only a warning the monitor raised.
-  const raiseFromMonitor = ({ pod, signal, reason }) => perfwarning({ pod, requester: MONITOR, signal, reason: `monitor: ${reason}`, actor: MONITOR_ACTOR });
+  const fromMonitor = { actor: MONITOR_ACTOR, requester: MONITOR };
+  const raiseFromMonitor = ({ pod, signal, reason }) => perfwarning({ pod, signal, reason: `monitor: ${reason}` }, fromMonitor);
 
-  const clearFromMonitor = ({ pod, reason }) => endPerfWarning({ pod, reason: `monitor: hot-spot ended, ${reason}`, actor: MONITOR_ACTOR, requester: MONITOR });
+  const clearFromMonitor = ({ pod, reason }) => endPerfWarning({ pod, reason: `monitor: hot-spot ended, ${reason}` }, fromMonitor);
 
   return {
     perfwarning, endPerfWarning, endPerfWarningsOnNode, expireDue, raiseFromMonitor, clearFromMonitor, escalateFromMonitor, scaleOutFromMonitor,

@@ -78,9 +78,8 @@ export function createHookRoutes({ events, work, prestopDeadlineSeconds, clock, 
     const deadlineMs = Math.min(prestopDeadlineSeconds * 1000, relayDeadlineMs ?? Infinity);
     const deadline = createDeadline(clock, prestopActionSeconds(deadlineMs) * 1000);
     // The action has its own deadline for waiting; this outer limit also covers a data store that hangs.
-    const run = traced(() => work.track(() => events.prestop({
-      pod: query.pod, dryRun: query.dryRun === true, deadline, actor: hookActor('prestop', query.pod, callerActor(identity)),
-    })));
+    const ctx = { actor: hookActor('prestop', query.pod, callerActor(identity)), dryRun: query.dryRun === true, deadline };
+    const run = traced(() => work.track(() => events.prestop({ pod: query.pod }, ctx)));
     // Logged when the work ends, also after a 504: where the time went is what an operator needs then.
     run.then(({ result, timings }) => logTimings(query.pod, result, timings), () => {});
     const { result, timings } = await withinMs(
@@ -92,29 +91,32 @@ export function createHookRoutes({ events, work, prestopDeadlineSeconds, clock, 
   });
 
   mountRoute(router, HOOK_ROUTES.poststart, async ({ query, identity }, res) => {
-    const result = await work.track(() => events.poststart({ pod: query.pod, actor: hookActor('poststart', query.pod, callerActor(identity)), requester: requesterOf(identity) }));
+    const ctx = { actor: hookActor('poststart', query.pod, callerActor(identity)), requester: requesterOf(identity) };
+    const result = await work.track(() => events.poststart({ pod: query.pod }, ctx));
     const operation = withHref(result.operation);
     res.status(202).location(operation.href).json({ ...result, operation });
   });
 
   mountRoute(router, HOOK_ROUTES.perfwarning, async ({ body, identity }, res) => {
-    const { result, timings } = await traced(() => work.track(() => events.perfwarning({ ...body, actor: callerActor(identity), requester: requesterOf(identity) })));
+    const ctx = { actor: callerActor(identity), requester: requesterOf(identity) };
+    const { result, timings } = await traced(() => work.track(() => events.perfwarning(body, ctx)));
     res.status(200).json({ ...result, timings, pods: result.pods.map((p) => (p.migration ? { ...p, migration: withHref(p.migration) } : p)) });
   });
 
   mountRoute(router, HOOK_ROUTES.endPerfWarning, async ({ query, identity }, res) => {
-    const request = { reason: 'perf warning withdrawn (DELETE)', actor: callerActor(identity), requester: requesterOf(identity) };
+    const reason = 'perf warning withdrawn (DELETE)';
+    const ctx = { actor: callerActor(identity), requester: requesterOf(identity) };
     if ((query.pod === undefined) === (query.node === undefined)) {
       throw new AppError('BAD_REQUEST', 'invalid query: give exactly one of pod and node');
     }
     const withRestoreHref = (ended) => (ended.restore.operation ? { ...ended, restore: { ...ended.restore, operation: withHref(ended.restore.operation) } } : ended);
     if (query.node !== undefined) {
-      const result = await work.track(() => events.endPerfWarningsOnNode({ node: query.node, ...request }));
+      const result = await work.track(() => events.endPerfWarningsOnNode({ node: query.node, reason }, ctx));
       if (!result.ended) throw new AppError('NOT_FOUND', result.reason);
       res.status(200).json({ ...result, pods: result.pods.map(withRestoreHref) });
       return;
     }
-    const result = await work.track(() => events.endPerfWarning({ pod: query.pod, ...request }));
+    const result = await work.track(() => events.endPerfWarning({ pod: query.pod, reason }, ctx));
     if (!result.ended) throw new AppError('NOT_FOUND', result.reason);
     res.status(200).json(withRestoreHref(result));
   });

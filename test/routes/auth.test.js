@@ -260,12 +260,12 @@ describe('Kubernetes service-account tokens (TokenReview)', () => {
 
   test('when an operator raised a perf warning on the pod, then the pod cannot withdraw it; one it raised itself it can', async () => {
     const m = await tokenReviewManager();
-    await m.events.perfwarning({ pod: 'rethinkdb-2', durationSeconds: 3600, actor: 'alice' });
+    await m.events.perfwarning({ pod: 'rethinkdb-2', durationSeconds: 3600 }, { actor: 'alice' });
     const refused = await request(m.app).delete('/v1/hooks/perfwarning?pod=rethinkdb-2').set(bearer());
     expect(refused.status).toBe(404);
     expect(refused.body.message).toMatch(/no active perf warning from hook/);
     expect((await m.marks.perfWarnings()).map((w) => w.source)).toEqual(['operator']);
-    await m.events.endPerfWarning({ pod: 'rethinkdb-2', actor: 'alice' });
+    await m.events.endPerfWarning({ pod: 'rethinkdb-2' }, { actor: 'alice' });
     const raised = await request(m.app).post('/v1/hooks/perfwarning').set(bearer()).send({ pod: 'rethinkdb-2', durationSeconds: 60 });
     expect(raised.status).toBe(200);
     expect(raised.body.source).toBe('hook');
