@@ -171,12 +171,15 @@ export function createManager({
       await clock.sleep(lingerMs);
     }
     await store.close();
+    await runner.stopServing();
     return { finished, inFlight: work.inFlightCount(), runningOperations: operations.runningCount(), leaseReleased: lease.released };
   }
 
   return {
     app, webhookApp, watchNodes: nodeWatch.start, lead: leadership.lead, startElection: leadership.startElection, leadership: elector, maintenance, actions, commands, events, monitor, marks, audit, authenticator, operations, work, store, metrics, reconcile: leadership.reconcile,
     tick: periodic.tick, start: runner.start, running: runner.running, shutdown,
+    // The ports, added by src/server.js (src/listeners.js): tests serve the apps themselves.
+    serve: (part) => runner.add({ ...part, group: 'serving' }),
   };
 }
 

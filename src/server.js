@@ -2,17 +2,15 @@
 
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { createServer as createHttpServer } from 'node:http';
 import { hostname } from 'node:os';
 import { loadConfig } from './config.js';
 import { createSystemClock } from './lib/clock.js';
-import { listenFailureMessage } from './lib/listen-errors.js';
 import { createLogger } from './logger.js';
 import { createManager } from './manager.js';
 import { createMetrics } from './metrics/metrics.js';
 import { lingerAfterReleaseMs } from './policy/leadership.js';
 import { connectSandboxHooks, createSandboxWorld } from './sandbox/sandbox-world.js';
-import { incomingRequestLimits, startWebhookServer } from './webhook-server.js';
+import { httpListener, webhookListener } from './listeners.js';
 
 // The clients are imported only by the backend that uses them: @kubernetes/client-node's index adds about 53 MiB of
 // resident memory (its generated API and model classes; about 17 MiB in the image's bundle, which keeps only what the
@@ -43,57 +41,33 @@ async function main() {
     process.exit(1);
   }
   const { manager } = backend;
-  const closers = [];
-  let stopping = false;
-  let webhookPort = config.webhook.port;
-  // The eviction webhook. Certificate files that cannot be read yet (the optional Secret not created, or not yet
-  // mounted) leave it off, which its failurePolicy Ignore turns into evictions without demotion; they are tried
-  // again every minute. A port that is taken is a configuration error.
-  const startWebhook = () => startWebhookServer({
-    app: manager.webhookApp, certFile: config.webhook.certFile, keyFile: config.webhook.keyFile, port: config.webhook.port, host: config.http.host, logger,
-    requestTimeoutMs: config.http.requestTimeoutMs,
-  }).then((webhook) => {
-    closers.push(webhook.close);
-    webhookPort = webhook.port;
-    logger.info({ port: webhook.port }, 'eviction webhook listening (TLS)');
-  }).catch((err) => {
-    if (err.code === 'WEBHOOK_TLS_UNREADABLE') {
-      logger.error({ err: err.message }, 'eviction webhook off for now (tried again in a minute): evictions go ahead without demoting primaries first (see docs/node-maintenance.md)');
-      if (!stopping) setTimeout(startWebhook, 60000).unref();
-      return;
-    }
-    logger.fatal({ err: err.message }, 'cannot start the eviction webhook');
-    process.exit(1);
+  const api = httpListener({
+    app: manager.app, host: config.http.host, port: config.http.port, requestTimeoutMs: config.http.requestTimeoutMs, logger,
   });
-  if (config.webhook.enabled) startWebhook();
+  manager.serve(api);
+  const webhook = config.webhook.enabled ? webhookListener({
+    app: manager.webhookApp, certFile: config.webhook.certFile, keyFile: config.webhook.keyFile, host: config.http.host, port: config.webhook.port,
+    requestTimeoutMs: config.http.requestTimeoutMs, logger,
+  }) : null;
+  if (webhook) manager.serve(webhook);
   else logger.info('eviction webhook off: WEBHOOK_TLS_CERT_FILE and WEBHOOK_TLS_KEY_FILE are not set');
-  // A listen error (a port in use, a privileged port): say which, and exit non-zero. The server gives a client
-  // HTTP_REQUEST_TIMEOUT_SECONDS to send a whole request (src/webhook-server.js, incomingRequestLimits).
-  const httpServer = createHttpServer(incomingRequestLimits(config.http.requestTimeoutMs), manager.app);
-  const server = listenOnce(httpServer, config.http.port, config.http.host, async (err) => {
-    if (err) {
-      logger.fatal({ err: listenFailureMessage(err, { what: 'HTTP', host: config.http.host, port: config.http.port }), code: err.code }, 'cannot listen');
-      process.exit(1);
-    }
-    const { port } = server.address();
-    logger.info({ port, backend: config.backend, auth: config.auth.mode, protectReads: config.auth.protectReads }, 'manager listening');
-    if (config.auth.mode === 'none' && config.backend !== 'sandbox') {
-      logger.warn('AUTH_MODE=none: anyone who can reach this port can drain servers and move data; see docs/security.md');
-    }
-    // The sandbox's pods call their hooks over HTTP, like the real pods' curl commands.
-    if (backend.sandboxKube) connectSandboxHooks(backend.sandboxKube, sandboxPost(`http://127.0.0.1:${port}`, logger, backend.staticToken));
-    // The periodic work runs only while this replica leads and has loaded its state (tick() checks).
+  // The ports, then the timers. A port that cannot be listened on (in use, privileged) says which, and exits non-zero.
+  // The periodic work runs only while this replica leads and has loaded its state (tick() checks).
+  try {
     await manager.start();
-    if (config.leaderElection.active) {
-      // Several replicas: the Lease decides who leads; the leader loads the persisted state before it takes work.
-      const election = manager.startElection({ identity: electionIdentity(config), addresses: advertisedAddresses(config, port, webhookPort) });
-      logger.info({ identity: election.identity, lease: config.leaderElection.leaseName }, 'leader election started');
-      return;
-    }
-    // The only replica: retries until the persisted state is loaded; until then it takes no work and is not ready.
-    await manager.lead().catch((err) => logger.error({ err: err.message }, 'state reconciliation stopped'));
-  });
-
+  } catch (err) {
+    if (err.code === 'HTTP_LISTEN_FAILED') logger.fatal({ err: err.message, code: err.listenCode }, 'cannot listen');
+    else logger.fatal({ err: err.message }, 'cannot start the eviction webhook');
+    process.exit(1);
+  }
+  const port = api.port();
+  logger.info({ port, backend: config.backend, auth: config.auth.mode, protectReads: config.auth.protectReads }, 'manager listening');
+  if (config.auth.mode === 'none' && config.backend !== 'sandbox') {
+    logger.warn('AUTH_MODE=none: anyone who can reach this port can drain servers and move data; see docs/security.md');
+  }
+  // The sandbox's pods call their hooks over HTTP, like the real pods' curl commands.
+  if (backend.sandboxKube) connectSandboxHooks(backend.sandboxKube, sandboxPost(`http://127.0.0.1:${port}`, logger, backend.staticToken));
+  let stopping = false;
   const stop = async (signal) => {
     if (stopping) return;
     stopping = true;
@@ -101,30 +75,23 @@ async function main() {
     // The ports stay open through the running work and the Lease's release, and a while after it, answering new work
     // with 503 SHUTTING_DOWN or NOT_LEADER, which a follower's relay sends on to the next leader
     // (lingerAfterReleaseMs). Closed at SIGTERM, a request relayed at that moment was lost with its connection.
+    // The manager closes them last.
     const lingerMs = lingerAfterReleaseMs({ active: config.leaderElection.active, retryPeriodMs: config.leaderElection.timings.retryPeriodMs });
     const result = await manager.shutdown(config.deadlines.shutdownGraceSeconds * 1000, { lingerMs });
-    server.close();
-    server.closeAllConnections();
-    await Promise.all(closers.map((close) => close().catch(() => {})));
     await backend.close();
     logger.info(result, 'shutdown complete');
     process.exit(0);
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
-}
-
-// As express's app.listen: the callback once, with the listen error if listening fails.
-function listenOnce(server, port, host, callback) {
-  let called = false;
-  const once = (err) => {
-    if (called) return;
-    called = true;
-    callback(err);
-  };
-  server.once('error', once);
-  server.listen(port, host, () => once());
-  return server;
+  if (config.leaderElection.active) {
+    // Several replicas: the Lease decides who leads; the leader loads the persisted state before it takes work.
+    const election = manager.startElection({ identity: electionIdentity(config), addresses: advertisedAddresses(config, port, webhook?.port() ?? config.webhook.port) });
+    logger.info({ identity: election.identity, lease: config.leaderElection.leaseName }, 'leader election started');
+    return;
+  }
+  // The only replica: retries until the persisted state is loaded; until then it takes no work and is not ready.
+  await manager.lead().catch((err) => logger.error({ err: err.message }, 'state reconciliation stopped'));
 }
 
 // This replica's name in the Lease: the pod's name (downward API) or the host's, and a random suffix, as client-go

@@ -1,5 +1,7 @@
-// Long-lived parts that start and stop, in two groups, as controller-runtime's manager runs its runnables:
-//   always   from start() to stop(): the periodic timers;
+// Long-lived parts that start and stop, in three groups, as controller-runtime's manager runs its runnables:
+//   serving  from start() to the very end (stopServing()): the ports (src/listeners.js), started first, so that a
+//            port that cannot be listened on fails the start before anything else runs;
+//   always   from start() to stopAlways(): the periodic timers;
 //   leading  while this replica leads and has loaded its state: the node watch.
 // A part is { name, group, start }: start() returns its stop function, or null when it has nothing to run (no
 // Kubernetes API, the feature off). A part already running is not started twice. Starts and stops run one at a time,
@@ -35,13 +37,17 @@ export function createRunner({ logger }) {
 
   return {
     add(part) {
-      if (!['always', 'leading'].includes(part.group)) throw new TypeError(`unknown runner group ${part.group}`);
+      if (!['serving', 'always', 'leading'].includes(part.group)) throw new TypeError(`unknown runner group ${part.group}`);
       parts.push(part);
     },
-    start: () => inTurn(() => startGroup('always')),
+    start: () => inTurn(async () => {
+      await startGroup('serving');
+      await startGroup('always');
+    }),
     startLeading: () => inTurn(() => startGroup('leading')),
     stopLeading: () => inTurn(() => stopGroup('leading')),
     stopAlways: () => inTurn(() => stopGroup('always')),
+    stopServing: () => inTurn(() => stopGroup('serving')),
     // The names of the parts running now (GET /v1/cluster's leadership view may show them; tests do).
     running: () => [...running.keys()],
   };

@@ -94,6 +94,25 @@ describe('createRunner', () => {
     expect(events).toEqual(['start timers', 'start watch-a', 'start watch-b', 'stop watch-b', 'stop watch-a', 'stop timers']);
   });
 
+  test('when the manager starts, then the ports open before the timers; a port that fails stops the start; the ports close last', async () => {
+    const events = [];
+    const runner = createRunner({ logger: silent });
+    const part = (name, group, fails = false) => ({
+      name, group, start: () => { if (fails) throw new Error(`${name} in use`); events.push(`start ${name}`); return () => { events.push(`stop ${name}`); }; },
+    });
+    runner.add(part('timers', 'always'));
+    runner.add(part('http', 'serving'));
+    await runner.start();
+    await runner.stopAlways();
+    await runner.stopServing();
+    expect(events).toEqual(['start http', 'start timers', 'stop timers', 'stop http']);
+    const failing = createRunner({ logger: silent });
+    failing.add(part('timers', 'always'));
+    failing.add(part('http', 'serving', true));
+    await expect(failing.start()).rejects.toThrow('http in use');
+    expect(failing.running()).toEqual([]);
+  });
+
   test('when the leading group is stopped while it is still starting, then what that start started is stopped too', async () => {
     const runner = createRunner({ logger: silent });
     let watching = 0;
