@@ -3,7 +3,7 @@
 import express from 'express';
 import { pinoHttp } from 'pino-http';
 import { PROBE_PATHS } from './auth/access-policy.js';
-import { AppError, fromBodyParserError, logLevelForStatus } from './errors.js';
+import { AppError, appError, fromBodyParserError, logLevelForStatus } from './errors.js';
 import { createActionRoutes } from './routes/action-routes.js';
 import { createAuthMiddleware } from './routes/auth-middleware.js';
 import { createOpenApiRoutes } from './routes/openapi.js';
@@ -44,7 +44,7 @@ export function createApp({
   app.use(createActionRoutes({ actions, work, clock }));
   app.use(createOpenApiRoutes());
   for (const router of extraRoutes) app.use(router);
-  app.use((req, res, next) => next(new AppError('NOT_FOUND', `no route for ${req.method} ${req.path}; see docs/api.md or GET /openapi.json`)));
+  app.use((req, res, next) => next(appError('routeNotFound', { method: req.method, path: req.path })));
   app.use(createErrorHandler(logger.child({ module: 'errors' })));
   return app;
 }
@@ -55,7 +55,7 @@ export function createApp({
 export function requireOriginForm(req, res, next) {
   const target = req.url;
   if (typeof target !== 'string' || !target.startsWith('/') || target.startsWith('//') || target.includes('\\')) {
-    next(new AppError('BAD_REQUEST', 'the request target must be a path starting with a single "/" (origin form); absolute URLs, authorities and "*" are not accepted'));
+    next(appError('targetNotOriginForm'));
     return;
   }
   next();
@@ -68,11 +68,11 @@ const carriesBody = (req) => Number(req.headers['content-length'] ?? 0) > 0 || r
 function requireJsonBodies(req, res, next) {
   const te = req.headers['transfer-encoding'];
   if (te !== undefined && te.trim().toLowerCase() !== 'chunked') {
-    next(new AppError('BAD_REQUEST', `Transfer-Encoding "${te}" is not accepted; send the body with Content-Length or Transfer-Encoding: chunked`));
+    next(appError('transferEncodingRefused', { te }));
     return;
   }
   if (carriesBody(req) && !req.is('application/json')) {
-    next(new AppError('UNSUPPORTED_MEDIA_TYPE', `request bodies must be application/json, got ${req.headers['content-type'] ?? 'no content type'}`));
+    next(appError('bodyNotJson', { contentType: req.headers['content-type'] }));
     return;
   }
   next();
@@ -82,7 +82,7 @@ function requireJsonBodies(req, res, next) {
 // the body parser skips a request that is already finished and leaves no body, which must not read as "none".
 function requireCompleteBodies(req, res, next) {
   if (carriesBody(req) && (!req.complete || req.body === undefined)) {
-    next(new AppError('BAD_REQUEST', 'the request body was not received completely (malformed framing, or the connection closed); nothing was done'));
+    next(appError('bodyIncomplete'));
     return;
   }
   next();

@@ -9,7 +9,7 @@ import { createAudit } from './audit/audit.js';
 import { createQueryHolds } from './actions/query-holds.js';
 import { createAuthenticator } from './auth/authenticator.js';
 import { createRelayCredentials } from './auth/relay-credentials.js';
-import { AppError } from './errors.js';
+import { appError } from './errors.js';
 import { createEvents } from './events/events.js';
 import { createExecutor } from './events/executor.js';
 import { fenceWrites } from './events/leader-election.js';
@@ -147,8 +147,8 @@ export function createManager({
       if (!elector().view().enabled) return null;
       const route = relayRoute({ leader: elector().leader(), served: served(), address: 'webhook' });
       if (route.to === 'here') return null;
-      if (route.to === 'wait') throw new AppError('NO_LEADER', 'no manager replica leads now');
-      if (!reviewRelay) throw new AppError('NO_LEADER', "this replica does not lead and has no CA to check the leader's webhook certificate with (WEBHOOK_TLS_CA_FILE, or ca.crt beside the certificate)");
+      if (route.to === 'wait') throw appError('noLeader');
+      if (!reviewRelay) throw appError('noLeaderCa');
       return reviewRelay(route.target, review);
     },
   });

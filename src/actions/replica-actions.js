@@ -3,7 +3,7 @@
 // finishing of a move a restarted manager found half done. Each keeps the journal of its own data moves (the
 // migration record on the server concerned), so that a restarted manager can resume them; none writes another mark.
 
-import { AppError } from '../errors.js';
+import { appError } from '../errors.js';
 import {
   findTable, podNameForServer, resolveServer, tableLabel,
 } from '../cluster/cluster-model.js';
@@ -40,7 +40,7 @@ export function createReplicaActions({
     const table = findTable(cluster, ref);
     if (!table) {
       const known = cluster.tables.map(tableLabel).join(', ');
-      throw new AppError('TABLE_NOT_FOUND', `table "${ref}" is not managed by this manager (managed: ${known})`);
+      throw appError('tableNotManaged', { ref, known });
     }
     return table;
   }
@@ -52,9 +52,9 @@ export function createReplicaActions({
     const cluster = await clusterOf(store, ctx);
     const t = resolveTable(cluster, table);
     // A table RethinkDB cannot describe (none of its replicas reachable) has no shards to name.
-    if (t.error) throw new AppError('DATA_STORE_UNAVAILABLE', `table ${tableLabel(t)}: ${t.error}`);
+    if (t.error) throw appError('tableUnreadable', { table: tableLabel(t), error: t.error });
     if (!Number.isInteger(shard) || shard < 0 || shard >= t.shards.length) {
-      throw new AppError('SHARD_NOT_FOUND', `table ${tableLabel(t)} has shards 0 to ${t.shards.length - 1}, not ${shard}`);
+      throw appError('shardNotFound', { table: tableLabel(t), last: t.shards.length - 1, shard });
     }
     const s = resolveServer(cluster, server);
     const draining = await marks.drainingIds();
@@ -82,7 +82,7 @@ export function createReplicaActions({
     const cluster = await clusterOf(store, ctx);
     const gone = resolveServer(cluster, lost);
     const s = resolveServer(cluster, server);
-    if (gone.connected) throw new AppError('BAD_REQUEST', `${gone.name} is connected; only a lost (disconnected) server can be replaced`);
+    if (gone.connected) throw appError('replaceConnected', { server: gone.name });
     const plan = timePlanning(() => planReplaceServer(cluster, gone.id, s.id));
     return startReplicaMoves({
       action: 'replace-server', target: { lost: gone.name, server: s.name }, intent: { type: 'replace-server', lostId: gone.id, serverId: s.id }, stateServer: s,
@@ -172,7 +172,7 @@ export function createReplicaActions({
   // ctx: the operation context (its snapshot: the cluster as the caller read it, to plan on).
   function restartMigration(migration, { reason }, ctx = {}) {
     const { version, intent } = migration;
-    if (version !== MIGRATION_VERSION || !intent) throw new AppError('BAD_REQUEST', `migration record version ${version ?? 'none'} is not ${MIGRATION_VERSION}; it is not resumed`);
+    if (version !== MIGRATION_VERSION || !intent) throw appError('migrationVersion', { version, expected: MIGRATION_VERSION });
     const run = {
       'migrate-replicas-off': () => migrateReplicasOff({ server: intent.serverId, reason }, ctx),
       'add-server': () => addServer({
@@ -183,7 +183,7 @@ export function createReplicaActions({
         table: intent.tableId, shard: intent.shard, server: intent.serverId, reason,
       }, ctx),
     }[intent.type];
-    if (!run) throw new AppError('BAD_REQUEST', `unknown migration intent ${intent.type}`);
+    if (!run) throw appError('migrationIntentUnknown', { type: intent.type });
     return run();
   }
 

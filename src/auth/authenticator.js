@@ -2,7 +2,7 @@
 // or a constant-time comparison with a static token. Knows nothing of HTTP; see routes/auth-middleware.js.
 
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { AppError } from '../errors.js';
+import { appError } from '../errors.js';
 import { identityFromReview, rolesOf } from './access-policy.js';
 
 const MAX_CACHED_VERDICTS = 1000;
@@ -45,7 +45,7 @@ export function createAuthenticator({ auth, kube = null, staticToken = null, clo
     // The same token arriving again while its review runs waits for that review.
     if (inFlight.has(key)) return inFlight.get(key);
     if (inFlight.size >= MAX_REVIEWS_IN_FLIGHT) {
-      throw new AppError('KUBERNETES_UNAVAILABLE', `cannot verify the bearer token now: ${MAX_REVIEWS_IN_FLIGHT} token reviews are already running; retry`);
+      throw appError('tokenReviewsBusy', { max: MAX_REVIEWS_IN_FLIGHT });
     }
     const pending = askApiServer(token, key).finally(() => inFlight.delete(key));
     inFlight.set(key, pending);
@@ -59,7 +59,7 @@ export function createAuthenticator({ auth, kube = null, staticToken = null, clo
     } catch (err) {
       // The details (RBAC, API server errors) go to the log, not to a caller who may hold no valid token.
       log.warn({ err: err.message }, 'token review failed');
-      throw new AppError('KUBERNETES_UNAVAILABLE', 'cannot verify the bearer token: the TokenReview could not be made (the manager\'s log says why)', { cause: err });
+      throw appError('tokenReviewFailed', {}, { cause: err });
     }
     const found = identityFromReview(result, auth);
     const verdict = found.error ? { error: found.error } : { identity: { ...found, roles: rolesOf(found, auth), via: 'tokenreview' } };

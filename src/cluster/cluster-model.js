@@ -1,7 +1,7 @@
 // Pure: turns RethinkDB system-table documents into the manager's cluster snapshot, and looks things up in it.
 // Identities are uuids (stable across renames); names are kept for humans.
 
-import { AppError } from '../errors.js';
+import { appError } from '../errors.js';
 
 // raw: { tableConfig, tableConfigByName, tableStatus, serverStatus, serverConfig, dbConfig, jobs }
 // tableConfig and tableStatus are read with identifierFormat 'uuid'; tableConfigByName, serverStatus and jobs with names.
@@ -168,7 +168,7 @@ export function resolveServer(cluster, ref) {
   const server = findServer(cluster, ref);
   if (!server) {
     const known = cluster.servers.map((s) => s.name).join(', ');
-    throw new AppError('SERVER_NOT_FOUND', `server "${ref}" is not in the cluster (known: ${known})`);
+    throw appError('serverNotFound', { ref, known });
   }
   return server;
 }

@@ -5,7 +5,7 @@
 
 import { failedMoveReport } from '../actions/raft-leadership.js';
 import { describeActor } from '../audit/actor.js';
-import { AppError } from '../errors.js';
+import { appError } from '../errors.js';
 import { createDeadline, withinMs } from '../lib/clock.js';
 import { unreadyReplicasOf } from '../planner/eligibility.js';
 import { decideHeartbeatLowering, heartbeatWriteBudgetMs } from '../policy/heartbeat.js';
@@ -103,7 +103,7 @@ export function createExecutor({ store, kube = null, actions, marks: realMarks, 
               write.catch((err) => log.warn({ server: server.name, err: err.message }, 'heartbeat timeout write sent without waiting failed'));
               return { lowered: false, reason: 'sent, not waited for: the deadline leaves no time before the demotion (it may still land)' };
             }
-            await (budgetMs === null ? write : withinMs(write, budgetMs, () => new AppError('DEADLINE_EXCEEDED', `the write did not answer within ${budgetMs} ms, and the demotion goes ahead (the write may still land)`)));
+            await (budgetMs === null ? write : withinMs(write, budgetMs, () => appError('heartbeatWriteSlow', { ms: budgetMs })));
           }
           log.info({ server: server.name, from: current, to: seconds, until: plan.departure.until }, 'heartbeat timeout lowered for a departing server');
           return { lowered: true, from: current, to: seconds, until: plan.departure.until, reason: plan.reason };
@@ -211,7 +211,7 @@ export function createExecutor({ store, kube = null, actions, marks: realMarks, 
         return wait ? operations.wait(started.operation.id) : { id: started.operation.id, status: started.operation.status };
       },
       async 'scale-statefulset'({ replicas }) {
-        if (!kube) throw new AppError('KUBERNETES_UNAVAILABLE', 'no Kubernetes API to scale the StatefulSet with');
+        if (!kube) throw appError('noKubeForScale');
         await kube.patchStatefulSetScale(replicas);
         return { replicas };
       },
@@ -245,7 +245,7 @@ export function createExecutor({ store, kube = null, actions, marks: realMarks, 
     const observe = (cluster) => { read.current = cluster; };
     for (const intent of intents) {
       const step = steps[intent.type];
-      if (!step) throw new AppError('INTERNAL', `no executor step for intent ${intent.type}`);
+      if (!step) throw appError('noExecutorStep', { type: intent.type });
       if (context.dryRun && !intentIs(intent.type, 'dryRun')) continue;
       // Once the decision's deadline has passed, an intent's action finds it expired and reports what it did not do.
       done.push({ intent, result: await step(intent, { ...context, snapshot: read.current, decided: read.decided, observe }) });

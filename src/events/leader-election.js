@@ -3,7 +3,7 @@
 // isLeading() is the fence every write to RethinkDB and Kubernetes goes through: it turns false on this replica's own
 // clock a renew deadline after the last renewal that succeeded, whether or not the API server can be reached.
 
-import { AppError } from '../errors.js';
+import { appError } from '../errors.js';
 import { withinMs } from '../lib/clock.js';
 import {
   decideLeaseStep, leaderOf, leadershipValid, leaseRelease, leaseWrite,
@@ -32,7 +32,7 @@ export function createLeaderElector({
   // The fence: throws NOT_LEADER unless this replica leads now. `what` names the write refused.
   function assertLeading(what) {
     if (isLeading()) return;
-    throw new AppError('NOT_LEADER', `this manager replica (${identity}) does not lead (any more), so it does not ${what}; the leader does`);
+    throw appError('notLeader', { identity, what });
   }
 
   function notify() {
@@ -88,7 +88,7 @@ export function createLeaderElector({
     let outcome = { held: false, retryInMs: retryPeriodMs };
     try {
       // A round that hangs must not outlive the leadership it is renewing.
-      outcome = await withinMs(attempt(), renewDeadlineMs, () => new AppError('KUBERNETES_UNAVAILABLE', `the Lease round did not finish within ${renewDeadlineMs} ms`));
+      outcome = await withinMs(attempt(), renewDeadlineMs, () => appError('leaseRoundSlow', { ms: renewDeadlineMs }));
       lastError = null;
     } catch (err) {
       lastError = err.message;

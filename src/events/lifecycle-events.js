@@ -6,7 +6,7 @@
 //   POSTSTART    wait for the new server to join, then restore a lost server's placement or add capacity.
 
 import { hookActor, managerActor } from '../audit/actor.js';
-import { AppError } from '../errors.js';
+import { appError } from '../errors.js';
 import { findServerForPod } from '../cluster/cluster-model.js';
 import { createDeadline } from '../lib/clock.js';
 import { decideHeartbeatRestore } from '../policy/heartbeat.js';
@@ -151,7 +151,7 @@ export function createLifecycleEvents({
       const cluster = await store.readCluster().catch(() => null);
       const server = cluster && findServerForPod(cluster, { podName: pod, podIp: podInfo?.podIp ?? null, overrides: config.podServerOverrides });
       if (server) return { server, cluster, podNode: podInfo?.nodeName ?? null };
-      if (deadline.expired()) throw new AppError('DEADLINE_EXCEEDED', `no RethinkDB server for pod ${pod} joined within ${config.deadlines.poststartJoinSeconds} s`);
+      if (deadline.expired()) throw appError('joinTooSlow', { pod, seconds: config.deadlines.poststartJoinSeconds });
       await clock.sleep(config.waitPollIntervalMs);
     }
   }

@@ -2,7 +2,7 @@
 // RethinkDB servers on one read of the cluster, which the caller then decides on. A server in an intent is
 // { id, name, pod }.
 
-import { AppError } from '../errors.js';
+import { appError } from '../errors.js';
 import { findServerForPod, podNameForServer, resolveServer } from '../cluster/cluster-model.js';
 
 export function createTargets({ store, kube, config }) {
@@ -12,7 +12,7 @@ export function createTargets({ store, kube, config }) {
   async function existingPod(podName) {
     if (!kube) return null;
     return kube.getPod(podName).catch((err) => {
-      if (err.code === 'NOT_FOUND') throw new AppError('POD_NOT_FOUND', `pod "${podName}" does not exist in namespace ${config.kubernetes.namespace}`);
+      if (err.code === 'NOT_FOUND') throw appError('podNotFound', { pod: podName, namespace: config.kubernetes.namespace });
       throw err;
     });
   }
@@ -34,8 +34,8 @@ export function createTargets({ store, kube, config }) {
 
   // The servers of every RethinkDB pod on a node, the same way.
   async function serversOnNode(node) {
-    if (!kube) throw new AppError('KUBERNETES_UNAVAILABLE', 'no Kubernetes API is configured, so a node cannot be resolved to pods');
-    if (!(await kube.nodeExists(node))) throw new AppError('NODE_NOT_FOUND', `Kubernetes node "${node}" does not exist`);
+    if (!kube) throw appError('noKubeForNode');
+    if (!(await kube.nodeExists(node))) throw appError('nodeNotFound', { node });
     const pods = await kube.listRethinkDbPodsOnNode(node);
     const cluster = await store.readCluster();
     return { cluster, targets: serversOf(cluster, pods) };

@@ -4,7 +4,7 @@
 import {
   AppsV1Api, AuthenticationV1Api, CoordinationV1Api, CoreV1Api, CustomObjectsApi, PatchStrategy, makeInformer, setHeaderOptions,
 } from '@kubernetes/client-node';
-import { AppError } from '../errors.js';
+import { appError, AppError } from '../errors.js';
 import { withinMs } from '../lib/clock.js';
 import { backoffMs } from '../lib/retry.js';
 import { parseOptionalQuantity, parseQuantity } from './quantity.js';
@@ -50,9 +50,7 @@ export function createKubeAdapter({
   const authn = clients.makeApiClient(AuthenticationV1Api);
   const coordination = clients.makeApiClient(CoordinationV1Api);
   // Every call has a time limit: an API server that accepts and never answers is a 503, not a hang.
-  const call = (what, fn) => withinMs(fn(), requestTimeoutMs, () => new AppError(
-    'KUBERNETES_UNAVAILABLE', `Kubernetes API did not answer "${what}" within ${requestTimeoutMs} ms`,
-  )).catch((err) => { throw translateKubeError(err, what); });
+  const call = (what, fn) => withinMs(fn(), requestTimeoutMs, () => appError('kubeSlow', { what, ms: requestTimeoutMs })).catch((err) => { throw translateKubeError(err, what); });
 
   async function getPod(name) {
     return toPod(await call(`get pod ${name}`, () => core.readNamespacedPod({ name, namespace })));
@@ -330,14 +328,14 @@ function translateKubeError(err, what) {
   const status = err?.code;
   const body = typeof err?.body === 'string' ? safeJson(err.body) : err?.body;
   const detail = body?.message ?? (typeof err?.body === 'string' ? err.body.trim() : err?.message);
-  if (status === 404) return new AppError('NOT_FOUND', `Kubernetes: ${what}: ${detail}`, { cause: err });
+  if (status === 404) return appError('kubeNotFound', { what, detail }, { cause: err });
   if (status === 401 || status === 403) {
-    return new AppError('KUBERNETES_UNAVAILABLE', `Kubernetes refused "${what}" (${status}): ${detail}; check the manager's ServiceAccount and RBAC`, { cause: err });
+    return appError('kubeForbidden', { what, status, detail }, { cause: err });
   }
   if (typeof status === 'number' && status >= 400 && status < 500) {
-    return new AppError('INTERNAL', `Kubernetes rejected "${what}" (${status}): ${detail}`, { cause: err });
+    return appError('kubeRejected', { what, status, detail }, { cause: err });
   }
-  return new AppError('KUBERNETES_UNAVAILABLE', `Kubernetes API unavailable during "${what}": ${detail ?? err}`, { cause: err });
+  return appError('kubeUnavailable', { what, detail: detail ?? err }, { cause: err });
 }
 
 function safeJson(text) {

@@ -1,7 +1,7 @@
 // Serializes work per key (a table id), so two writers never touch one table_config at once.
 // A waiter may give up at its deadline; the chain still passes the lock on in order.
 
-import { AppError } from '../errors.js';
+import { appError } from '../errors.js';
 
 export function createKeyedMutex() {
   const tails = new Map();
@@ -17,7 +17,7 @@ export function createKeyedMutex() {
     if (!acquired) {
       // Our turn comes after `previous`; hand it straight on so that later waiters are not stuck behind us.
       previous.then(() => settle(key, tail, release));
-      throw new AppError('DEADLINE_EXCEEDED', `gave up waiting ${timeoutMs} ms for the lock on ${key}`);
+      throw appError('lockWaitTooLong', { ms: timeoutMs, key });
     }
     try {
       return await fn();

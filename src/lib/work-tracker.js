@@ -1,7 +1,7 @@
 // Tracks in-flight work so that shutdown can stop taking new work and wait for what is running, and refuses
 // work before the manager has started (its persisted state loaded), so that nothing acts on a partial picture.
 
-import { AppError } from '../errors.js';
+import { appError } from '../errors.js';
 
 export function createWorkTracker({ started = true } = {}) {
   const inFlight = new Set();
@@ -10,8 +10,8 @@ export function createWorkTracker({ started = true } = {}) {
   let startingReason = 'the manager is loading its persisted state';
 
   async function track(fn) {
-    if (stopping) throw new AppError('SHUTTING_DOWN', 'the manager is shutting down and takes no new work');
-    if (!open) throw new AppError('STARTING', `${startingReason}; it takes no work until it has, retry shortly`);
+    if (stopping) throw appError('shuttingDown');
+    if (!open) throw appError('starting', { reason: startingReason });
     const promise = Promise.resolve().then(fn);
     inFlight.add(promise);
     try {

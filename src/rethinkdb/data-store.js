@@ -2,7 +2,7 @@
 // model): it parses the documents into a cluster snapshot and turns write results into success or an error.
 // Each read and write is counted and timed in the request's trace (src/lib/trace.js).
 
-import { AppError } from '../errors.js';
+import { appError } from '../errors.js';
 import { filterManagedTables, normalizeSystemTables } from '../cluster/cluster-model.js';
 import { timeQuery } from '../lib/trace.js';
 import { toRawShards } from './queries.js';
@@ -27,7 +27,7 @@ export function createDataStore({ source, managedTables = [] }) {
   async function writeHeartbeatTimeout(seconds) {
     const result = await timeQuery('write', () => source.updateHeartbeatTimeout(seconds));
     if (!result || result.errors > 0) {
-      throw new AppError('RECONFIGURATION_REJECTED', `RethinkDB rejected the heartbeat timeout ${seconds} s: ${result?.first_error ?? 'no result'}`);
+      throw appError('heartbeatRejected', { seconds, firstError: result?.first_error });
     }
     return { changed: result.replaced > 0 };
   }
@@ -57,15 +57,15 @@ export function createDataStore({ source, managedTables = [] }) {
 // A write result with errors is an error carrying first_error, never a silent success.
 export function checkWriteResult(result, tableId) {
   if (!result || typeof result !== 'object') {
-    throw new AppError('RECONFIGURATION_REJECTED', `table_config update for ${tableId} returned no result`);
+    throw appError('tableConfigNoResult', { tableId });
   }
   if (result.errors > 0) {
-    throw new AppError('RECONFIGURATION_REJECTED', `RethinkDB rejected the table_config update: ${result.first_error}`, {
+    throw appError('tableConfigRejected', { firstError: result.first_error }, {
       details: { firstError: result.first_error, tableId },
     });
   }
   if ((result.replaced ?? 0) + (result.unchanged ?? 0) === 0) {
-    throw new AppError('TABLE_NOT_FOUND', `table ${tableId} no longer exists (update skipped)`);
+    throw appError('tableGone', { tableId });
   }
   return { changed: result.replaced > 0 };
 }

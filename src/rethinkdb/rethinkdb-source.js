@@ -1,6 +1,6 @@
 // The real system-table source: the official driver, one connection kept alive with backoff.
 
-import { AppError } from '../errors.js';
+import { appError, AppError } from '../errors.js';
 import { withinMs } from '../lib/clock.js';
 import {
   buildPing, buildReadSystemTables, buildReadTableServerStats, buildReadTableStatus, buildSetHeartbeatTimeout, buildUpdateTableShards,
@@ -34,7 +34,7 @@ export function createQueryRunner({ connections, queryTimeoutMs }) {
     try {
       return await withinMs(term.run(conn), queryTimeoutMs, () => {
         timedOut = true;
-        return new AppError('DATA_STORE_UNAVAILABLE', `RethinkDB did not answer "${what}" within ${queryTimeoutMs} ms`);
+        return appError('storeSlow', { what, ms: queryTimeoutMs });
       });
     } catch (err) {
       const translated = translateDriverError(err, what);
@@ -52,12 +52,12 @@ export function translateDriverError(err, what) {
   const message = err?.msg ?? err?.message ?? String(err);
   if (name === 'ReqlDriverError' || name === 'ReqlTimeoutError' || name === 'ReqlAvailabilityError'
     || /ECONNREFUSED|ECONNRESET|EHOSTUNREACH|ETIMEDOUT|closed/i.test(message)) {
-    return new AppError('DATA_STORE_UNAVAILABLE', `RethinkDB unavailable during "${what}": ${message}`, { cause: err });
+    return appError('storeUnavailable', { what, message }, { cause: err });
   }
   if (name === 'ReqlOpFailedError' || name === 'ReqlOpIndeterminateError') {
-    return new AppError('RECONFIGURATION_REJECTED', `RethinkDB could not "${what}": ${message}`, { cause: err });
+    return appError('storeRefused', { what, message }, { cause: err });
   }
-  return new AppError('INTERNAL', `RethinkDB error during "${what}": ${name} ${message}`, { cause: err });
+  return appError('storeError', { what, name, message }, { cause: err });
 }
 
 // Keeps one connection open to one server of the cluster. It starts from the seed hosts and learns every
@@ -251,8 +251,7 @@ export function createConnectionManager({
     start: ensureLoop,
     get() {
       if (!conn) {
-        throw new AppError('DATA_STORE_UNAVAILABLE',
-          `not connected to RethinkDB${lastError ? `: ${lastError.message ?? lastError.msg}` : ' yet'}`);
+        throw appError('notConnected', { lastError: lastError && (lastError.message ?? lastError.msg) });
       }
       return conn;
     },

@@ -6,7 +6,7 @@
 import { Router } from 'express';
 import { callerActor, hookActor } from '../audit/actor.js';
 import { requesterOf } from '../auth/access-policy.js';
-import { AppError } from '../errors.js';
+import { appError, AppError } from '../errors.js';
 import { createDeadline, withinMs } from '../lib/clock.js';
 import { traced } from '../lib/trace.js';
 import { prestopActionSeconds } from '../policy/lifecycle.js';
@@ -85,7 +85,7 @@ export function createHookRoutes({ events, work, prestopDeadlineSeconds, clock, 
     const { result, timings } = await withinMs(
       run,
       deadlineMs,
-      () => new AppError('DEADLINE_EXCEEDED', `preStop for ${query.pod} did not finish within ${Math.round(deadlineMs / 100) / 10} s; the pod may stop with primaries still on it`),
+      () => appError('prestopTooSlow', { pod: query.pod, seconds: Math.round(deadlineMs / 100) / 10 }),
     );
     res.status(200).json({ ...result, timings });
   });
@@ -107,7 +107,7 @@ export function createHookRoutes({ events, work, prestopDeadlineSeconds, clock, 
     const reason = 'perf warning withdrawn (DELETE)';
     const ctx = { actor: callerActor(identity), requester: requesterOf(identity) };
     if ((query.pod === undefined) === (query.node === undefined)) {
-      throw new AppError('BAD_REQUEST', 'invalid query: give exactly one of pod and node');
+      throw appError('podOrNode');
     }
     const withRestoreHref = (ended) => (ended.restore.operation ? { ...ended, restore: { ...ended.restore, operation: withHref(ended.restore.operation) } } : ended);
     if (query.node !== undefined) {

@@ -10,7 +10,7 @@
 import { request as httpRequest } from 'node:http';
 import { Router } from 'express';
 import { RELAY_HEADERS, checkRelayClaim } from '../auth/relay-credentials.js';
-import { AppError } from '../errors.js';
+import { appError, AppError } from '../errors.js';
 import { relayRoute } from '../policy/leadership.js';
 import { bodyLimitBytes, mountRoute } from './validation.js';
 
@@ -77,7 +77,7 @@ export function createLeaderRelay({
       return;
     }
     if (peer) {
-      if (!served()) { next(new AppError('NOT_LEADER', `this manager replica (${elector.identity}) does not lead, so it cannot serve a request relayed by ${peer.relayedBy}`)); return; }
+      if (!served()) { next(appError('relayedToFollower', { identity: elector.identity, relayedBy: peer.relayedBy })); return; }
       if (peer.deadlineMs !== null) req.relayDeadlineMs = peer.deadlineMs;
       next();
       return;
@@ -90,7 +90,7 @@ export function createLeaderRelay({
       const route = relayRoute({ leader, served: served(), bodyRead: body !== null });
       if (route.to === 'here') { next(); return; }
       // A replica shutting down no longer follows the Lease: it cannot relay, and says so at once.
-      if (shuttingDown()) { next(new AppError('SHUTTING_DOWN', `this manager replica (${elector.identity}) is shutting down and does not lead; send ${req.method} ${req.path} to another replica`)); return; }
+      if (shuttingDown()) { next(appError('relayedWhileShuttingDown', { identity: elector.identity, method: req.method, path: req.path })); return; }
       if (route.to === 'relay') {
         try {
           body ??= await readBody(req);
@@ -105,7 +105,9 @@ export function createLeaderRelay({
           if (err instanceof AppError) { next(err); return; }
           // Sent, but the answer was lost: the leader may have done it, so it is not sent again.
           if (!err.beforeSending) {
-            next(new AppError('LEADER_ANSWER_LOST', `the leader ${leader.identity} took ${req.method} ${req.path} but its answer was lost (${err.code ?? err.message}); check what it did before sending it again`));
+            next(appError('leaderAnswerLost', {
+              leader: leader.identity, method: req.method, path: req.path, why: err.code ?? err.message,
+            }));
             return;
           }
           lastProblem = `the leader ${leader.identity} at ${route.target} did not answer (${err.cause?.code ?? err.message})`;
@@ -116,16 +118,18 @@ export function createLeaderRelay({
       }
       await elector.changed(Math.min(250, Math.max(0, expiresAt - clock.now())));
     }
-    next(new AppError('NO_LEADER', `no manager replica could serve ${req.method} ${req.path} within ${relayBudgetMs(req, deadlines)} ms: ${lastProblem}`));
+    next(appError('noLeaderInTime', {
+      method: req.method, path: req.path, budgetMs: relayBudgetMs(req, deadlines), problem: lastProblem,
+    }));
   }
 
   // Sends the request's path and query (origin form, checked by the app before anything else) to the leader's address
   // and nowhere else. Failures before sending (no token, an address that is not one) are AppErrors: not retried.
   async function forward(target, req, body, remainingMs) {
     const origin = leaderOrigin(target);
-    if (origin.problem) throw new AppError('NO_LEADER', `the Lease names an address for the leader that is not relayed to: ${origin.problem}`);
+    if (origin.problem) throw appError('leaderAddressRefused', { problem: origin.problem });
     const token = await credentials.credential();
-    if (!token) throw new AppError('NO_LEADER', `this replica cannot relay ${req.method} ${req.path} to the leader: ${credentials.ownProblem()}`);
+    if (!token) throw appError('noRelayToken', { method: req.method, path: req.path, problem: credentials.ownProblem() });
     const headers = {
       [RELAY_HEADERS.relayedBy]: leadership().identity, [RELAY_HEADERS.deadlineMs]: String(Math.max(0, Math.floor(remainingMs))), [RELAY_HEADERS.credential]: token,
     };
@@ -192,7 +196,7 @@ function readBody(req) {
     let size = 0;
     req.on('data', (chunk) => {
       size += chunk.length;
-      if (size > bodyLimitBytes) { reject(new AppError('PAYLOAD_TOO_LARGE', `request body exceeds ${bodyLimitBytes} bytes (${bodyLimitBytes / 1024} KiB)`)); req.destroy(); return; }
+      if (size > bodyLimitBytes) { reject(appError('bodyTooLarge', { limitBytes: bodyLimitBytes })); req.destroy(); return; }
       chunks.push(chunk);
     });
     req.on('end', () => resolve(Buffer.concat(chunks)));

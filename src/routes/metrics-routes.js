@@ -3,7 +3,7 @@
 // cluster_scrape_success 0.
 
 import { Router } from 'express';
-import { AppError } from '../errors.js';
+import { appError } from '../errors.js';
 import { withinMs } from '../lib/clock.js';
 import { hookOutcome } from '../metrics/metrics.js';
 import { mountRoute } from './validation.js';
@@ -56,7 +56,7 @@ export function createMetricsRoutes({ metrics, store, marks, logger, clusterRead
     const cluster = await withinMs(
       store.readCluster(),
       clusterReadTimeoutMs,
-      () => new AppError('DEADLINE_EXCEEDED', `the data store did not answer within ${clusterReadTimeoutMs} ms`),
+      () => appError('clusterReadSlow', { ms: clusterReadTimeoutMs }),
     ).catch((err) => {
       log.warn({ err: err.message }, 'cluster not read for a metrics scrape; its per-server gauges are left out');
       return null;

@@ -2,7 +2,7 @@
 // None takes a body or a query parameter it does not list; a probe or a read with stray input gets a 400.
 
 import { Router } from 'express';
-import { AppError } from '../errors.js';
+import { appError, AppError } from '../errors.js';
 import { withinMs } from '../lib/clock.js';
 import { describeCluster } from '../cluster/cluster-view.js';
 import { mountRoute, objectSchema } from './validation.js';
@@ -67,14 +67,14 @@ export function createReadRoutes({
   });
 
   async function ready() {
-    if (work.shuttingDown()) throw new AppError('SHUTTING_DOWN', 'the manager is shutting down');
+    if (work.shuttingDown()) throw appError('shuttingDownProbe');
     // A follower is ready: it serves reads and relays the rest to the leader (src/routes/leader-relay.js).
     const election = electionView();
     const following = election.enabled && !election.leading;
     if (!following && !work.started()) throw new AppError('STARTING', work.startingReason());
     // A follower that cannot read the Lease cannot know where to relay: out of the Service until it can again.
-    if (following && election.lastError) throw new AppError('NO_LEADER', `this replica cannot read the Lease, so it cannot relay to the leader: ${election.lastError}`);
-    await withinMs(store.ping(), readyTimeoutMs, () => new AppError('DATA_STORE_UNAVAILABLE', `RethinkDB did not answer within ${readyTimeoutMs} ms`));
+    if (following && election.lastError) throw appError('leaseUnreadable', { error: election.lastError });
+    await withinMs(store.ping(), readyTimeoutMs, () => appError('pingSlow', { ms: readyTimeoutMs }));
     return { status: 'ready', backend: store.kind, ...(election.enabled ? { role: following ? 'follower' : 'leader', leader: election.leader } : {}) };
   }
 
@@ -88,7 +88,7 @@ export function createReadRoutes({
   });
 
   mountRoute(router, READ_ROUTES.monitor, (input, res) => {
-    if (!monitor) throw new AppError('NOT_FOUND', 'this manager has no monitor');
+    if (!monitor) throw appError('noMonitor');
     res.json(monitor.view());
   });
 
@@ -102,7 +102,7 @@ export function createReadRoutes({
 
   mountRoute(router, READ_ROUTES.operation, ({ params }, res) => {
     const op = operations.get(params.id);
-    if (!op) throw new AppError('OPERATION_NOT_FOUND', `operation "${params.id}" does not exist (operations are kept in memory; a restart forgets them)`);
+    if (!op) throw appError('operationNotFound', { id: params.id });
     res.json(op);
   });
 

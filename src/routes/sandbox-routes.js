@@ -3,7 +3,7 @@
 // otherwise), so that a person can replay any scenario by hand with curl.
 
 import { Router } from 'express';
-import { AppError } from '../errors.js';
+import { appError, AppError } from '../errors.js';
 import { fields, mountRoute, objectSchema } from './validation.js';
 
 const cores = { type: 'number', minimum: 0, maximum: 64 };
@@ -59,10 +59,10 @@ export const SANDBOX_ROUTES = {
 export function createSandboxRoutes({ model, kube, store }) {
   const router = Router();
   const server = (name) => {
-    if (!model.serverNames().includes(name)) throw new AppError('SERVER_NOT_FOUND', `sandbox server "${name}" does not exist (known: ${model.serverNames().join(', ')})`);
+    if (!model.serverNames().includes(name)) throw appError('sandboxServerNotFound', { name, known: model.serverNames().join(', ') });
     return name;
   };
-  const podOf = (name) => kube.getPod(name).catch(() => { throw new AppError('POD_NOT_FOUND', `sandbox pod "${name}" does not exist`); });
+  const podOf = (name) => kube.getPod(name).catch(() => { throw appError('sandboxPodNotFound', { name }); });
   const guard = (fn) => {
     try { return fn(); } catch (err) {
       if (err.code) throw err;
@@ -81,13 +81,13 @@ export function createSandboxRoutes({ model, kube, store }) {
     res.json({ restored: params.name, ...(await snapshot()) });
   });
   mountRoute(router, SANDBOX_ROUTES.cordonNode, async ({ params, body }, res) => {
-    if (!(await kube.nodeExists(params.node))) throw new AppError('NODE_NOT_FOUND', `sandbox node "${params.node}" does not exist`);
+    if (!(await kube.nodeExists(params.node))) throw appError('sandboxNodeNotFound', { node: params.node });
     const cordoned = body.cordoned ?? true;
     kube.setNodeUnschedulable(params.node, cordoned);
     res.json({ node: params.node, cordoned, ...(await snapshot()) });
   });
   mountRoute(router, SANDBOX_ROUTES.crashNode, async ({ params }, res) => {
-    if (!(await kube.nodeExists(params.node))) throw new AppError('NODE_NOT_FOUND', `sandbox node "${params.node}" does not exist`);
+    if (!(await kube.nodeExists(params.node))) throw appError('sandboxNodeNotFound', { node: params.node });
     guard(() => kube.crashNode(params.node));
     res.json({ crashed: params.node, ...(await snapshot()) });
   });

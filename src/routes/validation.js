@@ -3,7 +3,7 @@
 // declarations are what the OpenAPI document at /openapi.json describes.
 
 import Ajv from 'ajv';
-import { AppError } from '../errors.js';
+import { appError } from '../errors.js';
 
 // The largest request body accepted, in bytes (larger is a 413 before any route runs).
 export const bodyLimitBytes = 16 * 1024;
@@ -20,7 +20,7 @@ function compileValidator(schema, where) {
     // A failed oneOf reports each branch's own failure too; the oneOf message alone says it better.
     const hasOneOf = validate.errors.some((e) => e.keyword === 'oneOf');
     const problems = validate.errors.filter((e) => !(hasOneOf && e.schemaPath.startsWith('#/oneOf/'))).map((e) => formatError(e, where));
-    throw new AppError('BAD_REQUEST', `invalid ${where}: ${[...new Set(problems)].join('; ')}. Accepted ${where}: ${accepted}`, {
+    throw appError('inputInvalid', { where, problems: [...new Set(problems)], accepted }, {
       details: { problems, accepted },
     });
   };
@@ -81,7 +81,7 @@ function compileRequestValidator({ params = noParams, query = noQuery, body = nu
     };
     if (validateBody) return { ...result, body: validateBody(req.body ?? {}) };
     if (!isEmptyBody(req.body)) {
-      throw new AppError('BAD_REQUEST', `invalid body: ${bodyless}. Accepted body: none (or {})`, { details: { problems: [`body: ${bodyless}`], accepted: 'none' } });
+      throw appError('bodyNotAccepted', { problem: bodyless }, { details: { problems: [`body: ${bodyless}`], accepted: 'none' } });
     }
     return { ...result, body: {} };
   };

@@ -5,7 +5,7 @@
 
 import express from 'express';
 import { checkRelayClaim } from '../auth/relay-credentials.js';
-import { AppError, fromBodyParserError, logLevelForStatus } from '../errors.js';
+import { appError, fromBodyParserError, logLevelForStatus } from '../errors.js';
 
 const API_VERSION = 'admission.k8s.io/v1';
 // An eviction's AdmissionReview is a few KiB; the limit leaves room for any object the API server may send.
@@ -77,7 +77,7 @@ export function createWebhookApp({
     }
   });
 
-  app.use((req, res, next) => next(new AppError('NOT_FOUND', `no webhook at ${req.method} ${req.path}; the eviction webhook is POST /v1/admission/eviction`)));
+  app.use((req, res, next) => next(appError('webhookNotFound', { method: req.method, path: req.path })));
   app.use(createErrorHandler());
   return app;
 }
@@ -103,7 +103,7 @@ function createErrorHandler() {
 // with any of them of another type is refused with every problem named, and nothing is done.
 function parseReview(body) {
   if (!isObject(body) || body.kind !== 'AdmissionReview' || body.apiVersion !== API_VERSION || !isObject(body.request)) {
-    throw new AppError('BAD_REQUEST', `expected an ${API_VERSION} AdmissionReview: a JSON object with apiVersion "${API_VERSION}", kind "AdmissionReview" and a request object`);
+    throw appError('reviewNotAdmissionReview', { apiVersion: API_VERSION });
   }
   const { request } = body;
   const metadata = isObject(request.object) ? request.object.metadata : undefined;
@@ -127,7 +127,7 @@ function parseReview(body) {
   const namespace = request.namespace || metadata?.namespace;
   if (eviction && !pod) problems.push('an eviction review must name the pod (request.name or request.object.metadata.name)');
   if (eviction && !namespace) problems.push('an eviction review must name the namespace (request.namespace or request.object.metadata.namespace)');
-  if (problems.length > 0) throw new AppError('BAD_REQUEST', `malformed AdmissionReview, nothing was done: ${problems.join('; ')}`);
+  if (problems.length > 0) throw appError('reviewMalformed', { problems });
   return { uid: request.uid, eviction: eviction ? { pod, namespace, dryRun: request.dryRun === true, user: request.userInfo?.username ?? null } : null };
 }
 

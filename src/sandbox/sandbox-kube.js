@@ -3,7 +3,7 @@
 // the same port as src/kubernetes/kube-adapter.js, so the manager cannot tell it from a real API server.
 // New pods join the sandbox RethinkDB model and then call POSTSTART, as the real pods' hooks do.
 
-import { AppError } from '../errors.js';
+import { appError } from '../errors.js';
 import { REPLICAS_READY_CONDITION } from '../policy/rollout.js';
 import { createNodeCordons } from './node-cordons.js';
 
@@ -35,7 +35,7 @@ export function createSandboxKube({
   let hookCaller = { postStart: async () => {}, preStop: async () => {} };
   const cordons = createNodeCordons();
 
-  const notFound = (what, name) => new AppError('NOT_FOUND', `Kubernetes: get ${what} ${name}: ${what}s "${name}" not found`);
+  const notFound = (what, name) => appError('sandboxObjectNotFound', { what, name });
 
   function addNode(name) {
     nodes.set(name, { name, allocatableCpuCores: NODE_ALLOCATABLE_CORES, interferenceCores: 0, ready: true });
@@ -163,7 +163,7 @@ export function createSandboxKube({
       return publicPod(pod);
     },
     async reviewToken() {
-      throw new AppError('KUBERNETES_UNAVAILABLE', 'the sandbox has no TokenReview API; use static-token authentication with the sandbox');
+      throw appError('sandboxNoTokenReview');
     },
     async createPodEvent({ pod, reason, message, type = 'Normal' }) {
       record({ pod: pod.name, reason, message: message.slice(0, 1024), type, namespace, time: new Date(clock.now()).toISOString() });
