@@ -3,16 +3,8 @@
 // for the events and the operator's commands alike. Each intent is a plain object with a `type`; its result is
 // returned next to it, so the caller reports both.
 
-import { failedMoveReport } from '../actions/raft-leadership.js';
-import { describeActor } from '../audit/actor.js';
 import { appError } from '../errors.js';
-import { createDeadline, withinMs } from '../lib/clock.js';
-import { unreadyReplicasOf } from '../planner/eligibility.js';
-import { decideHeartbeatLowering, heartbeatWriteBudgetMs } from '../policy/heartbeat.js';
-import {
-  decidePrestopWait, prestopWaitBudgetMs, prestopWaitOutcome, prestopWaitSkipped, prestopWaitUnread,
-} from '../policy/rollout.js';
-import { intentIs } from './intent-types.js';
+import { INTENT_STEPS } from './intent-steps.js';
 
 // context: { actor, pod, dryRun, deadline, snapshot } for every intent of one decision. deadline is the decision's:
 // one object (src/lib/clock.js) made at the edge, shared by its intents, so that each gets what is left of it when it
@@ -22,240 +14,31 @@ import { intentIs } from './intent-types.js';
 // intent before it has reconfigured a table (steps see it as `snapshot`, null then); `decided` is always it.
 // kube: the Kubernetes adapter (fenced like every write), for the StatefulSet's scale; null without a Kubernetes API.
 export function createExecutor({ store, kube = null, actions, marks: realMarks, operations, config, clock, logger }) {
-  const log = logger.child({ module: 'executor' });
-  const realSteps = stepsOn(realMarks);
-
-  // The steps, on a set of marks: the real ones, or a dry run's copy.
-  function stepsOn(marks) {
-    return {
-      // The manager's own connection leaves the servers about to stop or be drained (and those already marked).
-      async 'move-connection'({ servers }, { dryRun }) {
-        if (dryRun) return { moved: false, reason: 'dry run' };
-        const moved = await store.steerAwayFrom(await marks.drainingIds(servers.map((s) => s.id)))
-          .catch((err) => ({ moved: false, reason: err.message }));
-        if (moved.moved) log.info({ from: moved.from, to: moved.to }, 'connection moved off a server about to be drained');
-        return moved;
-      },
-      // origin: { kind: 'prestop' | 'operator' }; the mark keeps it with who asked.
-      async 'mark-draining'({ servers, origin, reason }, { actor }) {
-        for (const s of servers) {
-          await marks.markDraining(s.id, { reason, origin: { ...origin, by: actor ? describeActor(actor) : null }, serverName: s.name, pod: s.pod });
-        }
-        return { marked: servers.map((s) => s.name) };
-      },
-      async 'mark-perf-warning'({ servers, warning }) {
-        // A new warning also cancels a restore that was waiting to give the server its primaries back.
-        for (const s of servers) await marks.setPerfWarning(s.id, warning, { serverName: s.name, pod: s.pod });
-        return { marked: servers.map((s) => s.name) };
-      },
-      // An escalated warning becomes long once its migration has started: the mark as it is now (with what the
-      // demotion just added to it), long.
-      async 'mark-perf-warning-long'({ servers, decision, at }) {
-        const marked = [];
-        for (const s of servers) {
-          const current = await marks.getPerfWarning(s.id);
-          if (!current) continue;
-          await marks.setPerfWarning(s.id, { ...current, long: true, decision, escalatedAt: at }, { serverName: s.name, pod: s.pod });
-          marked.push(s.name);
-        }
-        return { marked };
-      },
-      // One plan for every server named; what each lost is kept with its mark ('draining' or 'perfwarning') so
-      // that it can be given back.
-      async demote({
-        servers, node = null, pods = null, mark, reason, prefer = null,
-      }, { actor, dryRun, deadline, snapshot }) {
-        const report = await actions.movePrimariesFromServers({
-          servers: servers.map((s) => s.id), node, pods, reason, prefer,
-        }, { actor, dryRun, deadline, snapshot, marks });
-        if (!dryRun) {
-          for (const s of servers) await marks.noteDemoted(s.id, mark, report.changes.filter((c) => c.from === s.name));
-        }
-        return report;
-      },
-      // After a demotion: the tables each server leads in Raft get another leader, while its mark lasts (whileMarked:
-      // its perf warning, or for a PRESTOP its draining mark). A failure is reported, not thrown: the demotion before it
-      // is what the warning or the PRESTOP is for. { reports: [one per server] }
-      async 'move-raft-leadership'({ servers, reason, whileMarked = 'perfwarning' }, { actor, deadline, decided }) {
-        const reports = [];
-        for (const s of servers) {
-          const stillWanted = async () => Boolean(await (whileMarked === 'draining' ? marks.getDraining(s.id) : marks.getPerfWarning(s.id)));
-          reports.push(await actions.moveRaftLeadership({ server: s.id, reason, stillWanted }, { actor, deadline, decided }).catch((err) => {
-            log.warn({ server: s.name, err: err.message }, 'Raft leadership not moved');
-            return failedMoveReport(s.name, reason, err);
-          }));
-        }
-        return { reports };
-      },
-      // Marks the departure first, so that a manager restarted after the write still restores the heartbeat.
-      // A failure is reported, not thrown: the demotion before it is what the PRESTOP is for.
-      async 'lower-heartbeat'({ server, seconds, windowSeconds }, { decided, deadline }) {
-        try {
-          const current = (decided ?? await store.readCluster()).heartbeatTimeoutSecs;
-          const plan = decideHeartbeatLowering({ current, departures: await marks.departures(), seconds, windowSeconds, now: clock.now() });
-          if (!plan.departure) return { lowered: false, reason: plan.reason };
-          const budgetMs = heartbeatWriteBudgetMs({ leftMs: deadline?.remainingMs() });
-          await marks.setDeparture(server.id, plan.departure, { serverName: server.name, pod: server.pod });
-          if (plan.write !== null) {
-            const write = store.writeHeartbeatTimeout(plan.write);
-            if (budgetMs === 0) {
-              // No time to wait for it: sent all the same (a lowered heartbeat matters most in a cluster this slow).
-              write.catch((err) => log.warn({ server: server.name, err: err.message }, 'heartbeat timeout write sent without waiting failed'));
-              return { lowered: false, reason: 'sent, not waited for: the deadline leaves no time before the demotion (it may still land)' };
-            }
-            await (budgetMs === null ? write : withinMs(write, budgetMs, () => appError('heartbeatWriteSlow', { ms: budgetMs })));
-          }
-          log.info({ server: server.name, from: current, to: seconds, until: plan.departure.until }, 'heartbeat timeout lowered for a departing server');
-          return { lowered: true, from: current, to: seconds, until: plan.departure.until, reason: plan.reason };
-        } catch (err) {
-          log.warn({ server: server.name, err: err.message }, 'heartbeat timeout not lowered');
-          return { lowered: false, reason: `not lowered: ${err.message}` };
-        }
-      },
-      async 'set-heartbeat'({ seconds, reason }) {
-        await store.writeHeartbeatTimeout(seconds);
-        log.info({ seconds, reason }, 'heartbeat timeout set');
-        return { seconds };
-      },
-      async 'end-departure'({ servers }) {
-        for (const id of servers) await marks.clearDeparture(id);
-        return { ended: servers };
-      },
-      // The action's answer: the operation started, or with dryRun the plan.
-      // whileWarned: only while the server still has its perf warning (an escalation whose warning was ended during
-      // its demotion starts no migration).
-      async 'migrate-replicas-off'({ server, reason, whileWarned = false }, { actor, dryRun, deadline, snapshot }) {
-        if (whileWarned && !(await marks.getPerfWarning(server.id))) return { operation: null, skipped: 'the perf warning ended before the migration started' };
-        return actions.migrateReplicasOff({ server: server.id, reason }, {
-          actor, dryRun, deadline, snapshot, marks,
-        });
-      },
-      // released: those that were draining.
-      async release({ servers }) {
-        const released = [];
-        for (const id of servers) if (await marks.release(id)) released.push(id);
-        return { released };
-      },
-      async 'clear-perf-warning'({ server }) {
-        return { cleared: await marks.clearPerfWarning(server.id) };
-      },
-      // Persisted, so that a restarted manager still gives the primaries back once the server is healthy.
-      async 'await-health'({ server, warning, reason }, { actor, pod }) {
-        await marks.setRestore(server.id, { warning, reason, actor }, { serverName: server.name, pod });
-        return { waiting: true };
-      },
-      // Ready on the snapshot, or on the first read that shows it, which the next intents plan on.
-      async 'wait-for-replicas-ready'({ server }, { snapshot, observe }) {
-        return { ready: await waitForReplicasReady(server.id, snapshot, observe) };
-      },
-      // prefer: shards to give back ([{ tableId, shard }] to `server`, or [{ tableId, shard, serverId }]), e.g. what a
-      // server held before it was demoted.
-      // byLoad: level with the least busy shards (client traffic from rethinkdb.stats); `prefer` then breaks ties.
-      async 'rebalance-primaries'({ server = null, prefer = [], byLoad = false, reason, clearsRestore = false }, {
-        actor, pod, dryRun, deadline, snapshot,
-      }) {
-        if (clearsRestore) await marks.clearRestore(server.id);
-        return actions.rebalancePrimaries({ reason, prefer: prefer.map((d) => ({ serverId: server?.id, ...d })), byLoad }, {
-          actor, pod, dryRun, deadline, snapshot, marks,
-        });
-      },
-      // PRESTOP, once the server is marked: wait while stopping it would leave a shard without a ready voting majority,
-      // within prestopWaitBudgetMs. The demotion then plans on the last read. A read that fails ends the wait (the
-      // demotion matters more). A dry run says whether it would wait, and does not. After the demotion (phase
-      // after-demote) the same wait, on a fresh read, for the secondaries catching up with their new primaries; a dry
-      // run moved nothing, so it has nothing to say there.
-      async 'wait-for-majority'({ server, maxWaitSeconds, phase }, { snapshot, observe, deadline, dryRun }) {
-        const startedAt = clock.now();
-        const skipped = prestopWaitSkipped({ phase, dryRun });
-        if (skipped) return { ...skipped, waitedMs: 0 };
-        const waitUntil = createDeadline(clock, prestopWaitBudgetMs({ maxWaitSeconds, leftMs: deadline?.remainingMs() }));
-        const report = (outcome, reason, short) => ({ outcome, waitedMs: clock.now() - startedAt, short, reason });
-        const unreadable = (err, from) => ({ ...prestopWaitUnread({ phase, from, message: err.message }), waitedMs: clock.now() - startedAt });
-        let cluster;
-        try {
-          cluster = snapshot ?? await store.readCluster();
-        } catch (err) {
-          return unreadable(err, null);
-        }
-        const initial = decidePrestopWait(cluster, { serverId: server.id, serverName: server.name, waitLeftMs: waitUntil.remainingMs() });
-        if (initial.short.length === 0) return report('none', initial.reason, initial.short);
-        if (dryRun) return report(initial.wait ? 'would_wait' : 'gave_up', initial.reason, initial.short);
-        let last = initial;
-        while (last.wait) {
-          await clock.sleep(config.waitPollIntervalMs);
-          try {
-            cluster = await store.readCluster();
-          } catch (err) {
-            return unreadable(err, initial);
-          }
-          last = decidePrestopWait(cluster, { serverId: server.id, serverName: server.name, waitLeftMs: waitUntil.remainingMs() });
-        }
-        observe(cluster);
-        const outcome = prestopWaitOutcome(cluster, { serverId: server.id, initialShort: initial.short });
-        if (outcome === 'waited') return report(outcome, `${initial.reason}; the majority was back after ${clock.now() - startedAt} ms`, initial.short);
-        return report(outcome, last.short.length > 0 ? last.reason : `${initial.reason}; a shard lost its voting majority meanwhile, which no wait brings back`, initial.short);
-      },
-      // A server back during a rollout: what its last drain took is owed back when the rollout ends (persisted, so that
-      // another replica leading by then still gives it back).
-      async 'owe-hand-back'({ server, pod, demoted, reason }) {
-        const owed = await marks.setHandBack(server.id, { demoted, reason, since: new Date(clock.now()).toISOString() }, { serverName: server.name, pod });
-        return { owed: owed.demoted.length };
-      },
-      async 'settle-hand-backs'({ servers }) {
-        for (const id of servers) await marks.clearHandBack(id);
-        return { settled: servers.length };
-      },
-      async 'add-server'({ server, reason, clearsRestore = false, wait = true }, { actor, snapshot }) {
-        if (clearsRestore) await marks.clearRestore(server.id);
-        const started = await actions.addServer({ server: server.id, reason }, { actor, snapshot });
-        return wait ? operations.wait(started.operation.id) : { id: started.operation.id, status: started.operation.status };
-      },
-      async 'scale-statefulset'({ replicas }) {
-        if (!kube) throw appError('noKubeForScale');
-        await kube.patchStatefulSetScale(replicas);
-        return { replicas };
-      },
-      async 'replace-server'({ lost, server, reason }, { actor, snapshot }) {
-        const started = await actions.replaceServer({ lost, server: server.id, reason }, { actor, snapshot });
-        return operations.wait(started.operation.id);
-      },
-    };
-  }
-
-  async function waitForReplicasReady(serverId, snapshot, observe) {
-    const deadline = createDeadline(clock, config.deadlines.migrationSeconds * 1000);
-    let cluster = snapshot ?? await store.readCluster();
-    for (;;) {
-      if (unreadyReplicasOf(cluster, serverId).length === 0) {
-        observe(cluster);
-        return true;
-      }
-      if (deadline.expired()) return false;
-      await clock.sleep(config.waitPollIntervalMs);
-      cluster = await store.readCluster();
-    }
-  }
+  const deps = {
+    store, kube, actions, marks: realMarks, operations, config, clock, log: logger.child({ module: 'executor' }),
+  };
 
   // Runs the intents in order and returns [{ intent, result }]. A failing intent stops the rest (its error
   // propagates); a dry run runs only the intents that can plan without changing anything.
   async function run(intents, { snapshot = null, ...context }) {
-    const steps = context.dryRun ? stepsOn(realMarks.fork()) : realSteps;
+    // A dry run's steps change a copy of the marks, which a plan after them reads as the real run's would.
+    const on = context.dryRun ? { ...deps, marks: realMarks.fork() } : deps;
     const done = [];
     const read = { decided: snapshot, current: snapshot };
     const observe = (cluster) => { read.current = cluster; };
     for (const intent of intents) {
-      const step = steps[intent.type];
+      const step = INTENT_STEPS[intent.type];
       if (!step) throw appError('noExecutorStep', { type: intent.type });
-      if (context.dryRun && !intentIs(intent.type, 'dryRun')) continue;
+      if (context.dryRun && !step.dryRun) continue;
       // Once the decision's deadline has passed, an intent's action finds it expired and reports what it did not do.
-      done.push({ intent, result: await step(intent, { ...context, snapshot: read.current, decided: read.decided, observe }) });
-      if (!context.dryRun && intentIs(intent.type, 'reconfigures')) read.current = null;
+      done.push({ intent, result: await step.run(intent, { ...context, snapshot: read.current, decided: read.decided, observe }, on) });
+      if (!context.dryRun && step.reconfigures) read.current = null;
     }
     return done;
   }
 
-  // stepTypes: the intent types it has a step for (one per type of ./intent-types.js).
-  return { run, stepTypes: Object.keys(realSteps) };
+  // stepTypes: the intent types it has a step for (./intent-steps.js).
+  return { run, stepTypes: Object.keys(INTENT_STEPS) };
 }
 
 // The result of the first intent of a type, or null.
