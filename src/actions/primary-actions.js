@@ -2,7 +2,7 @@
 // levelling them (rebalancePrimaries). Each plans (src/planner/primary-planner.js), commits through the reconfigurer
 // and waits until the new primaries act, and returns a report; none writes a mark on a server.
 
-import { podNameForServer, resolveServer, shardLoads } from '../cluster/cluster-model.js';
+import { resolveServer, shardLoads } from '../cluster/cluster-model.js';
 import { createDeadline, deadlineOr, withinMs } from '../lib/clock.js';
 import { timePlanning } from '../lib/trace.js';
 import { clusterOf } from './operation-context.js';
@@ -22,11 +22,11 @@ const handoverRoundMs = 2000;
 // The share of an action's remaining time that reading the client traffic, to order its writes, may take.
 const TRAFFIC_READ_SHARE = 0.1;
 
+// podNameOf: see ./actions.js.
 export function createPrimaryActions({
-  store, reconfigurer, marks, clock, logger, config, audit,
+  store, reconfigurer, marks, clock, logger, config, audit, podNameOf,
 }) {
   const log = logger.child({ module: 'actions' });
-  const podNameOf = (server) => podNameForServer(server, config.podServerOverrides);
 
   // Plans, and unless dryRun, commits and waits for the new primaries to act (and, for a drain, until none of
   // the drained servers acts as primary any more, except where the plan could not move it).

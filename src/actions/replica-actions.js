@@ -4,9 +4,7 @@
 // migration record on the server concerned), so that a restarted manager can resume them; none writes another mark.
 
 import { appError } from '../errors.js';
-import {
-  findTable, podNameForServer, resolveServer, tableLabel,
-} from '../cluster/cluster-model.js';
+import { findTable, resolveServer, tableLabel } from '../cluster/cluster-model.js';
 import { managerActor } from '../audit/actor.js';
 import { createDeadline, deadlineOr } from '../lib/clock.js';
 import { createKeyedMutex } from '../lib/keyed-mutex.js';
@@ -24,17 +22,15 @@ import {
 export const MIGRATION_VERSION = 1;
 
 // rebalancePrimaries: the primary action (./primary-actions.js) that gives a new or replacement server its share of
-// primaries once its replicas are in.
+// primaries once its replicas are in. podNameOf: see ./actions.js.
 export function createReplicaActions({
-  store, reconfigurer, marks, operations, clock, logger, config, audit, rebalancePrimaries,
+  store, reconfigurer, marks, operations, clock, logger, config, audit, rebalancePrimaries, podNameOf,
 }) {
   const log = logger.child({ module: 'actions' });
   // One replica move of a shard at a time, held from its staging to its finalizing write: another move of the same
   // shard (a second migration, a create-replica) waits, then plans its step on what the first left. Without it, a move
   // counted another's staged nonvoting replica as its own and finalized the shard one replica short.
   const shardMoves = createKeyedMutex();
-
-  const podNameOf = (server) => podNameForServer(server, config.podServerOverrides);
 
   function resolveTable(cluster, ref) {
     const table = findTable(cluster, ref);
