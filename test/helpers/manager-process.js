@@ -1,9 +1,7 @@
 // Manager replicas as real processes (node src/server.js by default, or the image's bundle): what a leader-election test
-// kills with SIGKILL or cuts off from the API server. Also a TCP relay in front of the API server that can be cut, and
-// a kubeconfig file for it.
+// kills with SIGKILL or cuts off from the API server (through test/lab/tcp-relay.js), and a kubeconfig file for it.
 
 import { writeFileSync } from 'node:fs';
-import { connect, createServer } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { onFreshPort, startProcess } from './processes.js';
@@ -22,30 +20,6 @@ export function writeKubeconfig(dir, name, { server, ca, token }) {
     'current-context': name,
   }), { mode: 0o600 });
   return file;
-}
-
-// A TCP relay to 127.0.0.1:targetPort. cut(): every connection is closed and new ones are closed at once (the
-// manager's API calls fail as on a network partition); restore() lets them through again.
-export async function startTcpRelay(targetPort) {
-  const sockets = new Set();
-  let cut = false;
-  const server = createServer((client) => {
-    if (cut) { client.destroy(); return; }
-    const upstream = connect(targetPort, '127.0.0.1');
-    sockets.add(client);
-    sockets.add(upstream);
-    const drop = () => { client.destroy(); upstream.destroy(); sockets.delete(client); sockets.delete(upstream); };
-    client.on('error', drop).on('close', drop);
-    upstream.on('error', drop).on('close', drop);
-    client.pipe(upstream).pipe(client);
-  });
-  await new Promise((resolve) => { server.listen(0, '127.0.0.1', resolve); });
-  return {
-    port: server.address().port,
-    cut() { cut = true; for (const s of sockets) s.destroy(); sockets.clear(); },
-    restore() { cut = false; },
-    close: () => new Promise((resolve) => { for (const s of sockets) s.destroy(); server.close(resolve); }),
-  };
 }
 
 // node src/server.js with `env` (on top of a minimal environment), its JSON log lines kept. Resolves once /livez answers.

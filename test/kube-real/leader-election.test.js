@@ -15,7 +15,8 @@ import { CoordinationV1Api, CoreV1Api } from '@kubernetes/client-node';
 import r from 'rethinkdb';
 import { startKubeApiServer } from '../helpers/kube-apiserver.js';
 import { NAMESPACE, seedRethinkDbCluster, writeRelayToken } from '../helpers/kube-objects.js';
-import { startManagerProcess, startTcpRelay, writeKubeconfig } from '../helpers/manager-process.js';
+import { startTcpRelay } from '../lab/tcp-relay.js';
+import { startManagerProcess, writeKubeconfig } from '../helpers/manager-process.js';
 import { freeLoopbackPorts } from '../helpers/processes.js';
 import { evictionReview } from '../helpers/harness.js';
 import { makeWebhookCertificate } from '../helpers/webhook-tls.js';
@@ -80,7 +81,7 @@ function review(replica, body) {
 
 // A replica named `name` with its own relay to the API server.
 async function startReplica(name, env = {}) {
-  const relay = await startTcpRelay(Number(new URL(api.server).port));
+  const relay = await startTcpRelay({ port: Number(new URL(api.server).port) });
   relays.push(relay);
   const kubeconfig = writeKubeconfig(dir, name, { server: `https://127.0.0.1:${relay.port}`, ca: api.ca, token: api.adminToken });
   const [webhookPort] = await freeLoopbackPorts(1);
