@@ -32,6 +32,8 @@ export function createNetworkLab({ labIndex = 0 } = {}) {
     const host = `${subnet}.${10 + index}`;
     if (!hosts.has(index)) {
       tryRun('ip', ['netns', 'del', netns]);
+      // A lab killed a moment ago may leave its veth behind while the kernel is still tearing its namespace down.
+      tryRun('ip', ['link', 'del', hostSide]);
       ip('netns', 'add', netns);
       ip('link', 'add', hostSide, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', netns);
       ip('link', 'set', hostSide, 'master', bridge);
