@@ -33,6 +33,14 @@ export function createSandboxKube({
   let updateRevision = 'rethinkdb-1';
   // Set by the wiring: how a started pod calls POSTSTART (and a stopping one PRESTOP), like the pods' exec hooks.
   let hookCaller = { postStart: async () => {}, preStop: async () => {} };
+  // The hook calls not answered yet (a scale-out's pods call POSTSTART without the caller waiting for them).
+  const pendingHooks = new Set();
+  function callHook(kind, name) {
+    const call = Promise.resolve().then(() => hookCaller[kind](name));
+    const tracked = call.catch(() => {}).finally(() => pendingHooks.delete(tracked));
+    pendingHooks.add(tracked);
+    return call;
+  }
   const cordons = createNodeCordons();
 
   const notFound = (what, name) => appError('sandboxObjectNotFound', { what, name });
@@ -152,7 +160,7 @@ export function createSandboxKube({
         replicas -= 1;
       }
       for (const name of stopping) await this.stopPod(name);
-      for (const name of started) hookCaller.postStart(name);
+      for (const name of started) callHook('postStart', name);
       return { replicas };
     },
     async annotatePod(name, annotations) {
@@ -172,6 +180,10 @@ export function createSandboxKube({
 
     // Sandbox controls (admin endpoints, scenarios, tests).
     setHookCaller(caller) { hookCaller = { ...hookCaller, ...caller }; },
+    // Resolves once every hook call the pods made has been answered (tests wait on it rather than on time).
+    async hooksAnswered() {
+      while (pendingHooks.size > 0) await Promise.all([...pendingHooks]);
+    },
     events: () => [...events],
     setPodCpu(name, cores) { podOrThrow(name).cpuDemandCores = cores; },
     setInterference(nodeName, cores) {
@@ -199,7 +211,7 @@ export function createSandboxKube({
     // A replacement pod on a fresh node (the ReplicaSet mechanism of the paper's testbed): it joins and calls POSTSTART.
     startReplacementPod() {
       const pod = createPod();
-      hookCaller.postStart(pod.name);
+      callHook('postStart', pod.name);
       return publicPod(pod);
     },
     // `kubectl rollout restart`, as the StatefulSet controller runs it (OrderedReady, RollingUpdate): highest ordinal
@@ -216,7 +228,7 @@ export function createSandboxKube({
         await onStep({ pod: name, step: 'stopped', prestop: answer });
         createPod(ordinal);
         model.restoreServer(serverNameOf(name));
-        await hookCaller.postStart(name);
+        await callHook('postStart', name);
         await onStep({ pod: name, step: 'started' });
         await waitReady(name);
         await onStep({ pod: name, step: 'ready' });
@@ -226,7 +238,7 @@ export function createSandboxKube({
     // A graceful stop: PRESTOP first (the container waits for it), then SIGTERM.
     async stopPod(name) {
       podOrThrow(name);
-      const answer = await hookCaller.preStop(name);
+      const answer = await callHook('preStop', name);
       model.crashServer(serverNameOf(name), { mode: 'term' });
       pods.delete(name);
       return answer;

@@ -7,7 +7,19 @@ import {
 } from '../../src/rethinkdb/rethinkdb-source.js';
 import { createLogger } from '../../src/logger.js';
 import { loadRethinkFixture, rawSnapshot, recordedIds } from '../helpers/fixtures.js';
-import { createLogSink, createVirtualClock } from '../helpers/harness.js';
+import { createLogSink, createVirtualClock, eventually } from '../helpers/harness.js';
+
+// Until the connection manager answers get() with a connection that `which` accepts (it connects in the background).
+const connected = (manager, which = () => true, what = 'a connection') => eventually(() => {
+  try {
+    const conn = manager.get();
+    return which(conn) && conn;
+  } catch {
+    return false;
+  }
+}, { intervalMs: 1, timeoutMs: 2000, what });
+// Until a condition holds, polled every millisecond.
+const until = (condition, what) => eventually(condition, { intervalMs: 1, timeoutMs: 2000, what });
 
 const ids = recordedIds().servers;
 const USERTABLE = '32000534-2427-4a10-8470-c69cc11d3872';
@@ -153,7 +165,7 @@ describe('connection manager', () => {
     const manager = createConnectionManager({ connect, seeds: SEEDS, clock: sleepyClock, logger, reconnectMinMs: 100, reconnectMaxMs: 500 });
     expect(() => manager.get()).toThrow(expect.objectContaining({ code: 'DATA_STORE_UNAVAILABLE' }));
     manager.start();
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    await connected(manager);
     expect(sleeps).toEqual([100, 200, 400, 500, 500]);
     expect(manager.get()).toBe(conn);
     expect(manager.status()).toMatchObject({ connected: true, attempts: 6 });
@@ -167,7 +179,7 @@ describe('connection manager', () => {
     const logger = createLogger({ level: 'silent', destination: createLogSink().stream });
     const manager = createConnectionManager({ connect: async () => conns.shift(), seeds: SEEDS, clock: createVirtualClock(), logger, reconnectMinMs: 10, reconnectMaxMs: 10 });
     manager.start();
-    await new Promise((resolve) => setTimeout(resolve, 5));
+    await connected(manager);
     return { manager, first, second };
   }
 
@@ -176,7 +188,7 @@ describe('connection manager', () => {
     const runQuery = createQueryRunner({ connections: manager, queryTimeoutMs: 20 });
     await expect(runQuery({ run: () => new Promise(() => {}) }, 'ping')).rejects.toMatchObject({ code: 'DATA_STORE_UNAVAILABLE' });
     expect(first.open).toBe(false);
-    await new Promise((resolve) => setTimeout(resolve, 5));
+    await connected(manager, (c) => c === second, 'the second connection');
     expect(manager.get()).toBe(second);
   });
 
@@ -185,7 +197,7 @@ describe('connection manager', () => {
     expect(manager.get()).toBe(first);
     first.open = false;
     first.emit('close');
-    await new Promise((resolve) => setTimeout(resolve, 5));
+    await connected(manager, (c) => c === second, 'the second connection');
     expect(manager.get()).toBe(second);
   });
 
@@ -220,7 +232,7 @@ describe('connection manager', () => {
     const logger = createLogger({ level: 'silent', destination: createLogSink().stream });
     const manager = createConnectionManager({ connect: cluster.connect, seeds, clock: sleepyClock, logger, reconnectMinMs: 100, reconnectMaxMs: 500 });
     manager.start();
-    await new Promise((resolve) => setTimeout(resolve, 5));
+    await connected(manager);
     return { manager, sleeps };
   }
 
@@ -274,7 +286,7 @@ describe('connection manager', () => {
     cluster.attempts.length = 0;
     first.open = false;
     first.emit('close');
-    await new Promise((resolve) => setTimeout(resolve, 5));
+    await connected(manager, (c) => c !== first, 'a new connection');
     expect(manager.get().serverName).not.toBe('rethinkdb_0');
     // The lost server is not tried first: a cut-off one would cost a whole connect timeout.
     expect(cluster.attempts).toEqual([manager.get().serverName]);
@@ -282,13 +294,14 @@ describe('connection manager', () => {
   });
 
   // A manager that dials with a 500 ms stagger on a clock whose sleeps the test ends itself (timers[i].resolve()).
-  async function staggeredManager(connect, seeds = SEEDS) {
+  // started(manager, timers): when the test may go on (by default, once connected).
+  async function staggeredManager(connect, seeds = SEEDS, started = (manager) => connected(manager)) {
     const timers = [];
     const clock = { ...createVirtualClock(), sleep: (ms) => new Promise((resolve) => { timers.push({ ms, resolve }); }) };
     const logger = createLogger({ level: 'silent', destination: createLogSink().stream });
     const manager = createConnectionManager({ connect, seeds, clock, logger, reconnectMinMs: 100, reconnectMaxMs: 500, connectStaggerMs: 500 });
     manager.start();
-    await new Promise((resolve) => { setTimeout(resolve, 5); });
+    await started(manager, timers);
     return { manager, timers };
   }
 
@@ -365,19 +378,20 @@ describe('connection manager', () => {
       if (address.host === 'rethinkdb-0') { cluster.attempts.push('rethinkdb_0'); await frozen; return cluster.connect({ host: 'rethinkdb-2', port: address.port }); }
       return cluster.connect(address);
     };
-    const { manager, timers } = await staggeredManager(connect, [{ host: 'rethinkdb-0', port: 28015 }, { host: 'rethinkdb-2', port: 28015 }]);
+    // Started once the first address is dialled and the stagger is waiting.
+    const { manager, timers } = await staggeredManager(connect, [{ host: 'rethinkdb-0', port: 28015 }, { host: 'rethinkdb-2', port: 28015 }], (m, pending) => until(() => pending.length > 0, 'the stagger'));
     // Only the first address is dialled until the stagger has passed.
     expect(cluster.attempts).toEqual(['rethinkdb_0']);
     expect(() => manager.get()).toThrow(expect.objectContaining({ code: 'DATA_STORE_UNAVAILABLE' }));
     expect(timers.map((t) => t.ms)).toEqual([500]);
     timers.shift().resolve();
-    await new Promise((resolve) => { setTimeout(resolve, 5); });
+    await connected(manager);
     expect(cluster.attempts).toEqual(['rethinkdb_0', 'rethinkdb_2']);
     expect(manager.get().serverName).toBe('rethinkdb_2');
     // The frozen server answers at last: that connection is closed, the adopted one stays.
     const adopted = manager.get();
     answerFrozen();
-    await new Promise((resolve) => { setTimeout(resolve, 5); });
+    await until(() => cluster.opened.some((c) => c !== adopted && !c.open), 'the late connection closed');
     expect(manager.get()).toBe(adopted);
     expect(cluster.opened.filter((c) => c !== adopted).map((c) => c.open)).toEqual([false]);
     await manager.close();
@@ -388,11 +402,11 @@ describe('connection manager', () => {
     const { manager, sleeps } = await connectedManager(cluster);
     cluster.down.add('rethinkdb_0');
     manager.get().emit('close');
-    await new Promise((resolve) => setTimeout(resolve, 5));
+    await until(() => sleeps.length >= 2, 'two backoffs');
     expect(() => manager.get()).toThrow(expect.objectContaining({ code: 'DATA_STORE_UNAVAILABLE' }));
     expect(sleeps.slice(0, 2)).toEqual([100, 200]);
     cluster.down.delete('rethinkdb_0');
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    await connected(manager);
     expect(manager.get().serverName).toBe('rethinkdb_0');
   });
 
@@ -405,12 +419,12 @@ describe('connection manager', () => {
     expect(moved).toMatchObject({ moved: true, from: 'rethinkdb_0' });
     const second = manager.get();
     expect(second.serverName).not.toBe('rethinkdb_0');
-    await new Promise((resolve) => setTimeout(resolve, 1));
+    await until(() => !first.open, 'the old connection closed');
     expect(first.open).toBe(false);
     // The new server goes too: the reconnection does not pick the drained one while another answers.
     cluster.down.add(second.serverName);
     second.emit('close');
-    await new Promise((resolve) => setTimeout(resolve, 5));
+    await connected(manager, (c) => c !== second, 'a new connection');
     expect(['rethinkdb_0', second.serverName]).not.toContain(manager.get().serverName);
   });
 

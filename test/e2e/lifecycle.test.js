@@ -10,13 +10,13 @@ import {
 const INITIAL = ['rethinkdb_0', 'rethinkdb_1', 'rethinkdb_2', 'rethinkdb_3'];
 const json = (req, body) => req.set('content-type', 'application/json').send(JSON.stringify(body));
 
-// Hooks are called over HTTP in the background, so "nothing running" must hold across a short real pause.
+// Until the pods' hook calls (made over HTTP in the background) are answered and the operations they started, and any
+// those started in turn, have finished.
 async function settle(h) {
-  let quiet = 0;
-  for (let i = 0; i < 2000; i += 1) {
-    quiet = h.operations.list().some((o) => o.status === 'running') ? 0 : quiet + 1;
-    if (quiet >= 5) return h.operations.list();
-    await new Promise((resolve) => { setTimeout(resolve, 2); });
+  for (let round = 0; round < 100; round += 1) {
+    await h.kube.hooksAnswered();
+    await h.operations.drain();
+    if (h.operations.runningCount() === 0) return h.operations.list();
   }
   throw new Error('operations did not finish');
 }

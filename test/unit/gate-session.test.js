@@ -48,6 +48,15 @@ function frameStream(socket, initial = Buffer.alloc(0)) {
   return { next: () => new Promise((resolve) => { waiting.push(resolve); pump(); }) };
 }
 
+// Until check() holds, polled every 2 ms (at most 3 s): what a test waits for, rather than a guessed time.
+async function seenWhen(check) {
+  for (let i = 0; i < 1500; i += 1) {
+    if (check()) return;
+    await new Promise((resolve) => { setTimeout(resolve, 2); });
+  }
+  throw new Error('timed out waiting');
+}
+
 // The upstream: the handshake's three server messages, then answer(query, attempt) for each frame, where attempt
 // counts the times this token was seen. Keeps every query it got.
 async function scriptedUpstream(answer) {
@@ -161,10 +170,10 @@ describe('the query gate', () => {
     c.socket.setNoDelay(true);
     c.send(1, [1, insert('retried'), {}]);
     const second = frame(2, [1, insert('split across two chunks'), {}]);
-    // The first part well before the retry (200 ms), the rest well after it.
-    await new Promise((resolve) => { setTimeout(resolve, 50); });
+    // The first part once the first attempt has failed (the retry is 200 ms later), the rest once the retry was sent.
+    await seenWhen(() => up.seen.length === 1);
     c.socket.write(second.subarray(0, 20));
-    await new Promise((resolve) => { setTimeout(resolve, 400); });
+    await seenWhen(() => up.seen.some((x) => x.token === 1 && x.attempt === 2));
     c.socket.write(second.subarray(20));
     const answers = [await c.next(), await c.next()].sort((a, b) => a.token - b.token);
     expect(answers).toEqual([{ token: 1, body: { t: 1, r: [1] } }, { token: 2, body: { t: 1, r: [2] } }]);
@@ -261,7 +270,7 @@ describe('the query gate', () => {
     const { port } = await startGate(up.port, { retry: { budgetMs: 3000, minMs: 200, maxMs: 200 } });
     const c = await client(port);
     c.send(1, [1, insert('stopped'), {}]);
-    await new Promise((resolve) => { setTimeout(resolve, 50); });
+    await seenWhen(() => up.seen.length === 1);
     c.send(1, [3]);
     expect(await c.next()).toEqual({ token: 1, body: OP_FAILED });
     await new Promise((resolve) => { setTimeout(resolve, 300); });
@@ -280,7 +289,7 @@ describe('the query gate', () => {
     expect(await feed.next()).toMatchObject({ token: 1, body: { t: 3 } });
     const c = await client(port);
     c.send(2, [1, insert('nr'), { noreply: true }]);
-    await new Promise((resolve) => { setTimeout(resolve, 20); });
+    await seenWhen(() => up.seen.some((x) => x.token === 2));
     const startedAt = Date.now();
     const stopped = gate.stop(5000);
     // The drain waits for the noreply write's noreplyWait, sent after it began (as a driver's close sends it).
@@ -326,7 +335,7 @@ describe('the query gate', () => {
     const { port, gate } = await startGate(up.port);
     const c = await client(port);
     c.send(1, [1, [16, [table, 'k']], {}]);
-    await new Promise((resolve) => { setTimeout(resolve, 20); });
+    await seenWhen(() => up.seen.length === 1);
     const stopped = gate.stop(2000);
     expect(await c.next()).toEqual({ token: 1, body: { t: 1, r: ['late'] } });
     expect(await c.next()).toBeNull();
