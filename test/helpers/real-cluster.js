@@ -4,7 +4,7 @@
 import r from 'rethinkdb';
 import { createLabManager } from '../lab/lab-manager.js';
 import { createRethinkDbCluster, resolveBinary } from '../lab/rethinkdb-cluster.js';
-import { createLogSink } from './harness.js';
+import { createLogSink, eventually } from './harness.js';
 
 // The paper's data: ycsb.usertable 4 shards x 3 replicas, and a second table.
 export const PAPER_TABLES = [
@@ -66,5 +66,32 @@ export async function settled(cluster) {
 }
 
 export const replicasOf = (tables, name = 'ycsb.usertable') => tables.config[name].shards.map((s) => [...s.replicas].sort());
+
+// A layout: each table's shards as { primary, replicas } (server names, replicas sorted), no nonvoting replica.
+export async function readLayout(cluster) {
+  const t = await readTables(cluster);
+  return Object.fromEntries(Object.entries(t.config).map(([name, conf]) => [
+    name, conf.shards.map((s) => ({ primary: s.primary_replica, replicas: [...s.replicas].sort(), nonvoting: [...(s.nonvoting_replicas ?? [])].sort() })),
+  ]));
+}
+
+// Sets a layout by hand, through the driver (no manager involved), and waits until it acts: every acting primary the
+// configured one, every replica ready. What a real test starts from, so that it can run alone and does not depend on
+// what the tests before it left.
+export async function setLayout(cluster, layout) {
+  await cluster.withConnection(async (c) => {
+    for (const [name, shards] of Object.entries(layout)) {
+      const [db, table] = name.split('.');
+      await r.db(db).table(table).config().update({
+        shards: shards.map((s) => ({ primary_replica: s.primary, replicas: s.replicas, nonvoting_replicas: s.nonvoting ?? [] })),
+      }).run(c);
+    }
+    for (const name of Object.keys(layout)) {
+      const [db, table] = name.split('.');
+      await r.db(db).table(table).wait({ waitFor: 'all_replicas_ready', timeout: 60 }).run(c);
+    }
+  });
+  return eventually(() => settled(cluster), { what: 'the layout the test starts from to act' });
+}
 
 export { eventually } from './harness.js';

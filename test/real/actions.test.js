@@ -1,11 +1,13 @@
 // The manager's actions through its HTTP routes on four real RethinkDB 2.4 servers, with real Raft and real
 // backfills underneath. Every outcome is checked in table_config and table_status read through the driver.
-// The tests run in order on one cluster; each leaves the cluster as the next expects it.
+// The tests share one cluster, but none depends on another: each starts from the layout the tables were created with
+// (set again by hand, and checked, before each), with no server marked, so that any of them can run alone (-t).
 
 import { jest } from '@jest/globals';
 import request from 'supertest';
 import {
-  actingOf, allPrimaries, createRealManager, eventually, primariesOf, readTables, replicasOf, settled, startRealCluster, waitConnected,
+  actingOf, allPrimaries, createRealManager, eventually, primariesOf, readLayout, readTables, replicasOf, setLayout, settled, startRealCluster,
+  waitConnected,
 } from '../helpers/real-cluster.js';
 import { postJson, waitForOperation } from '../helpers/harness.js';
 
@@ -14,13 +16,25 @@ jest.setTimeout(90000);
 let cluster;
 let m;
 let ids;
+// The layout the tables were created with: where every test starts.
+let created;
 beforeAll(async () => {
   cluster = await startRealCluster();
   m = createRealManager(cluster);
   await waitConnected(m);
-  const servers = (await request(m.app).get('/v1/cluster')).body.servers;
-  ids = Object.fromEntries(servers.map((s) => [s.name, s.id]));
+  created = await readLayout(cluster);
 }, 120000);
+
+// No server marked, the tables as created, and the servers' ids as the manager sees them.
+beforeEach(async () => {
+  const marked = (await request(m.app).get('/v1/cluster')).body.servers.filter((s) => s.draining);
+  for (const s of marked) expect((await postJson(m.app, '/v1/actions/release-server', { server: s.name, rebalance: false })).status).toBe(200);
+  await setLayout(cluster, created);
+  expect(await readLayout(cluster)).toEqual(created);
+  const servers = (await request(m.app).get('/v1/cluster')).body.servers;
+  expect(servers.filter((s) => s.draining)).toEqual([]);
+  ids = Object.fromEntries(servers.map((s) => [s.name, s.id]));
+}, 90000);
 
 afterAll(async () => {
   await m?.close();
@@ -33,6 +47,22 @@ const countOn = (list, name) => list.filter((n) => n === name).length;
 function spread(primaryNames) {
   const counts = Object.keys(ids).filter((n) => cluster.running(Number(n.split('_')[1]))).map((n) => countOn(primaryNames, n));
   return Math.max(...counts) - Math.min(...counts);
+}
+
+// A server a test added (a fifth) is stopped after it: the next test finds the four servers the tables were created on.
+afterEach(async () => {
+  for (const s of cluster.servers.slice(4)) if (cluster.running(s.index)) await cluster.stopServer(s.index);
+});
+
+// The layout without `name`: in each shard that has it, the server that shard lacks takes its place (as replica, and as
+// primary where it was).
+function layoutWithout(layout, name) {
+  const all = [...new Set(Object.values(layout).flatMap((shards) => shards.flatMap((s) => s.replicas)))];
+  return Object.fromEntries(Object.entries(layout).map(([table, shards]) => [table, shards.map((s) => {
+    if (!s.replicas.includes(name)) return s;
+    const instead = all.find((n) => n !== name && !s.replicas.includes(n));
+    return { primary: s.primary === name ? instead : s.primary, replicas: s.replicas.map((n) => (n === name ? instead : n)).sort(), nonvoting: [] };
+  })]));
 }
 
 // Sets usertable shard 0's replicas by hand (names), keeping its primary.
@@ -61,6 +91,7 @@ describe('actions on a real RethinkDB cluster', () => {
   });
 
   test('when a rebalance runs while rethinkdb_1 drains, then it gets no primary; when it is released, then it gets its share back', async () => {
+    expect((await postJson(m.app, '/v1/actions/move-primaries-from-server', { server: 'rethinkdb_1' })).status).toBe(200);
     const during = await postJson(m.app, '/v1/actions/rebalance-primaries', {});
     expect(during.status).toBe(200);
     expect(primariesOf(await readTables(cluster))).not.toContain('rethinkdb_1');
@@ -99,8 +130,6 @@ describe('actions on a real RethinkDB cluster', () => {
     const t = await eventually(() => settled(cluster), { what: 'acting primaries and ready replicas' });
     expect(replicasOf(t)[0].sort()).toEqual(['rethinkdb_0', 'rethinkdb_1', 'rethinkdb_2', 'rethinkdb_3']);
     expect(t.status['ycsb.usertable'].shards[0].replicas.map((x) => x.state)).toEqual(['ready', 'ready', 'ready', 'ready']);
-    // Back to three replicas, so that the next test finds a target for every replica it moves.
-    await setShard0Replicas(before);
   });
 
   test('when migrate-replicas-off moves everything off rethinkdb_3, then it holds no replica, every shard keeps its count, and the steps show progress', async () => {
@@ -120,8 +149,9 @@ describe('actions on a real RethinkDB cluster', () => {
   });
 
   test('when a move off rethinkdb_3 was staged and never finalized (a manager stopped between the two writes), then migrate-replicas-off finishes it: the staged nonvoting replica votes and rethinkdb_3 leaves', async () => {
-    // rethinkdb_3 holds nothing after the test above: give it a replica of shard 0 again, then stage a move of it as
-    // the manager does (the target joins as nonvoting) and leave it there.
+    // rethinkdb_3 holding nothing, give it a replica of shard 0 again, then stage a move of it as the manager does (the
+    // target joins as nonvoting) and leave it there.
+    await setLayout(cluster, layoutWithout(created, 'rethinkdb_3'));
     const voters = replicasOf(await readTables(cluster))[0];
     const primary = primariesOf(await readTables(cluster))[0];
     const [other, staged] = voters.filter((n) => n !== primary);
@@ -145,7 +175,6 @@ describe('actions on a real RethinkDB cluster', () => {
   });
 
   test('when add-server runs for a fifth server that really joined, then it takes replicas and a primary', async () => {
-    await postJson(m.app, '/v1/actions/release-server', { server: 'rethinkdb_3', rebalance: false });
     const index = await cluster.addServer();
     await cluster.waitForServers(5);
     const servers = (await request(m.app).get('/v1/cluster')).body.servers;
