@@ -4,7 +4,8 @@
 //             start with a message that says which and why
 //   webhook   the eviction webhook over TLS (src/webhook-server.js). Certificate files that cannot be read yet (the
 //             optional Secret not created, or not yet mounted) leave it off, which its failurePolicy Ignore turns
-//             into evictions without demotion; they are tried again every retryMs. A port that is taken fails.
+//             into evictions without demotion; they are tried again every retryMs. A port that is taken fails the
+//             start, or, found on a retry, calls onRetryFailed(err) (src/server.js: the same fatal exit).
 // port(): the port listened on (port 0 asks the system for one), null before.
 
 import { createServer } from 'node:http';
@@ -40,6 +41,7 @@ export function httpListener({
 
 export function webhookListener({
   app, certFile, keyFile, host, port, requestTimeoutMs, logger, retryMs = 60000,
+  onRetryFailed = (err) => logger.error({ err: err.message }, 'the eviction webhook could not start'),
 }) {
   let listened = null;
   return {
@@ -59,7 +61,7 @@ export function webhookListener({
           if (err.code !== 'WEBHOOK_TLS_UNREADABLE') throw err;
           logger.error({ err: err.message }, 'eviction webhook off for now (tried again in a minute): evictions go ahead without demoting primaries first (see docs/node-maintenance.md)');
           if (!stopped) {
-            retry = setTimeout(() => open().catch((e) => logger.error({ err: e.message }, 'the eviction webhook could not start')), retryMs);
+            retry = setTimeout(() => open().catch(onRetryFailed), retryMs);
             retry.unref();
           }
           return;

@@ -45,28 +45,16 @@ async function main() {
     app: manager.app, host: config.http.host, port: config.http.port, requestTimeoutMs: config.http.requestTimeoutMs, logger,
   });
   manager.serve(api);
+  const cannotStartWebhook = (err) => {
+    logger.fatal({ err: err.message }, 'cannot start the eviction webhook');
+    process.exit(1);
+  };
   const webhook = config.webhook.enabled ? webhookListener({
     app: manager.webhookApp, certFile: config.webhook.certFile, keyFile: config.webhook.keyFile, host: config.http.host, port: config.webhook.port,
-    requestTimeoutMs: config.http.requestTimeoutMs, logger,
+    requestTimeoutMs: config.http.requestTimeoutMs, logger, onRetryFailed: cannotStartWebhook,
   }) : null;
   if (webhook) manager.serve(webhook);
   else logger.info('eviction webhook off: WEBHOOK_TLS_CERT_FILE and WEBHOOK_TLS_KEY_FILE are not set');
-  // The ports, then the timers. A port that cannot be listened on (in use, privileged) says which, and exits non-zero.
-  // The periodic work runs only while this replica leads and has loaded its state (tick() checks).
-  try {
-    await manager.start();
-  } catch (err) {
-    if (err.code === 'HTTP_LISTEN_FAILED') logger.fatal({ err: err.message, code: err.listenCode }, 'cannot listen');
-    else logger.fatal({ err: err.message }, 'cannot start the eviction webhook');
-    process.exit(1);
-  }
-  const port = api.port();
-  logger.info({ port, backend: config.backend, auth: config.auth.mode, protectReads: config.auth.protectReads }, 'manager listening');
-  if (config.auth.mode === 'none' && config.backend !== 'sandbox') {
-    logger.warn('AUTH_MODE=none: anyone who can reach this port can drain servers and move data; see docs/security.md');
-  }
-  // The sandbox's pods call their hooks over HTTP, like the real pods' curl commands.
-  if (backend.sandboxKube) connectSandboxHooks(backend.sandboxKube, sandboxPost(`http://127.0.0.1:${port}`, logger, backend.staticToken));
   let stopping = false;
   const stop = async (signal) => {
     if (stopping) return;
@@ -84,6 +72,23 @@ async function main() {
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
+  // The ports, then the timers. A port that cannot be listened on (in use, privileged) says which, and exits non-zero.
+  // The periodic work runs only while this replica leads and has loaded its state (tick() checks).
+  try {
+    await manager.start();
+  } catch (err) {
+    if (err.code === 'HTTP_LISTEN_FAILED') logger.fatal({ err: err.message, code: err.listenCode }, 'cannot listen');
+    else if (err.code === 'WEBHOOK_LISTEN_FAILED') cannotStartWebhook(err);
+    else logger.fatal({ err: err.message }, 'cannot start');
+    process.exit(1);
+  }
+  const port = api.port();
+  logger.info({ port, backend: config.backend, auth: config.auth.mode, protectReads: config.auth.protectReads }, 'manager listening');
+  if (config.auth.mode === 'none' && config.backend !== 'sandbox') {
+    logger.warn('AUTH_MODE=none: anyone who can reach this port can drain servers and move data; see docs/security.md');
+  }
+  // The sandbox's pods call their hooks over HTTP, like the real pods' curl commands.
+  if (backend.sandboxKube) connectSandboxHooks(backend.sandboxKube, sandboxPost(`http://127.0.0.1:${port}`, logger, backend.staticToken));
   if (config.leaderElection.active) {
     // Several replicas: the Lease decides who leads; the leader loads the persisted state before it takes work.
     const election = manager.startElection({ identity: electionIdentity(config), addresses: advertisedAddresses(config, port, webhook?.port() ?? config.webhook.port) });

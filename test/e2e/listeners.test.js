@@ -68,6 +68,26 @@ describe('webhookListener', () => {
     await stop();
   });
 
+  test('when its files appear but its port is taken by then, then the failure is handed to onRetryFailed (the entry point exits 1 on it)', async () => {
+    const holder = createServer();
+    await new Promise((resolve) => { holder.listen(0, '127.0.0.1', resolve); });
+    const failures = [];
+    const listener = webhookListener({
+      app: express(), certFile: join(dir, 'tls.crt'), keyFile: join(dir, 'tls.key'), host: '127.0.0.1', port: holder.address().port, requestTimeoutMs: 1000,
+      logger: recordingLogger(), retryMs: 20, onRetryFailed: (err) => failures.push(err),
+    });
+    try {
+      const stop = await listener.start();
+      mountFiles();
+      await until(() => failures.length > 0);
+      expect(failures).toEqual([expect.objectContaining({ code: 'WEBHOOK_LISTEN_FAILED', message: expect.stringContaining('is already in use') })]);
+      expect(listener.port()).toBeNull();
+      await stop();
+    } finally {
+      holder.close();
+    }
+  });
+
   test('when it is stopped while waiting for its files, then it does not start when they appear', async () => {
     const logger = recordingLogger();
     const listener = listenerIn(logger);
