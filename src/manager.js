@@ -9,7 +9,6 @@ import { createAudit } from './audit/audit.js';
 import { createQueryHolds } from './actions/query-holds.js';
 import { createAuthenticator } from './auth/authenticator.js';
 import { createRelayCredentials } from './auth/relay-credentials.js';
-import { appError } from './errors.js';
 import { createEvents } from './events/events.js';
 import { createExecutor } from './events/executor.js';
 import { fenceWrites } from './events/leader-election.js';
@@ -29,10 +28,9 @@ import { createGateClient } from './gates/gate-client.js';
 import { podEndpoints } from './policy/query-holds.js';
 import { createMetrics } from './metrics/metrics.js';
 import { createMonitor } from './monitor/monitor.js';
-import { relayRoute } from './policy/leadership.js';
 import { createHookRoutes } from './routes/hook-routes.js';
 import { createHttpMetrics } from './routes/http-metrics.js';
-import { createLeaderRelay } from './routes/leader-relay.js';
+import { createLeaderRelay, reviewRelayFor } from './routes/leader-relay.js';
 import { createHookCounter, createMetricsRoutes } from './routes/metrics-routes.js';
 import { createSandboxRoutes } from './routes/sandbox-routes.js';
 import { createWebhookApp } from './routes/webhook-routes.js';
@@ -119,22 +117,10 @@ export function createManager({
     extraRoutes: [...routes, ...extraRoutes],
     status: async () => ({
       perfWarnings: await marks.perfWarnings(), migrations: await marks.migrations(), pendingRestores: await events.pendingRestores(), reconciliation: leadership.reconciliation(),
-      nodeMaintenance: maintenance.view(), leadership: elector().view(), ...(await podPlacement()),
+      nodeMaintenance: maintenance.view(), leadership: elector().view(), ...(await targets.podPlacement()),
     }),
   });
   const log = logger.child({ module: 'manager' });
-
-  // Where each RethinkDB pod runs, for GET /v1/cluster and the status page. Kubernetes being down only costs
-  // this part of the answer (within the adapter's time limit), never the cluster view.
-  async function podPlacement() {
-    if (!kube) return { pods: null };
-    try {
-      const pods = await kube.listRethinkDbPods();
-      return { pods: pods.map((p) => ({ pod: p.name, node: p.nodeName, hostname: p.hostname, phase: p.phase, ready: p.ready })) };
-    } catch (err) {
-      return { pods: null, podsError: err.message };
-    }
-  }
 
   // The eviction webhook's app, served over TLS on its own port by src/webhook-server.js.
   const reviewRelay = config.webhook?.enabled ? createReviewRelay({
@@ -142,15 +128,7 @@ export function createManager({
     timeoutMs: config.webhook.evictionDeadlineSeconds * 1000 + 500,
   }) : null;
   const webhookApp = createWebhookApp({
-    maintenance, work, logger, credentials: relayCredentials,
-    relayReview: async (review) => {
-      if (!elector().view().enabled) return null;
-      const route = relayRoute({ leader: elector().leader(), served: served(), address: 'webhook' });
-      if (route.to === 'here') return null;
-      if (route.to === 'wait') throw appError('noLeader');
-      if (!reviewRelay) throw appError('noLeaderCa');
-      return reviewRelay(route.target, review);
-    },
+    maintenance, work, logger, credentials: relayCredentials, relayReview: reviewRelayFor({ elector, served, send: reviewRelay }),
   });
 
   // Stop taking work, let running actions and operations finish within graceMs, and give the Lease up, so that

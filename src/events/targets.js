@@ -56,7 +56,19 @@ export function createTargets({ store, kube, config }) {
     return { statefulSet, pods };
   }
 
+  // Where each RethinkDB pod runs, for GET /v1/cluster and the status page. Kubernetes being down only costs
+  // this part of the answer (within the adapter's time limit), never the cluster view.
+  async function podPlacement() {
+    if (!kube) return { pods: null };
+    try {
+      const pods = await kube.listRethinkDbPods();
+      return { pods: pods.map((p) => ({ pod: p.name, node: p.nodeName, hostname: p.hostname, phase: p.phase, ready: p.ready })) };
+    } catch (err) {
+      return { pods: null, podsError: err.message };
+    }
+  }
+
   return {
-    existingPod, serversForPods, serversOnNode, serverByRef, serversOf, statefulSetRollout,
+    existingPod, serversForPods, serversOnNode, serverByRef, serversOf, statefulSetRollout, podPlacement,
   };
 }

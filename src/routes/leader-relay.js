@@ -49,6 +49,20 @@ export const LEADER_ROUTE = {
 // leadership(): the current elector (src/events/leader-election.js). served(): whether this replica leads and has
 // loaded its state, so that it can serve the request itself.
 // credentials: src/auth/relay-credentials.js (this replica's relay token, and the check of a peer's).
+// Where an eviction review goes (src/routes/webhook-routes.js's relayReview): null to answer it here (no election,
+// or this replica leads); otherwise send(leaderWebhook, review), the leader's answer (src/webhook-server.js,
+// createReviewRelay). No leader now, or no CA to check the leader's certificate with (send null): NO_LEADER.
+export function reviewRelayFor({ elector, served, send }) {
+  return async (review) => {
+    if (!elector().view().enabled) return null;
+    const route = relayRoute({ leader: elector().leader(), served: served(), address: 'webhook' });
+    if (route.to === 'here') return null;
+    if (route.to === 'wait') throw appError('noLeader');
+    if (!send) throw appError('noLeaderCa');
+    return send(route.target, review);
+  };
+}
+
 export function createLeaderRelay({
   leadership, served, deadlines, clock, logger, credentials, refreshFollowerView = async () => {}, connectTimeoutMs = 1000, shuttingDown = () => false,
 }) {
