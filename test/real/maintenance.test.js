@@ -2,14 +2,16 @@
 // drains the node's server and its uncordon gives primaries back, read through the driver; an eviction review is
 // answered allowed only once the new primaries act (table_status), the tables stay writable when the server then
 // stops, and the next eviction of a server sharing shards is refused while that one is away.
-// The time each answer took is printed, not asserted.
+// The time each answer took is printed, not asserted. The tests share one cluster, but each starts from the same
+// state (every server running, no node cordoned, no server marked, the tables as created), so any can run alone.
 
 import { jest } from '@jest/globals';
 import { createLabKube } from '../lab/lab-kube.js';
+import request from 'supertest';
 import {
-  actingOf, allPrimaries, createRealManager, eventually, primariesOf, readTables, settled, startRealCluster, waitConnected,
+  actingOf, allPrimaries, createRealManager, eventually, primariesOf, readLayout, readTables, setLayout, settled, startRealCluster, waitConnected,
 } from '../helpers/real-cluster.js';
-import { evictionReview, postReview } from '../helpers/harness.js';
+import { evictionReview, postJson, postReview } from '../helpers/harness.js';
 
 jest.setTimeout(120000);
 
@@ -17,6 +19,8 @@ let cluster;
 let kube;
 let m;
 let watch;
+// The layout the tables were created with.
+let created;
 
 beforeAll(async () => {
   cluster = await startRealCluster();
@@ -25,7 +29,38 @@ beforeAll(async () => {
   m = createRealManager(cluster, { via: 0, kube });
   await waitConnected(m);
   watch = m.watchNodes();
+  created = await readLayout(cluster);
 }, 120000);
+
+// Every server running, no node cordoned, no server marked, the tables as created.
+beforeEach(async () => {
+  for (const node of ['node-0', 'node-1', 'node-2', 'node-3']) kube.setNodeUnschedulable(node, false);
+  for (const s of cluster.servers) if (!cluster.running(s.index)) await cluster.restartServer(s.index);
+  await cluster.waitForServers(cluster.servers.length);
+  const connected = async () => (await request(m.app).get('/v1/cluster')).body.servers?.filter((x) => x.connected).length === cluster.servers.length;
+  await eventually(connected, { what: 'every server connected, as the manager sees it' });
+  // What an eviction review marked is released here (a cordon's drain ends with its test's uncordon).
+  for (const s of (await request(m.app).get('/v1/cluster')).body.servers.filter((x) => x.draining)) {
+    expect((await postJson(m.app, '/v1/actions/release-server', { server: s.name, rebalance: false })).status).toBe(200);
+  }
+  await setLayout(cluster, created);
+  expect(await readLayout(cluster)).toEqual(created);
+  expect(await m.marks.list()).toEqual([]);
+}, 120000);
+
+// rethinkdb-2's eviction reviewed (allowed once its primaries act elsewhere), and the server then stopped.
+async function evictRethinkdb2() {
+  const startedAt = Date.now();
+  const res = await review('rethinkdb-2');
+  const answeredMs = Date.now() - startedAt;
+  expect(res.body.response).toEqual({ uid: 'uid-rethinkdb-2', allowed: true });
+  // Read right after the answer: the new primaries act already.
+  const t = await readTables(cluster);
+  expect(allPrimaries(t)).not.toContain('rethinkdb_2');
+  expect(actingAll(t)).not.toContain('rethinkdb_2');
+  await cluster.stopServer(2, 'SIGTERM');
+  return answeredMs;
+}
 
 afterAll(async () => {
   await watch?.stop();
@@ -56,15 +91,7 @@ describe('node maintenance on a real RethinkDB cluster', () => {
   });
 
   test('when rethinkdb-2\'s eviction is reviewed, then it is allowed only once its primaries act elsewhere, and the tables stay writable as it stops', async () => {
-    const startedAt = Date.now();
-    const res = await review('rethinkdb-2');
-    const answeredMs = Date.now() - startedAt;
-    expect(res.body.response).toEqual({ uid: 'uid-rethinkdb-2', allowed: true });
-    // Read right after the answer: the new primaries act already.
-    const t = await readTables(cluster);
-    expect(allPrimaries(t)).not.toContain('rethinkdb_2');
-    expect(actingAll(t)).not.toContain('rethinkdb_2');
-    await cluster.stopServer(2, 'SIGTERM');
+    const answeredMs = await evictRethinkdb2();
     for (let i = 0; i < 15; i += 1) {
       const now = await readTables(cluster);
       for (const [name, s] of Object.entries(now.status)) expect({ name, writable: s.status.ready_for_writes }).toEqual({ name, writable: true });
@@ -74,6 +101,7 @@ describe('node maintenance on a real RethinkDB cluster', () => {
   });
 
   test('when rethinkdb-3\'s eviction is reviewed while rethinkdb_2 is away, then it is refused (429) and nothing changes', async () => {
+    await evictRethinkdb2();
     const before = primariesOf(await readTables(cluster));
     const res = await review('rethinkdb-3');
     expect(res.body.response).toMatchObject({ allowed: false, status: { code: 429 } });
