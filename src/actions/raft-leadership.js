@@ -46,10 +46,10 @@ export function createRaftLeadership({
   // Servers with a move under way: the tick leaves what they owe to the move itself.
   const inFlight = new Set();
 
-  // stillWanted(): checked before a second round (the warning may have ended meanwhile). decided (in the context): the
-  // cluster the caller decided on; where every table there has a known leader and none is the server, nothing is read (a demotion
-  // does not move a table's Raft leadership, and a PRESTOP at 1,000 tables spends about 0.8 s on one read); nor when
-  // the deadline has passed before the move starts (a PRESTOP's, spent on its demotion).
+  // stillWanted(): checked before a second round (the warning may have ended meanwhile). decided (in the context):
+  // the cluster the caller decided on; where every table there has a known leader and none is the server, nothing is
+  // read (a demotion does not move a table's Raft leadership, and a PRESTOP at 1,000 tables spends about 0.8 s on one
+  // read); nor when the deadline has passed before the move starts (a PRESTOP's, spent on its demotion).
   // Returns a report like every action's; changes: one row per table that was flipped, and whether it moved.
   // ctx: the operation context (./operation-context.js): actor, deadline, decided.
   async function moveRaftLeadership({ server, reason, stillWanted = async () => true }, { actor, deadline: given = null, decided = null } = {}) {

@@ -6,12 +6,11 @@
 import { appError } from '../errors.js';
 import { INTENT_STEPS } from './intent-steps.js';
 
-// context: { actor, pod, dryRun, deadline, snapshot } for every intent of one decision. deadline is the decision's:
-// one object (src/lib/clock.js) made at the edge, shared by its intents, so that each gets what is left of it when it
-// starts (a PRESTOP's Raft move after its demotion must still answer within the hook's deadline); null: each action
-// has its own default. snapshot is the
-// cluster the decision was made on. An action plans on it instead of reading the cluster again, as long as no
-// intent before it has reconfigured a table (steps see it as `snapshot`, null then); `decided` is always it.
+// run(intents, ctx): ctx is the decision's operation context (src/actions/operation-context.js), the same for every
+// intent. Its deadline is one object made at the edge, so that each intent gets what is left of it when it starts (a
+// PRESTOP's Raft move after its demotion must still answer within the hook's deadline); null: each action has its own
+// default. Its snapshot is the cluster the decision was made on: the steps see it as `snapshot` as long as no intent
+// before them has reconfigured a table (null then), and as `decided` always.
 // kube: the Kubernetes adapter (fenced like every write), for the StatefulSet's scale; null without a Kubernetes API.
 export function createExecutor({ store, kube = null, actions, marks: realMarks, operations, config, clock, logger }) {
   const deps = {
