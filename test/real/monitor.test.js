@@ -4,11 +4,14 @@
 // gone and the cooldown has passed, the warning ends and primaries come back. On 4 servers (so that every shard has
 // a server to move a replica to), a neighbour still there PERFWARNING_LONG_SECONDS (here 3 s) after the warning
 // makes the monitor escalate it: the pod's replicas migrate off with real backfills, and come back after it.
+// Each test starts from the same state (no neighbour, no warning, the monitor's streaks reset, the tables as created),
+// so that any can run alone.
 
 import { jest } from '@jest/globals';
+import request from 'supertest';
 import { createLabKube } from '../lab/lab-kube.js';
 import {
-  allPrimaries, createRealManager, eventually, readTables, startRealCluster, waitConnected,
+  allPrimaries, createRealManager, eventually, readLayout, readTables, setLayout, startRealCluster, waitConnected,
 } from '../helpers/real-cluster.js';
 
 jest.setTimeout(180000);
@@ -22,10 +25,23 @@ let cluster;
 let m;
 // A cluster of `size` servers in CPU nodes and a manager with the monitor on, for one describe block.
 function realMonitor({ size, env = {} }) {
+  let created;
   beforeAll(async () => {
     cluster = await startRealCluster({ size, coresPerNode: 0.5 });
     m = createRealManager(cluster, { via: 0, kube: createLabKube(cluster), env: { ...MONITOR_ENV, ...env } });
     await waitConnected(m);
+    created = await readLayout(cluster);
+  }, 120000);
+  // No neighbour, no warning (ended as an operator ends one), the monitor's streaks reset, the tables as created.
+  beforeEach(async () => {
+    await Promise.all(cluster.servers.map((s) => cluster.cpu.stopNoise(s.index)));
+    for (const w of await m.marks.perfWarnings()) {
+      expect((await request(m.app).delete(`/v1/hooks/perfwarning?pod=${w.pod}`)).status).toBe(200);
+    }
+    m.monitor.reset();
+    await setLayout(cluster, created);
+    expect(await readLayout(cluster)).toEqual(created);
+    expect(await m.marks.perfWarnings()).toEqual([]);
   }, 120000);
   afterAll(async () => {
     await m?.close();
@@ -41,19 +57,25 @@ async function poll() {
   return m.monitor.pollOnce();
 }
 
+// A noisy neighbour saturates rethinkdb-1's node from a first poll on; the two polls after it.
+async function saturateRethinkdb1() {
+  await m.monitor.pollOnce();
+  cluster.cpu.startNoise(1, { processes: 2 });
+  const first = await poll();
+  const second = await poll();
+  return { first, second };
+}
+
 describe('the monitor on a real cluster with CPU nodes', () => {
   realMonitor({ size: 3 });
 
   test('when a noisy neighbour saturates rethinkdb-1\'s node, then the monitor raises PERFWARNING for that pod after two polls and its primaries move off', async () => {
     expect(allPrimaries(await readTables(cluster))).toContain('rethinkdb_1');
-    await m.monitor.pollOnce();
-    cluster.cpu.startNoise(1, { processes: 2 });
-    const first = await poll();
+    const { first, second } = await saturateRethinkdb1();
     const hot = first.evaluation.samples.find((s) => s.pod === 'rethinkdb-1');
     expect(hot.interference).toBeGreaterThan(0.8);
     expect(first.evaluation.hot.map((h) => h.pod)).toEqual(['rethinkdb-1']);
     expect(first.decisions).toEqual([]);
-    const second = await poll();
     expect(second.decisions).toEqual([expect.objectContaining({ type: 'raise', pod: 'rethinkdb-1', signal: 'interference' })]);
     const t = await readTables(cluster);
     expect(allPrimaries(t)).not.toContain('rethinkdb_1');
@@ -61,7 +83,10 @@ describe('the monitor on a real cluster with CPU nodes', () => {
   });
 
   test('when the neighbour is gone and the cooldown has passed, then the monitor ends the warning and rethinkdb-1 gets primaries back', async () => {
-    cluster.cpu.stopNoise(1);
+    // The warning raised, as the test above checks in detail.
+    await saturateRethinkdb1();
+    expect(await m.marks.perfWarnings()).toEqual([expect.objectContaining({ pod: 'rethinkdb-1', source: 'monitor' })]);
+    await cluster.cpu.stopNoise(1);
     // The first poll's window may still hold some of the noise (the raise, with its Raft leadership move, can take
     // seconds on a loaded machine), so the clear is looked for over a few polls, not at an exact one.
     let cleared = null;
