@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import express from 'express';
 import { httpListener, webhookListener } from '../../src/listeners.js';
+import { eventually } from '../helpers/harness.js';
 import { makeWebhookCertificate } from '../helpers/webhook-tls.js';
 
 const recordingLogger = () => {
@@ -16,10 +17,8 @@ const recordingLogger = () => {
   return { lines, debug: log('debug'), info: log('info'), warn: log('warn'), error: log('error'), child: () => recordingLogger() };
 };
 
-// Polls a condition every 10 ms until it holds (the retry is a real timer of a few ms).
-async function until(condition) {
-  while (!condition()) await new Promise((resolve) => { setTimeout(resolve, 10); });
-}
+// Until a condition holds, polled every 10 ms (the retry is a real timer of a few ms).
+const until = (condition) => eventually(condition, { intervalMs: 10, timeoutMs: 5000 });
 
 describe('httpListener', () => {
   test('when its port is taken, then start rejects, naming the port and the cause; on a free port it listens and stops', async () => {

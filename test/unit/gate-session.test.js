@@ -48,14 +48,12 @@ function frameStream(socket, initial = Buffer.alloc(0)) {
   return { next: () => new Promise((resolve) => { waiting.push(resolve); pump(); }) };
 }
 
-// Until check() holds, polled every 2 ms (at most 3 s): what a test waits for, rather than a guessed time.
-async function seenWhen(check) {
-  for (let i = 0; i < 1500; i += 1) {
-    if (check()) return;
-    await new Promise((resolve) => { setTimeout(resolve, 2); });
-  }
+const sleep = (ms) => new Promise((resolve) => { setTimeout(resolve, ms); });
+// Until check() holds (polled every 5 ms, at most 3 s): the tests wait for what happened, not for a guessed time.
+const until = async (check) => {
+  for (let i = 0; i < 600; i += 1) { if (check()) return; await sleep(5); }
   throw new Error('timed out waiting');
-}
+};
 
 // The upstream: the handshake's three server messages, then answer(query, attempt) for each frame, where attempt
 // counts the times this token was seen. Keeps every query it got.
@@ -171,9 +169,9 @@ describe('the query gate', () => {
     c.send(1, [1, insert('retried'), {}]);
     const second = frame(2, [1, insert('split across two chunks'), {}]);
     // The first part once the first attempt has failed (the retry is 200 ms later), the rest once the retry was sent.
-    await seenWhen(() => up.seen.length === 1);
+    await until(() => up.seen.length === 1);
     c.socket.write(second.subarray(0, 20));
-    await seenWhen(() => up.seen.some((x) => x.token === 1 && x.attempt === 2));
+    await until(() => up.seen.some((x) => x.token === 1 && x.attempt === 2));
     c.socket.write(second.subarray(20));
     const answers = [await c.next(), await c.next()].sort((a, b) => a.token - b.token);
     expect(answers).toEqual([{ token: 1, body: { t: 1, r: [1] } }, { token: 2, body: { t: 1, r: [2] } }]);
@@ -270,7 +268,7 @@ describe('the query gate', () => {
     const { port } = await startGate(up.port, { retry: { budgetMs: 3000, minMs: 200, maxMs: 200 } });
     const c = await client(port);
     c.send(1, [1, insert('stopped'), {}]);
-    await seenWhen(() => up.seen.length === 1);
+    await until(() => up.seen.length === 1);
     c.send(1, [3]);
     expect(await c.next()).toEqual({ token: 1, body: OP_FAILED });
     await new Promise((resolve) => { setTimeout(resolve, 300); });
@@ -289,7 +287,7 @@ describe('the query gate', () => {
     expect(await feed.next()).toMatchObject({ token: 1, body: { t: 3 } });
     const c = await client(port);
     c.send(2, [1, insert('nr'), { noreply: true }]);
-    await seenWhen(() => up.seen.some((x) => x.token === 2));
+    await until(() => up.seen.some((x) => x.token === 2));
     const startedAt = Date.now();
     const stopped = gate.stop(5000);
     // The drain waits for the noreply write's noreplyWait, sent after it began (as a driver's close sends it).
@@ -335,7 +333,7 @@ describe('the query gate', () => {
     const { port, gate } = await startGate(up.port);
     const c = await client(port);
     c.send(1, [1, [16, [table, 'k']], {}]);
-    await seenWhen(() => up.seen.length === 1);
+    await until(() => up.seen.length === 1);
     const stopped = gate.stop(2000);
     expect(await c.next()).toEqual({ token: 1, body: { t: 1, r: ['late'] } });
     expect(await c.next()).toBeNull();
@@ -352,12 +350,6 @@ describe('holds', () => {
   // An update of one document of a table: a write, which holds keep back.
   const update = (tbl, key) => [53, [[16, [tbl, key]], { f: 1 }]];
   const computedTable = [15, [[14, ['ycsb']], [24, ['user', 'table']]]];
-  const sleep = (ms) => new Promise((resolve) => { setTimeout(resolve, ms); });
-  // Until check() holds (polled every 5 ms, at most 3 s): the tests wait for what happened, not for a guessed time.
-  const until = async (check) => {
-    for (let i = 0; i < 600; i += 1) { if (check()) return; await sleep(5); }
-    throw new Error('timed out waiting');
-  };
   const tokens = (up) => up.seen.map((x) => x.token);
   async function setUp(answer, overrides = {}) {
     const up = await scriptedUpstream(answer);
