@@ -2,9 +2,10 @@
 // driver path (src/rethinkdb/connect.js), and reads of table_config/table_status straight through the driver.
 
 import r from 'rethinkdb';
+import request from 'supertest';
 import { createLabManager } from '../lab/lab-manager.js';
 import { createRethinkDbCluster, resolveBinary } from '../lab/rethinkdb-cluster.js';
-import { createLogSink, eventually } from './harness.js';
+import { createLogSink, eventually, postJson } from './harness.js';
 
 // The paper's data: ycsb.usertable 4 shards x 3 replicas, and a second table.
 export const PAPER_TABLES = [
@@ -66,6 +67,15 @@ export async function settled(cluster) {
 }
 
 export const replicasOf = (tables, name = 'ycsb.usertable') => tables.config[name].shards.map((s) => [...s.replicas].sort());
+
+// Every draining mark released through the manager (release-server without rebalancing), as an operator releases
+// one; fails if a release is refused. What a real test that starts from no mark runs first.
+export async function releaseDraining(m) {
+  for (const s of (await request(m.app).get('/v1/cluster')).body.servers.filter((x) => x.draining)) {
+    const res = await postJson(m.app, '/v1/actions/release-server', { server: s.name, rebalance: false });
+    if (res.status !== 200) throw new Error(`release-server ${s.name} answered ${res.status}: ${JSON.stringify(res.body)}`);
+  }
+}
 
 // A layout: each table's shards as { primary, replicas } (server names, replicas sorted), no nonvoting replica.
 export async function readLayout(cluster) {

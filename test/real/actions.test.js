@@ -6,8 +6,8 @@
 import { jest } from '@jest/globals';
 import request from 'supertest';
 import {
-  actingOf, allPrimaries, createRealManager, eventually, primariesOf, readLayout, readTables, replicasOf, setLayout, settled, startRealCluster,
-  waitConnected,
+  actingOf, allPrimaries, createRealManager, eventually, primariesOf, readLayout, readTables, releaseDraining, replicasOf, setLayout, settled,
+  startRealCluster, waitConnected,
 } from '../helpers/real-cluster.js';
 import { postJson, waitForOperation } from '../helpers/harness.js';
 
@@ -27,8 +27,7 @@ beforeAll(async () => {
 
 // No server marked, the tables as created, and the servers' ids as the manager sees them.
 beforeEach(async () => {
-  const marked = (await request(m.app).get('/v1/cluster')).body.servers.filter((s) => s.draining);
-  for (const s of marked) expect((await postJson(m.app, '/v1/actions/release-server', { server: s.name, rebalance: false })).status).toBe(200);
+  await releaseDraining(m);
   await setLayout(cluster, created);
   expect(await readLayout(cluster)).toEqual(created);
   const servers = (await request(m.app).get('/v1/cluster')).body.servers;

@@ -10,7 +10,7 @@ import { jest } from '@jest/globals';
 import r from 'rethinkdb';
 import request from 'supertest';
 import {
-  createRealManager, eventually, readTables, settled, startRealCluster, waitConnected,
+  createRealManager, eventually, readTables, releaseDraining, settled, startRealCluster, waitConnected,
 } from '../helpers/real-cluster.js';
 import { postJson, waitForOperation } from '../helpers/harness.js';
 
@@ -38,11 +38,7 @@ afterAll(async () => {
 // Nobody draining (through the manager), then every shard of every table on exactly 3 voting replicas (through the
 // driver: extra replicas trimmed, missing ones added, staged ones voting), and settled.
 async function startLayout() {
-  const view = (await request(m.app).get('/v1/cluster')).body;
-  for (const s of view.servers.filter((x) => x.draining)) {
-    const res = await postJson(m.app, '/v1/actions/release-server', { server: s.name, rebalance: false });
-    expect(res.status).toBe(200);
-  }
+  await releaseDraining(m);
   await cluster.withConnection(async (c) => {
     const configs = await r.db('rethinkdb').table('table_config').coerceTo('array').run(c);
     for (const conf of configs) {

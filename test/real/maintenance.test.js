@@ -9,9 +9,10 @@ import { jest } from '@jest/globals';
 import { createLabKube } from '../lab/lab-kube.js';
 import request from 'supertest';
 import {
-  actingOf, allPrimaries, createRealManager, eventually, primariesOf, readLayout, readTables, setLayout, settled, startRealCluster, waitConnected,
+  actingOf, allPrimaries, createRealManager, eventually, primariesOf, readLayout, readTables, releaseDraining, setLayout, settled, startRealCluster,
+  waitConnected,
 } from '../helpers/real-cluster.js';
-import { evictionReview, postJson, postReview } from '../helpers/harness.js';
+import { evictionReview, postReview } from '../helpers/harness.js';
 
 jest.setTimeout(120000);
 
@@ -40,9 +41,7 @@ beforeEach(async () => {
   const connected = async () => (await request(m.app).get('/v1/cluster')).body.servers?.filter((x) => x.connected).length === cluster.servers.length;
   await eventually(connected, { what: 'every server connected, as the manager sees it' });
   // What an eviction review marked is released here (a cordon's drain ends with its test's uncordon).
-  for (const s of (await request(m.app).get('/v1/cluster')).body.servers.filter((x) => x.draining)) {
-    expect((await postJson(m.app, '/v1/actions/release-server', { server: s.name, rebalance: false })).status).toBe(200);
-  }
+  await releaseDraining(m);
   await setLayout(cluster, created);
   expect(await readLayout(cluster)).toEqual(created);
   expect(await m.marks.list()).toEqual([]);
