@@ -1,5 +1,5 @@
-// The two ports as parts of the manager's runner (src/lib/runner.js, group 'serving': listening from start() to the
-// end of shutdown, so that they answer through the drain and the linger with 503s a relay can act on).
+// The two ports, as parts that manager.serve() adds to its runner's 'serving' group (src/lib/runner.js: listening from
+// start() to the end of shutdown, so that they answer through the drain and the linger with 503s a relay can act on).
 //   API       plain HTTP, the app every route is on; a listen failure (a port in use, a privileged port) fails the
 //             start with a message that says which and why
 //   webhook   the eviction webhook over TLS (src/webhook-server.js). Certificate files that cannot be read yet (the
@@ -18,7 +18,6 @@ export function httpListener({
   let listened = null;
   return {
     name: 'http',
-    group: 'serving',
     port: () => listened,
     async start() {
       // A client has HTTP_REQUEST_TIMEOUT_SECONDS to send a whole request (src/webhook-server.js, incomingRequestLimits).
@@ -46,7 +45,6 @@ export function webhookListener({
   let listened = null;
   return {
     name: 'webhook',
-    group: 'serving',
     port: () => listened,
     async start() {
       let webhook = null;

@@ -156,7 +156,7 @@ export function createManager({
   return {
     app, webhookApp, watchNodes: nodeWatch.start, lead: leadership.lead, startElection: leadership.startElection, leadership: elector, maintenance, actions, commands, events, monitor, marks, audit, authenticator, operations, work, store, metrics, reconcile: leadership.reconcile,
     tick: periodic.tick, start: runner.start, running: runner.running, shutdown,
-    // The ports, added by src/server.js (src/listeners.js): tests serve the apps themselves.
+    // The ports (src/listeners.js), added by src/server.js to the runner's serving group: tests serve the apps themselves.
     serve: (part) => runner.add({ ...part, group: 'serving' }),
   };
 }
