@@ -64,7 +64,6 @@ const MESSAGES = {
   internal: ['INTERNAL', () => 'internal error'],
   // taking work
   shuttingDown: ['SHUTTING_DOWN', () => 'the manager is shutting down and takes no new work'],
-  shuttingDownProbe: ['SHUTTING_DOWN', () => 'the manager is shutting down'],
   starting: ['STARTING', ({ reason }) => `${reason}; it takes no work until it has, retry shortly`],
   lockWaitTooLong: ['DEADLINE_EXCEEDED', ({ ms, key }) => `gave up waiting ${ms} ms for the lock on ${key}`],
   // leadership and the relay

@@ -67,7 +67,7 @@ export function createReadRoutes({
   });
 
   async function ready() {
-    if (work.shuttingDown()) throw appError('shuttingDownProbe');
+    if (work.shuttingDown()) throw appError('shuttingDown');
     // A follower is ready: it serves reads and relays the rest to the leader (src/routes/leader-relay.js).
     const election = electionView();
     const following = election.enabled && !election.leading;
