@@ -105,8 +105,9 @@ export function createGate({ config, metrics, clock, logger }) {
     }
     if (abandoned()) { holds.release(held.id); return { refused: 'the caller went away before the hold answered' }; }
     if (!holds.has(held.id)) return { refused: 'the hold ended while it drained (its ttl, or the gate stopping)' };
-    log.info({ hold: held.id, tables, ttlMs, inFlight, drainedMs: clock.now() - startedAt }, 'hold started');
-    return { ...held, remainingMs: Math.max(0, held.remainingMs - (clock.now() - startedAt)), inFlight, drainedMs: clock.now() - startedAt };
+    const drainedMs = clock.now() - startedAt;
+    log.info({ hold: held.id, tables, ttlMs, inFlight, drainedMs }, 'hold started');
+    return { ...held, remainingMs: Math.max(0, held.remainingMs - drainedMs), inFlight, drainedMs };
   }
 
   return {

@@ -34,7 +34,8 @@ export function createHolds({ maxMs, timers = { setTimeout, clearTimeout }, cloc
 
   function add({ tables, ttlMs }) {
     const id = randomUUID();
-    const hold = { id, tables: new Set(tables), since: clock.now(), until: clock.now() + ttlMs, timer: null };
+    const since = clock.now();
+    const hold = { id, tables: new Set(tables), since, until: since + ttlMs, timer: null };
     hold.timer = timers.setTimeout(() => end(id, 'expired'), ttlMs);
     hold.timer.unref?.();
     holds.set(id, hold);
