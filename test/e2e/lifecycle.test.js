@@ -467,7 +467,11 @@ async function managerMidMigration() {
   });
   await request(first.app).post('/v1/hooks/prestop?pod=rethinkdb-3');
   await json(request(first.app).post('/v1/hooks/perfwarning'), { pod: 'rethinkdb-1', durationSeconds: 3600 });
-  await new Promise((resolve) => { setTimeout(resolve, 20); });
+  // Until the migration is held at its fourth write.
+  for (let turns = 0; writes <= 3; turns += 1) {
+    if (turns > 100000) throw new Error(`the migration never reached its fourth write (${writes} writes)`);
+    await new Promise((resolve) => { setImmediate(resolve); });
+  }
   await first.marks.flush();
   return { first, release };
 }

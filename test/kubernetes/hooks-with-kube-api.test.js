@@ -10,7 +10,7 @@ import { createManager } from '../../src/manager.js';
 import { createDataStore } from '../../src/rethinkdb/data-store.js';
 import { createSandboxCluster, createSandboxSource } from '../../src/sandbox/sandbox-cluster.js';
 import { recordedKubeRoutes, startFakeKubeApi } from '../helpers/fake-kube-api.js';
-import { createLogSink, createVirtualClock, primaryMap } from '../helpers/harness.js';
+import { createLogSink, createVirtualClock, eventually, primaryMap } from '../helpers/harness.js';
 
 let api;
 afterEach(async () => { await api?.close(); api = null; });
@@ -35,7 +35,8 @@ describe('hooks with the Kubernetes adapter over HTTP', () => {
     expect(res.body).toMatchObject({ server: 'rethinkdb_2', primariesOff: true, outcome: 'completed' });
     expect(await primaryMap(m.store)).not.toContain('rethinkdb_2');
     await m.marks.flush();
-    await new Promise((resolve) => { setTimeout(resolve, 20); });
+    // The Event is posted without waiting for it: until the API has received it.
+    await eventually(() => api.requests.some((r) => r.method === 'POST' && r.path.endsWith('/events')), { intervalMs: 2, what: 'the Event posted' });
     const calls = api.requests.map((r) => `${r.method} ${r.path}`);
     expect(calls).toContain('GET /api/v1/namespaces/rethinkdb/pods/rethinkdb-2');
     const patch = api.requests.find((r) => r.method === 'PATCH');

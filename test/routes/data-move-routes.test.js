@@ -140,20 +140,25 @@ describe('safety under concurrency and failure', () => {
   });
 
   test('when a drain plans before another drain commits, then it re-plans under the lock with the new draining mark', async () => {
+    // The first drain's first read (its plan) is held until the second drain has committed.
     let reads = 0;
+    let releaseFirst;
+    const firstHeld = new Promise((resolve) => { releaseFirst = resolve; });
     const h = createSandboxHarness({
       wrapSource: (source) => ({
         ...source,
         async readSystemTables() {
           reads += 1;
-          if (reads === 1) await new Promise((resolve) => setTimeout(resolve, 40));
+          if (reads === 1) await firstHeld;
           return source.readSystemTables();
         },
       }),
     });
-    const first = post(h.app, '/v1/actions/move-primaries-from-server', { server: 'rethinkdb_1' });
-    await new Promise((resolve) => setTimeout(resolve, 5));
+    // A supertest request starts when it is awaited: Promise.resolve starts this one now.
+    const first = Promise.resolve(post(h.app, '/v1/actions/move-primaries-from-server', { server: 'rethinkdb_1' }));
+    while (reads === 0) await new Promise((resolve) => { setImmediate(resolve); });
     const second = await post(h.app, '/v1/actions/move-primaries-from-server', { server: 'rethinkdb_2' });
+    releaseFirst();
     const a = await first;
     expect(second.body.outcome).toBe('completed');
     expect(a.body.outcome).toBe('completed');
