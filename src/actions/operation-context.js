@@ -11,9 +11,14 @@
 //             (the commit reads it again under the table locks before it writes); null: read here
 //   decided   the cluster the decision was made on, kept after a reconfiguration has made `snapshot` null
 //   marks     the marks the plan reads: the real ones, or a dry run's copy changed as the real run would change them
-// An action reads a field it is not given as its default above (marks: its own).
+// An action reads a field it is not given as its default above (marks: its own; marksOf says so once).
 
 // The cluster to plan on: the decision's, or a fresh read.
 export async function clusterOf(store, ctx) {
   return ctx.snapshot ?? store.readCluster();
+}
+
+// The marks to plan on: the decision's (a dry run's copy), or the action's own.
+export function marksOf(ctx, own) {
+  return ctx.marks ?? own;
 }

@@ -5,7 +5,7 @@
 import { resolveServer, shardLoads } from '../cluster/cluster-model.js';
 import { createDeadline, deadlineOr, withinMs } from '../lib/clock.js';
 import { timePlanning } from '../lib/trace.js';
-import { clusterOf } from './operation-context.js';
+import { clusterOf, marksOf } from './operation-context.js';
 import { settledSkips } from '../planner/eligibility.js';
 import {
   needsWriteOrder, orderBusiestFirst, planMovePrimariesFromServers, planRebalancePrimaries,
@@ -37,7 +37,8 @@ export function createPrimaryActions({
   async function runPrimaryPlan({
     action, target, planFn: plans, reason, leaving = [], pod = null, busiestFirst = false,
   }, ctx) {
-    const { actor, dryRun = false, marks: marksView = marks } = ctx;
+    const { actor, dryRun = false } = ctx;
+    const marksView = marksOf(ctx, marks);
     // stats: the traffic rows (null: the plan's order), as the commit's third argument gives them.
     // stalled: see planMovePrimariesFromServers (a drain's shards whose new primary did not take over).
     const planFn = (c, draining, stats = null, stalled = []) => timePlanning(() => {

@@ -9,7 +9,7 @@ import { managerActor } from '../audit/actor.js';
 import { createDeadline, deadlineOr } from '../lib/clock.js';
 import { createKeyedMutex } from '../lib/keyed-mutex.js';
 import { timePlanning } from '../lib/trace.js';
-import { clusterOf } from './operation-context.js';
+import { clusterOf, marksOf } from './operation-context.js';
 import { decideMigrationRetry } from '../policy/migrations.js';
 import {
   planAddServer, planCreateReplica, planFinalizeReplica, planMigrateReplicasOff, planReplaceServer, planStageReplica, projectMoves,
@@ -53,7 +53,7 @@ export function createReplicaActions({
       throw appError('shardNotFound', { table: tableLabel(t), last: t.shards.length - 1, shard });
     }
     const s = resolveServer(cluster, server);
-    const draining = await marks.drainingIds();
+    const draining = await marksOf(ctx, marks).drainingIds();
     const plan = timePlanning(() => planCreateReplica(cluster, t.id, shard, s.id, { draining }));
     return startReplicaMoves({
       action: 'create-replica', target: { table: tableLabel(t), shard, server: s.name }, intent: { type: 'create-replica', tableId: t.id, shard, serverId: s.id }, stateServer: s,
@@ -65,7 +65,7 @@ export function createReplicaActions({
   async function migrateReplicasOff({ server, reason }, ctx = {}) {
     const cluster = await clusterOf(store, ctx);
     const s = resolveServer(cluster, server);
-    const draining = await (ctx.marks ?? marks).drainingIds([s.id]);
+    const draining = await marksOf(ctx, marks).drainingIds([s.id]);
     const plan = timePlanning(() => planMigrateReplicasOff(cluster, s.id, { draining }));
     return startReplicaMoves({
       action: 'migrate-replicas-off', target: { server: s.name }, intent: { type: 'migrate-replicas-off', serverId: s.id }, stateServer: s,
@@ -92,7 +92,7 @@ export function createReplicaActions({
     const cluster = await clusterOf(store, ctx);
     const s = resolveServer(cluster, server);
     const tableIds = tables ? tables.map((ref) => resolveTable(cluster, ref).id) : null;
-    const draining = await marks.drainingIds();
+    const draining = await marksOf(ctx, marks).drainingIds();
     const plan = timePlanning(() => planAddServer(cluster, s.id, { draining, tableIds, grow }));
     return startReplicaMoves({
       action: 'add-server', target: { server: s.name, tables: tables ?? null, grow }, intent: { type: 'add-server', serverId: s.id, tableIds, grow }, stateServer: s,
@@ -103,10 +103,10 @@ export function createReplicaActions({
   // After a new or replacement server's replicas are in: the primaries it gets, by load, on the tables it was given.
   // planned: a dry run's context ({ dryRun, snapshot }: the cluster as the moves will leave it); the real run's
   // levelling reads the cluster then, and has its own deadline.
-  function giveShareOfPrimaries(s, { actor }) {
+  function giveShareOfPrimaries(s, { actor, marks: view }) {
     return (touched, planned = {}) => rebalancePrimaries(
       { tableIds: touched, reason: `give ${s.name} its share of primaries`, byLoad: true },
-      { actor, pod: podNameOf(s), ...planned },
+      { actor, pod: podNameOf(s), marks: view, ...planned },
     );
   }
 
@@ -114,14 +114,15 @@ export function createReplicaActions({
   // runs, the migration is recorded on the server concerned, so that a restarted manager can resume it.
   async function startReplicaMoves({
     action, target, intent, stateServer, cluster, plan, reason, afterMoves,
-  }, { actor, dryRun = false, deadline = null }) {
+  }, ctx) {
+    const { actor, dryRun = false, deadline = null } = ctx;
     const planned = plannedReplicaMoves(cluster, plan.moves);
     const skipped = namedItems(cluster, plan.skipped);
     if (dryRun) {
       // The primaries given afterwards, planned on the cluster as the moves will leave it.
       const touched = [...new Set(plan.moves.map((m) => m.tableId))];
       const primaries = touched.length > 0 && afterMoves
-        ? await afterMoves(touched, { dryRun: true, snapshot: projectMoves(cluster, plan.moves, { draining: await marks.drainingIds() }) })
+        ? await afterMoves(touched, { dryRun: true, snapshot: projectMoves(cluster, plan.moves, { draining: await marksOf(ctx, marks).drainingIds() }) })
         : null;
       return { action, target, dryRun, outcome: 'planned', changes: planned, skipped, notDone: [], ...(primaries ? { primaries } : {}) };
     }
