@@ -10,6 +10,7 @@
 // and `observe(cluster)` (a fresher read the next intents plan on); deps the executor's: store, kube, actions,
 // marks (the real ones, or a dry run's copy), operations, config, clock, log.
 
+import { clusterOf } from '../actions/operation-context.js';
 import { failedMoveReport } from '../actions/raft-leadership.js';
 import { describeActor } from '../audit/actor.js';
 import { appError } from '../errors.js';
@@ -106,7 +107,7 @@ export const INTENT_STEPS = Object.freeze({
     action: true,
     async run({ server, seconds, windowSeconds }, { decided, deadline }, { store, marks, clock, log }) {
       try {
-        const current = (decided ?? await store.readCluster()).heartbeatTimeoutSecs;
+        const current = (await clusterOf(store, { snapshot: decided })).heartbeatTimeoutSecs;
         const plan = decideHeartbeatLowering({ current, departures: await marks.departures(), seconds, windowSeconds, now: clock.now() });
         if (!plan.departure) return { lowered: false, reason: plan.reason };
         const budgetMs = heartbeatWriteBudgetMs({ leftMs: deadline?.remainingMs() });
@@ -215,7 +216,7 @@ export const INTENT_STEPS = Object.freeze({
       const unreadable = (err, from) => ({ ...prestopWaitUnread({ phase, from, message: err.message }), waitedMs: clock.now() - startedAt });
       let cluster;
       try {
-        cluster = snapshot ?? await store.readCluster();
+        cluster = await clusterOf(store, { snapshot });
       } catch (err) {
         return unreadable(err, null);
       }
@@ -282,7 +283,7 @@ export const INTENT_STEPS = Object.freeze({
 // Ready on the snapshot, or on the first read that shows it (observed: the next intents plan on it).
 async function waitForReplicasReady(serverId, snapshot, observe, { store, clock, config }) {
   const deadline = createDeadline(clock, config.deadlines.migrationSeconds * 1000);
-  let cluster = snapshot ?? await store.readCluster();
+  let cluster = await clusterOf(store, { snapshot });
   for (;;) {
     if (unreadyReplicasOf(cluster, serverId).length === 0) {
       observe(cluster);
