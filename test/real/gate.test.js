@@ -160,8 +160,10 @@ describe('the query gate on real RethinkDB servers, with the JavaScript driver',
 
   test('when a client closes its connection mid-query, then the gate lets it go and serves the next client', async () => {
     const c = await open('gate');
+    const relayed = await metric('rethinkdb_gate_queries_total');
     const running = r.range().count().run(c).catch(() => 'closed');
-    await new Promise((resolve) => { setTimeout(resolve, 100); });
+    // Until the gate has relayed it: the query is running upstream when the client goes.
+    await eventually(async () => (await metric('rethinkdb_gate_queries_total')) > relayed, { intervalMs: 5, what: 'the endless count relayed' });
     await c.close({ noreplyWait: false });
     expect(await running).toBe('closed');
     await eventually(() => gate.connections() <= connections.filter((x) => x.open).length, { timeoutMs: 5000, what: 'the closed connection gone from the gate' });

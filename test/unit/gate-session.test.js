@@ -290,8 +290,9 @@ describe('the query gate', () => {
     await until(() => up.seen.some((x) => x.token === 2));
     const startedAt = Date.now();
     const stopped = gate.stop(5000);
-    // The drain waits for the noreply write's noreplyWait, sent after it began (as a driver's close sends it).
-    await new Promise((resolve) => { setTimeout(resolve, 50); });
+    // The drain waits for the noreply write's noreplyWait, sent after it began (as a driver's close sends it): stop()
+    // has marked every session draining before its first await.
+    expect(gate.ready()).toBe(false);
     c.send(3, [4]);
     expect(await c.next()).toEqual({ token: 3, body: { t: 4, r: [] } });
     expect(await stopped).toEqual({ closedWithQueriesInFlight: 0 });
