@@ -102,10 +102,12 @@ export function createManager({
   runner.add({ name: 'timers', group: 'always', start: () => startTimers(periodic.timers()) });
   runner.add({ name: 'node-watch', group: 'leading', start: () => { const watch = nodeWatch.start(); return watch && (() => watch.stop()); } });
   const { served } = leadership;
+  // GET /v1/leader and /v1/cluster's leadership: the election as this replica sees it, and the parts it runs now.
+  const leaderView = () => ({ ...elector().view(), parts: runner.running() });
   // The proof a replica gives when it relays, and the check of another's (only with a Kubernetes API: the Lease).
   const relayCredentials = createRelayCredentials({ kube: kubePort, tokenFile: config.relay.tokenFile, audience: config.relay.audience, clock, logger });
   const relay = createLeaderRelay({
-    leadership: elector, served, deadlines: config.deadlines, clock, logger, credentials: relayCredentials,
+    leadership: elector, view: leaderView, served, deadlines: config.deadlines, clock, logger, credentials: relayCredentials,
     refreshFollowerView: leadership.refreshFollowerView, shuttingDown: () => work.shuttingDown(),
   });
   const routes = [relay.router, createHookRoutes({ events, work, prestopDeadlineSeconds: config.deadlines.prestopSeconds, clock, logger })];
@@ -117,7 +119,7 @@ export function createManager({
     extraRoutes: [...routes, ...extraRoutes],
     status: async () => ({
       perfWarnings: await marks.perfWarnings(), migrations: await marks.migrations(), pendingRestores: await events.pendingRestores(), reconciliation: leadership.reconciliation(),
-      nodeMaintenance: maintenance.view(), leadership: elector().view(), ...(await targets.podPlacement()),
+      nodeMaintenance: maintenance.view(), leadership: leaderView(), ...(await targets.podPlacement()),
     }),
   });
   const log = logger.child({ module: 'manager' });

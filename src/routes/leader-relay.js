@@ -47,7 +47,8 @@ export const LEADER_ROUTE = {
 };
 
 // leadership(): the current elector (src/events/leader-election.js). served(): whether this replica leads and has
-// loaded its state, so that it can serve the request itself.
+// loaded its state, so that it can serve the request itself. view(): what GET /v1/leader answers (the manager adds
+// the runner's parts to the elector's view).
 // credentials: src/auth/relay-credentials.js (this replica's relay token, and the check of a peer's).
 // Where an eviction review goes (src/routes/webhook-routes.js's relayReview): null to answer it here (no election,
 // or this replica leads); otherwise send(leaderWebhook, review), the leader's answer (src/webhook-server.js,
@@ -64,7 +65,7 @@ export function reviewRelayFor({ elector, served, send }) {
 }
 
 export function createLeaderRelay({
-  leadership, served, deadlines, clock, logger, credentials, refreshFollowerView = async () => {}, connectTimeoutMs = 1000, shuttingDown = () => false,
+  leadership, view, served, deadlines, clock, logger, credentials, refreshFollowerView = async () => {}, connectTimeoutMs = 1000, shuttingDown = () => false,
 }) {
   const log = logger.child({ module: 'leader-relay' });
 
@@ -168,7 +169,7 @@ export function createLeaderRelay({
 
   const router = Router();
   mountRoute(router, LEADER_ROUTE, (input, res) => {
-    res.json(leadership().view());
+    res.json(view());
   });
 
   return { relay, router };

@@ -229,12 +229,16 @@ const MonitorSummary = closed({
 });
 
 // src/events/leader-election.js view: disabled (one replica, it leads), or the election as this replica sees it.
+// parts: the long-lived parts this replica runs now (src/lib/runner.js): the ports, the timers, and the node watch
+// only while it leads.
+const runnerParts = { ...arrayOf(string), description: 'the parts this replica runs now: http, webhook, timers; node-watch only while it leads' };
 const LeaderView = {
   oneOf: [
-    closed({ enabled: { const: false }, leading: { const: true } }),
+    closed({ enabled: { const: false }, leading: { const: true }, parts: runnerParts }),
     closed({
       enabled: { const: true }, identity: string, leading: boolean, leader: nullable(string), lease: string, leaderAddress: nullable(string),
       timings: closed({ leaseDurationMs: integer, renewDeadlineMs: integer, retryPeriodMs: integer }), transitions: integer, lastError: nullable(string),
+      parts: runnerParts,
     }),
   ],
 };

@@ -265,8 +265,10 @@ describe('two manager replicas on one Lease', () => {
 
   test('when the leader\'s connection to the API server is cut, then it stops acting before the other replica starts: no audit record of one falls inside the other\'s leadership', async () => {
     // Short budgets: a replica cut off from the API server cannot learn who leads next, so what it is sent waits out
-    // its budget and is answered 503 NO_LEADER.
-    const { leader, follower } = await electedPair({ ...FAST, ACTION_DEADLINE_SECONDS: '3', PRESTOP_DEADLINE_SECONDS: '3' });
+    // its budget and is answered 503 NO_LEADER. The node watch is on: it runs only on the replica that leads.
+    const { leader, follower } = await electedPair({ ...FAST, ACTION_DEADLINE_SECONDS: '3', PRESTOP_DEADLINE_SECONDS: '3', NODE_WATCH_ENABLED: 'true' });
+    const watching = async (replica) => (await leaderView(replica)).parts.includes('node-watch');
+    expect({ leader: await watching(leader), follower: await watching(follower) }).toEqual({ leader: true, follower: false });
     // Operator actions sent to each replica every 200 ms: each is served by whoever leads (or refused).
     let sending = true;
     const answers = [];
@@ -290,6 +292,8 @@ describe('two manager replicas on one Lease', () => {
     // Cut off, the old leader cannot know where to relay: its readiness takes it out of the Service.
     const ready = await leader.json('/readyz');
     expect({ status: ready.status, error: ready.body.error }).toEqual({ status: 503, error: 'NO_LEADER' });
+    // The runner took turns: the node watch stopped with the old leadership and started with the new one.
+    expect({ leader: await watching(leader), follower: await watching(follower) }).toEqual({ leader: false, follower: true });
     const stoppedAt = logTime(leader, 'stopped leading: no more writes from this replica');
     const startedAt = logTime(follower, 'became the leader');
     expect(stoppedAt).not.toBeNull();

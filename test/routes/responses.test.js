@@ -121,7 +121,7 @@ describe('every answer of the sandbox manager, against /openapi.json', () => {
       kube: {}, leaseName: 'rethinkdb-manager', identity: 'manager-a', addresses: { http: 'http://198.18.0.1:8080', webhook: 'https://198.18.0.1:8443' },
       timings: { leaseDurationMs: 15000, renewDeadlineMs: 10000, retryPeriodMs: 2000 }, clock, logger,
     });
-    const relay = createLeaderRelay({ leadership: () => elector, served: () => false, deadlines: { prestopSeconds: 1, actionSeconds: 1 }, clock, logger });
+    const relay = createLeaderRelay({ leadership: () => elector, view: () => ({ ...elector.view(), parts: ['http', 'timers'] }), served: () => false, deadlines: { prestopSeconds: 1, actionSeconds: 1 }, clock, logger });
     const res = await request(express().use(relay.router)).get('/v1/leader');
     expect(res.body).toMatchObject({ enabled: true, identity: 'manager-a', leading: false });
     expect(checker.checkResponse('GET', '/v1/leader', res)).toEqual([]);
