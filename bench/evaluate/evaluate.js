@@ -95,7 +95,7 @@ async function main() {
     clearTimeout(watchdog);
     const f = { ...runFigures(run), pair: step.pair, layout: run.layout, examples: run.examples };
     figures.push(f);
-    process.stderr.write(`${label}: ${f.failed} failed of ${f.attempted}, p99 ${f.p99Ms?.toFixed(1)} ms ${JSON.stringify(f.failedByKind)} by phase ${f.failedAfterEvent.map((p) => `${p.after}: ${p.failed}`).join(', ')} ${f.phases.map((ph) => `${ph.name}: ${ph.seconds?.toFixed(1) ?? '-'} s, p99 ${ph.p99Ms?.toFixed(1) ?? '-'} ms (max ${ph.maxMs?.toFixed(0) ?? '-'}) ${JSON.stringify(ph.p99ByKind)}, ${ph.failed ?? '-'} failed; `).join('')}${JSON.stringify(run.notes)}\n`);
+    process.stderr.write(`${label}: ${f.failed} failed of ${f.attempted}, p99 ${f.p99Ms?.toFixed(1)} ms ${JSON.stringify(f.failedByKind)} by phase ${f.failedAfterEvent.map((p) => `${p.after}: ${p.failed}`).join(', ')} ${f.phases.map((ph) => `${ph.name}: ${ph.seconds?.toFixed(1) ?? '-'} s, p99 ${ph.p99Ms?.toFixed(1) ?? '-'} ms (max ${ph.maxMs?.toFixed(0) ?? '-'}) ${JSON.stringify(ph.p99ByKind)}, ${ph.failed ?? '-'} failed; `).join('')}slowest ${f.slowest.map((o) => `${o.ms} ms ${o.kind}${o.ok ? '' : ` ${o.errorKind}`} ${o.after ? `${o.after.byS} s after ${o.after.event}` : `at ${o.atS} s`}`).join(', ')}; ${JSON.stringify(run.notes)}\n`);
     firstRuns[step.scenario.name] ??= {};
     firstRuns[step.scenario.name][step.arm] ??= run;
   }

@@ -17,6 +17,7 @@ export function runFigures(run, { steadySeconds = 10 } = {}) {
     maxMs: all.latency?.max ?? null,
     steadyP99Ms: steady.latency?.p99 ?? null,
     failedAfterEvent: failedAfterEvents(run),
+    slowest: slowestOps(run),
     recovery: run.window ? recoveryOf(run, { ...run.window, steadyP99Ms: steady.latency?.p99 ?? null }) : null,
     phases: (run.phases ?? []).map((phase) => phaseFigures(run, phase)),
     events: run.events,
@@ -60,6 +61,26 @@ export function phaseFigures(run, { name, from, to }) {
   const p99ByKind = Object.fromEntries(Object.entries(s.byKind).map(([kind, k]) => [kind, k.latency?.p99 ?? null]));
   return { name, seconds: end - start, p99Ms: s.latency?.p99 ?? null, maxMs: s.latency?.max ?? null, p99ByKind, failed: s.failed };
 }
+
+// The `count` slowest operations that answered (ok or not), each with when it was due (s since t0), how long it took,
+// its kind and entry point, how it ended, and the last event before it was due with how long after it: where a run's
+// slowest operation came from (the issue's "slowest operation at most 1.0 s").
+export function slowestOps(run, { count = 3 } = {}) {
+  const events = [...run.events].sort((a, b) => a.t - b.t);
+  return run.records.filter((rec) => rec.endMs !== null && rec.endMs !== undefined)
+    .map((rec) => ({ rec, ms: rec.endMs - rec.startMs }))
+    .sort((a, b) => b.ms - a.ms)
+    .slice(0, count)
+    .map(({ rec, ms }) => {
+      const atS = (rec.startMs - run.t0) / 1000;
+      const before = events.filter((e) => e.t <= atS).at(-1) ?? null;
+      return {
+        atS: round3(atS), ms: Math.round(ms), kind: rec.kind, entry: rec.entry, ok: rec.ok, errorKind: rec.errorKind ?? null,
+        after: before ? { event: before.label, byS: round3(atS - before.t) } : null,
+      };
+    });
+}
+const round3 = (x) => Math.round(x * 1000) / 1000;
 
 // Failed ops due between each event and the next (the last until the end): where a run's failures came from.
 export function failedAfterEvents(run) {

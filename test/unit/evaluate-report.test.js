@@ -114,3 +114,18 @@ describe('the lab\'s rollout table', () => {
   });
 });
 
+
+describe('slowestOps', () => {
+  test('when a run has a few slow operations, then the slowest come first, each placed after the last event before it was due', () => {
+    const r = run((s) => 5, events);
+    r.records[1100].endMs = r.records[1100].startMs + 900; // due at 11.0 s, 0.8 s after 'on'
+    r.records[2600].endMs = r.records[2600].startMs + 1200; // due at 26.0 s, after 'off'
+    Object.assign(r.records[50], { endMs: r.records[50].startMs + 300, ok: false, errorKind: 'lost-contact' }); // 0.5 s, before any event
+    r.records[51].endMs = null; // never answered: not counted
+    expect(runFigures(r).slowest).toEqual([
+      { atS: 26, ms: 1200, kind: 'read', entry: 'a', ok: true, errorKind: null, after: { event: 'off', byS: 1 } },
+      { atS: 11, ms: 900, kind: 'read', entry: 'a', ok: true, errorKind: null, after: { event: 'on', byS: 0.8 } },
+      { atS: 0.5, ms: 300, kind: 'read', entry: 'a', ok: false, errorKind: 'lost-contact', after: null },
+    ]);
+  });
+});
