@@ -10,6 +10,9 @@
 //   retry: the load runs on; the gate retries what the handover refuses (OP_FAILED).
 //   hold:  before the write the loops stop sending and the ops in flight finish; they resume once the new primary
 //          acts and every replica is ready (what a gate told of the handover would do).
+//   narrow: as hold, but they resume once the old primary no longer acts (what the manager's hold does).
+//   late:  as narrow, but the loops stop sending LATE_MS (200) after the write returned, not before it
+//          (GATE_HOLD_DELAY_MS): the old primary serves them meanwhile.
 // Printed per mode: failed ops by error class and op kind, the gate's retries, the slowest op.
 //
 // Usage (root): [CORES=0.5 [NOISE=1]] [NET=netns] node bench/experiments/handover-hold.js [rounds per mode, default 8] [loops, default 8]
@@ -25,6 +28,7 @@ import { createGateMetrics } from '../../gate/src/metrics.js';
 
 const rounds = Number(process.argv[2] ?? 8);
 const MODES = (process.env.MODES ?? 'retry,hold,narrow').split(',');
+const LATE_MS = Number(process.env.LATE_MS ?? 200);
 const LOOPS = Number(process.argv[3] ?? 8);
 const RATE = Number(process.argv[4] ?? 200);
 const sleep = (ms) => new Promise((res) => { setTimeout(res, ms); });
@@ -91,21 +95,27 @@ try {
     current = { mode, ops: [] };
     const t0 = performance.now();
     let release = null;
-    if (mode !== 'retry') {
+    let drainMs = 0;
+    const pause = async () => {
+      const began = performance.now();
       paused = new Promise((res) => { release = res; });
       while (inFlight > 0) await sleep(1);
-    }
-    const heldAt = performance.now();
+      drainMs = Math.round(performance.now() - began);
+    };
+    if (mode === 'hold' || mode === 'narrow') await pause();
+    let heldAt = performance.now();
+    const writeAt = heldAt;
     await table.config().update({ shards: next }).run(admin);
+    if (mode === 'late') { await sleep(LATE_MS); heldAt = performance.now(); await pause(); }
     let heldMs = 0;
-    if (mode === 'narrow') {
+    if (mode === 'narrow' || mode === 'late') {
       // Released once the old primary no longer acts for the shard (its primary execution is gone).
       while ((await status()).shards[shard].primary_replicas.includes(from) && performance.now() - t0 < 30000) await sleep(10);
       heldMs = Math.round(performance.now() - heldAt);
       const p = release; paused = null; p();
     }
     while (!settled(await status(), shard, target) && performance.now() - t0 < 30000) await sleep(20);
-    const handoverMs = Math.round(performance.now() - heldAt);
+    const handoverMs = Math.round(performance.now() - writeAt);
     if (mode === 'hold') { heldMs = handoverMs; const p = release; paused = null; p(); }
     await sleep(1000);
     const recorded = current;
@@ -116,7 +126,7 @@ try {
     const byClass = {};
     for (const o of failed) byClass[`${o.kind}:${classOf(o.error)}`] = (byClass[`${o.kind}:${classOf(o.error)}`] ?? 0) + 1;
     const slowest = Math.round(Math.max(...recorded.ops.map((o) => o.ms)));
-    const line = { round, mode, shard, from, to: target, ops: recorded.ops.length, failed: failed.length, byClass, retries, slowestMs: slowest, drainMs: Math.round(heldAt - t0), heldMs, handoverMs };
+    const line = { round, mode, shard, from, to: target, ops: recorded.ops.length, failed: failed.length, byClass, retries, slowestMs: slowest, drainMs, heldMs, handoverMs };
     results[mode].push(line);
     process.stdout.write(`${JSON.stringify(line)}\n`);
     await sleep(500);

@@ -55,10 +55,16 @@ const ShardConfig = closed({ primary: string, replicas: arrayOf(string), nonvoti
 const Change = closed({
   table: string, tableId: string, shard: integer, kind: { type: 'string', enum: ['primary', 'replica'] }, from: nullable(string), to: string,
   before: nullable(ref('ShardConfig')), after: ref('ShardConfig'),
-  // src/actions/query-holds.js: the hold taken on the query gates before the table's write (GATE_HOLD_TOKEN_FILE).
-  queryHold: closed({
-    gates: integer, inFlight: integer, tookMs: number, unreachable: arrayOf(closed({ endpoint: nullable(string), error: string })), skipped: string,
-  }),
+  // src/actions/query-holds.js: the hold taken on the query gates around the table's write (GATE_HOLD_TOKEN_FILE):
+  // afterWriteMs after it returned (GATE_HOLD_DELAY_MS; absent when taken before it), or why none was taken.
+  queryHold: {
+    oneOf: [
+      closed({
+        gates: integer, inFlight: integer, tookMs: number, unreachable: arrayOf(closed({ endpoint: nullable(string), error: string })), afterWriteMs: integer,
+      }, ['gates', 'inFlight', 'tookMs', 'unreachable']),
+      closed({ skipped: string }),
+    ],
+  },
 }, ['table', 'tableId', 'shard', 'kind', 'from', 'to']);
 
 // src/actions/report.js namedItems: what was skipped, not done or is still pending, and why. A failure that concerns no

@@ -54,7 +54,7 @@ describe('decideHold (pure)', () => {
 
 describe('createQueryHolds', () => {
   // Gates that record calls; reads: the clusters the store returns, one per read (the last one repeats).
-  function setUp({ reads = [], held = [{ endpoint: 'g1:9180', id: 'h1', inFlight: 2 }], failed = [] } = {}) {
+  function setUp({ reads = [], held = [{ endpoint: 'g1:9180', id: 'h1', inFlight: 2 }], failed = [], delayMs = 0 } = {}) {
     const clock = createVirtualClock();
     const calls = [];
     const gates = {
@@ -66,7 +66,7 @@ describe('createQueryHolds', () => {
     const store = { readActingPrimaries: async () => { const c = reads[Math.min(i, reads.length - 1)]; i += 1; if (c instanceof Error) throw c; return c; } };
     const metrics = createMetrics();
     const holds = createQueryHolds({
-      gates, store, clock, logger, metrics, ttlMs: 2000, drainMs: 300, pollMs: 20,
+      gates, store, clock, logger, metrics, ttlMs: 2000, drainMs: 300, pollMs: 20, delayMs,
     });
     return { clock, calls, holds, metrics };
   }
@@ -87,6 +87,32 @@ describe('createQueryHolds', () => {
     expect(calls[1][1]).toEqual(['h1']);
     expect(calls[1][2] - calls[0][3]).toBe(40); // two polls at 20 ms saw the old primary acting
     expect(await count(metrics, 'handed_over')).toBe(1);
+  });
+
+  test('when GATE_HOLD_DELAY_MS is 200, then the write goes first, the hold is taken 200 ms after it returned, and released once the old primary no longer acts', async () => {
+    const { calls, clock, holds, metrics } = setUp({ delayMs: 200, reads: [[['a'], ['b']], [[], ['b']]] });
+    let wroteAt = null;
+    const { result, hold } = await holds.around(before, moved, async () => { wroteAt = clock.now(); expect(calls).toEqual([]); return 'written'; });
+    expect(result).toBe('written');
+    expect(hold).toEqual({ gates: 1, unreachable: [], inFlight: 2, tookMs: 0, afterWriteMs: 200 });
+    expect(calls[0]).toEqual(['hold', ['ycsb.usertable'], { ttlMs: 2000, drainMs: 300 }, wroteAt + 200]);
+    await holds.idle();
+    expect(calls[1]).toEqual(['release', ['h1'], wroteAt + 220]);
+    expect(await count(metrics, 'handed_over')).toBe(1);
+  });
+
+  test('when GATE_HOLD_DELAY_MS is above 0 and the write fails, then no gate is asked', async () => {
+    const { calls, holds } = setUp({ delayMs: 200 });
+    await expect(holds.around(before, moved, async () => { throw new Error('rejected'); })).rejects.toThrow('rejected');
+    expect(calls).toEqual([]);
+  });
+
+  test('when GATE_HOLD_DELAY_MS is above 0, then the deadline must leave twice the hold and the delay', async () => {
+    const { calls, holds } = setUp({ delayMs: 300 });
+    // Twice (300 drain + 500 answer + 300 delay) = 2,200 ms: 2,000 is too little (without the delay's share it would do).
+    const { hold } = await holds.around(before, moved, async () => 'written', { deadline: { remainingMs: () => 2000 } });
+    expect(hold).toEqual({ skipped: 'the deadline leaves 2000 ms, too little for a hold' });
+    expect(calls).toEqual([]);
   });
 
   test('when the old primary acts until the ttl, then the hold is released at the ttl', async () => {
