@@ -14,7 +14,7 @@ import {
 import { createDeadline, deadlineOr } from '../lib/clock.js';
 import { createRetryBook } from '../lib/retry.js';
 import {
-  planRaftLeadershipMove, planVotingRestore, tablesLedBy, votesBack,
+  planRaftLeadershipMove, planVotingRestore, raftRoundMayStart, raftRoundMs, tablesLedBy, votesBack,
 } from '../planner/raft-leader.js';
 import { namedItems, outcomeOf } from './report.js';
 
@@ -22,12 +22,6 @@ import { namedItems, outcomeOf } from './report.js';
 const MAX_ROUNDS = 2;
 // Commits of the vote's return before the action leaves it to the next tick.
 const RESTORE_ATTEMPTS = 3;
-// A round is started only with this much of the deadline left: the flip and the give-back writes (the give-back,
-// during which the leader steps down, took 1.4 s on loopback), the settle time, and about ROUND_READS reads of the
-// cluster as long as the one that planned the move. A round cut short by its deadline would make a PRESTOP answer
-// late (504), or leave the vote to be given back by a later tick.
-const ROUND_FLOOR_MS = 2000;
-const ROUND_READS = 8;
 
 const reportBase = (serverName, reason) => ({ action: 'move-raft-leadership', target: { server: serverName }, dryRun: false, reason: reason ?? null });
 
@@ -62,7 +56,7 @@ export function createRaftLeadership({
       return finish({ ...reportBase(known.name, reason), changes: [], skipped: [], notDone, settled: notDone.length === 0, votesRestored: [] }, startedAt);
     }
     const { cluster, server: s, plan: first, readMs } = await planWhenSettled(server, deadline);
-    const roundMs = ROUND_FLOOR_MS + ROUND_READS * readMs + config.raftLeader.settleMs;
+    const roundMs = raftRoundMs({ readMs, settleMs: config.raftLeader.settleMs });
     const pod = podNameForServer(s, config.podServerOverrides);
     const base = reportBase(s.name, reason);
     const skipped = namedItems(cluster, first.skipped);
@@ -80,9 +74,9 @@ export function createRaftLeadership({
     try {
       let tableIds = first.changes.map((c) => c.tableId);
       for (let round = 1; round <= MAX_ROUNDS && tableIds.length > 0; round += 1) {
-        if (deadline.remainingMs() < roundMs) {
-          const why = `not moved: ${Math.round(deadline.remainingMs())} ms of the deadline left, and a round takes about ${Math.round(roundMs)} ms`;
-          if (round === 1) late = namedItems(cluster, tableIds.map((tableId) => ({ tableId, reason: why })));
+        const may = raftRoundMayStart({ remainingMs: deadline.remainingMs(), roundMs });
+        if (!may.start) {
+          if (round === 1) late = namedItems(cluster, tableIds.map((tableId) => ({ tableId, reason: may.reason })));
           break;
         }
         if (round > 1 && !(await stillWanted())) break;

@@ -12,6 +12,25 @@ import {
   createView, hasLiveMajority, isSettling, votingReplicas,
 } from './eligibility.js';
 
+// A round (flip, settle, give-back) is started only with this much of the deadline left: the flip and the give-back
+// writes (the give-back, during which the leader steps down, took 1.4 s on loopback), the settle time, and about
+// ROUND_READS reads of the cluster as long as the one that planned the move. A round cut short by its deadline would
+// make a PRESTOP answer late (504), or leave the vote to be given back by a later tick.
+const ROUND_FLOOR_MS = 2000;
+const ROUND_READS = 8;
+
+// How long a round takes, from how long the read that planned the move took (readMs) and RAFT_LEADER_SETTLE_MS.
+export function raftRoundMs({ readMs, settleMs }) {
+  return ROUND_FLOOR_MS + ROUND_READS * readMs + settleMs;
+}
+
+// Whether a round may start with remainingMs of the deadline left: { start, reason } (reason: why not, for the tables
+// the report says were not moved).
+export function raftRoundMayStart({ remainingMs, roundMs }) {
+  if (remainingMs >= roundMs) return { start: true, reason: null };
+  return { start: false, reason: `not moved: ${Math.round(remainingMs)} ms of the deadline left, and a round takes about ${Math.round(roundMs)} ms` };
+}
+
 // The tables `serverId` leads and how to make it vote in none of their shards:
 // { changes: [{ tableId, shards, flipped: [index], lowersVoters: true }], skipped: [{ tableId, reason, settling? }] }. A table is changed whole
 // or not at all (a server still voting in one shard keeps its Raft vote): it is skipped while the server is the

@@ -11,7 +11,7 @@ import { createLogger } from '../../src/logger.js';
 import { createStateStore } from '../../src/state/state-store.js';
 import { createView, hasLiveMajority } from '../../src/planner/eligibility.js';
 import {
-  planRaftLeadershipMove, planVotingRestore, tablesLedBy, votesBack,
+  planRaftLeadershipMove, planVotingRestore, raftRoundMayStart, raftRoundMs, tablesLedBy, votesBack,
 } from '../../src/planner/raft-leader.js';
 import { checkTransition } from '../../src/planner/safety.js';
 import { applyChanges, clusterArbitrary } from '../helpers/clusters.js';
@@ -261,5 +261,23 @@ describe('tablesLedBy', () => {
     [['b', null], { tableIds: [], unknown: true }],
   ])('when the leaders read are %j, then a leads %j', (leaders, expected) => {
     expect(tablesLedBy(tables(leaders), 'a')).toEqual(expected);
+  });
+});
+
+describe('the Raft move\'s round budget (raftRoundMs, raftRoundMayStart)', () => {
+  test.each([
+    ['a quick read, no settle', { readMs: 10, settleMs: 0 }, 2080],
+    ['a slow read (1,000 tables)', { readMs: 250, settleMs: 1000 }, 5000],
+  ])('when %s, then a round takes %i ms', (_, args, ms) => {
+    expect(raftRoundMs(args)).toBe(ms);
+  });
+
+  test.each([
+    [5000, 5000, true, null],
+    [4999.6, 5000, false, 'not moved: 5000 ms of the deadline left, and a round takes about 5000 ms'],
+    [1200, 3080, false, 'not moved: 1200 ms of the deadline left, and a round takes about 3080 ms'],
+    [20000, 3080, true, null],
+  ])('when %p ms are left and a round takes %p ms, then it may start: %p', (remainingMs, roundMs, start, reason) => {
+    expect(raftRoundMayStart({ remainingMs, roundMs })).toEqual({ start, reason });
   });
 });
