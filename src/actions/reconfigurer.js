@@ -8,8 +8,8 @@ import {
   timePlanning, timeReading, timeWaiting, timeWriting,
 } from '../lib/trace.js';
 import {
-  createView, hasLiveMajority, isSettling, mayElectOneOf,
-} from '../planner/eligibility.js';
+  actingPending, primariesPending, raftLeadersPending, replicaReadyPending,
+} from '../planner/settled.js';
 import { checkTransition } from '../planner/safety.js';
 
 // The votes a Raft leadership move owes (the marks' journal), by `${tableId}:${shard}`: [serverId, ...].
@@ -123,72 +123,31 @@ export function createReconfigurer({
     return locks.runExclusive(keys[index], () => withLocks(keys, deadline, fn, index + 1), { timeoutMs: deadline.remainingMs() });
   }
 
-  // Until each changed shard's acting primary is the configured one and the shard has a live voting
-  // majority. ready_for_writes alone is true while the old primary still acts (fixtures 03); the table's
-  // flag is not used because another shard without quorum would keep it false forever.
-  // targets: [{ tableId, shards: [index, ...] }]
-  async function waitForPrimaries(targets, deadline) {
-    return pollUntil(deadline, (cluster) => {
-      const view = createView(cluster);
-      const pending = [];
-      for (const { tableId, shards } of targets) {
-        const table = cluster.tables.find((t) => t.id === tableId);
-        if (!table) continue;
-        for (const index of shards) {
-          const shard = table.shards[index];
-          if (shard.acting.length !== 1 || shard.acting[0] !== shard.primary) {
-            pending.push({ tableId, shard: index, reason: 'acting primary is not the configured one yet' });
-          } else if (!hasLiveMajority(view, shard)) {
-            pending.push({ tableId, shard: index, reason: 'shard has no live voting majority' });
-          }
-        }
-      }
-      return pending;
-    });
+  // Until each changed shard's acting primary is the configured one and the shard has a live voting majority
+  // (primariesPending). targets: [{ tableId, shards: [index, ...] }]
+  function waitForPrimaries(targets, deadline) {
+    return pollUntil(deadline, (cluster) => primariesPending(cluster, targets));
   }
 
-  // Until none of `serverIds` acts as primary of any shard (a drain is done only then, whatever the configs say),
-  // nor may be elected for one: a lost primary's shard whose election is under way, with one of them voting.
-  // except: shards known to stay, reported as such (skipped by the plan: { tableId, shard }; not written:
-  // { tableId }, the whole table), which are not waited for.
-  async function waitUntilNotActing(serverIds, deadline, { except = [] } = {}) {
-    const leaving = new Set(serverIds);
-    const staying = new Set(except.map((s) => (s.shard === undefined ? s.tableId : `${s.tableId}:${s.shard}`)));
-    const stays = (table, shard) => staying.has(table.id) || staying.has(`${table.id}:${shard.index}`);
-    return pollUntil(deadline, (cluster) => {
-      const view = createView(cluster);
-      const why = (shard) => {
-        if (shard.acting.some((id) => leaving.has(id))) return 'still the acting primary';
-        // Written by another writer that planned before the drain's mark (it would be elected in a moment).
-        if (leaving.has(shard.primary)) return 'still the configured primary';
-        if (mayElectOneOf(view, shard, leaving) && isSettling(view, shard)) return 'an election that may pick it is under way';
-        return null;
-      };
-      return cluster.tables.flatMap((table) => table.shards
-        .filter((shard) => why(shard) && !stays(table, shard))
-        .map((shard) => ({ tableId: table.id, shard: shard.index, reason: why(shard) })));
-    });
+  // Until none of `serverIds` acts as primary of any shard, nor may be elected for one (actingPending). except: shards
+  // known to stay, reported as such, which are not waited for.
+  function waitUntilNotActing(serverIds, deadline, { except = [] } = {}) {
+    return pollUntil(deadline, (cluster) => actingPending(cluster, serverIds, except));
   }
 
   // Until `serverId`'s replica of the shard is ready; reports backfill progress from jobs as it goes.
-  async function waitForReplicaReady(tableId, shardIndex, serverId, deadline, onProgress) {
+  function waitForReplicaReady(tableId, shardIndex, serverId, deadline, onProgress) {
     return pollUntil(deadline, (cluster) => {
-      const table = cluster.tables.find((t) => t.id === tableId);
-      if (!table) return [{ tableId, reason: 'table disappeared' }];
-      const state = table.shards[shardIndex]?.states[serverId];
-      const job = cluster.backfills.find((b) => b.tableId === tableId && b.destinationId === serverId);
-      onProgress?.({ state: state ?? 'unknown', progress: state === 'ready' ? 1 : job?.progress ?? null });
-      if (state === 'ready' && createView(cluster).isConnected(serverId)) return [];
-      return [{ tableId, shard: shardIndex, reason: `replica is ${state ?? 'not listed yet'}` }];
+      const { pending, state, progress } = replicaReadyPending(cluster, { tableId, shard: shardIndex, serverId });
+      if (pending[0]?.reason !== 'table disappeared') onProgress?.({ state, progress });
+      return pending;
     }, { backfills: true });
   }
 
-  // Until none of the tables (ids) is led by `serverId` in Raft and each has a leader again (table_status.raft_leader).
+  // Until none of the tables (ids) is led by `serverId` in Raft and each has a leader again (raftLeadersPending).
   // A pending item without a tableId is a failed read (pollUntil): nothing is known of any table then.
-  async function waitForRaftLeaders(tableIds, serverId, deadline) {
-    return pollUntil(deadline, (cluster) => cluster.tables.filter((t) => tableIds.includes(t.id))
-      .filter((t) => t.raftLeader === serverId || !t.raftLeader)
-      .map((t) => ({ tableId: t.id, reason: t.raftLeader ? 'the server still leads the table\'s Raft group' : 'no Raft leader yet' })));
+  function waitForRaftLeaders(tableIds, serverId, deadline) {
+    return pollUntil(deadline, (cluster) => raftLeadersPending(cluster, tableIds, serverId));
   }
 
   // Polls the cluster until check() returns no pending items or the deadline passes. The request's trace counts
