@@ -1,15 +1,16 @@
 // Holds on the query gates around a table_config write that moves primaries (docs/query-gate.md, "Holds"; the
-// decisions in src/policy/query-holds.js). around() writes, takes the hold at every gate delayMs later (before the
-// write with delayMs 0), and returns: the hold is ended in the background, once no old primary acts for its shard
-// (one table_status row read every pollMs) or at its ttl, so that the next table's write does not wait for it. A gate
-// unreachable or refusing costs nothing but the hold: the write goes ahead. A hold never takes time a deadline needs
-// for the writes: with less than twice what a hold may take (its delay included) left, the write goes ahead without
-// one.
-// delayMs (GATE_HOLD_DELAY_MS): RethinkDB 2.4 ends the old primary's execution no sooner than two of its
-// coordinator's 200 ms rounds after the config change commits (src/clustering/table_contract/coordinator/
-// coordinator.cc, pump_contracts naps 200 ms before each round; calculate_contracts.cc hands over, then removes the
-// primary, one round each), so the old primary serves the table's writes meanwhile and only what arrives after the
-// delay waits.
+// decisions in src/policy/query-holds.js). around() takes the hold at every gate (once the table's writes in flight
+// there are answered), writes, and returns: the hold is ended in the background, once no old primary acts for its
+// shard (one table_status row read every pollMs) or at its ttl, so that the next table's write does not wait for it.
+// A gate unreachable or refusing costs nothing but the hold: the write goes ahead. A hold never takes time a deadline
+// needs for the writes: with less than twice what a hold may take (its delay included) left, the write goes ahead
+// without one.
+// delayMs (GATE_HOLD_DELAY_MS, opt-in): the hold is asked for that long after the write has returned instead. The old
+// primary serves the table's writes until RethinkDB's hand-over round reaches it (its coordinator naps 200 ms before
+// each round, coordinator.cc pump_contracts; calculate_contracts.cc hands over in one round and removes the primary in
+// a later one). That is a timing margin, not the drain's guarantee: a write the old primary accepted just before the
+// hand-over and slower than the next round can still meet its end. A hold that finds no old primary acting at its
+// first read is counted 'late'.
 
 import {
   decideHold, handoversOf, holdMayEnd, holdTables,
@@ -61,22 +62,26 @@ export function createQueryHolds({
     return { result, hold };
   }
 
-  // The write first; the hold delayMs after it returned (a write that fails needs none). The report says how long after.
+  // The write first; the hold delayMs after it returned (a write that fails needs none). The token and the gates are
+  // read before the write, so that the hold is asked for on time. The report says how long after the write it was
+  // asked for (afterWriteMs, measured).
   async function holdAfter(before, handovers, write) {
+    const prepared = await gates.prepare();
+    if (prepared.answer?.off) {
+      log.debug({ reason: prepared.answer.off }, 'query gate holds are off');
+      return { result: await write(), hold: null };
+    }
     const result = await write();
+    const wroteAt = clock.now();
     await clock.sleep(delayMs);
     const startedAt = clock.now();
-    const taken = await gates.hold(holdTables(before), { ttlMs, drainMs });
-    if (taken.off) {
-      log.debug({ reason: taken.off }, 'query gate holds are off');
-      return { result, hold: null };
-    }
+    const taken = await gates.hold(holdTables(before), { ttlMs, drainMs }, prepared);
     if (taken.failed.length > 0) log.warn({ table: holdTables(before)[0], failed: taken.failed }, 'some query gates were not held');
     const hold = {
-      gates: taken.held.length, unreachable: taken.failed, inFlight: taken.held.reduce((n, h) => n + h.inFlight, 0), tookMs: clock.now() - startedAt, afterWriteMs: delayMs,
+      gates: taken.held.length, unreachable: taken.failed, inFlight: taken.held.reduce((n, h) => n + h.inFlight, 0), tookMs: clock.now() - startedAt, afterWriteMs: startedAt - wroteAt,
     };
     if (taken.held.length > 0) {
-      const ended = endWhenHandedOver(before.id, handovers, taken.held, startedAt);
+      const ended = endWhenHandedOver(before.id, handovers, taken.held, startedAt, { afterWrite: true });
       ending.add(ended);
       ended.then(() => ending.delete(ended));
     } else {
@@ -85,14 +90,22 @@ export function createQueryHolds({
     return { result, hold };
   }
 
-  // Never rejects: what goes wrong is logged, and the gates end the hold at its ttl in any case.
-  async function endWhenHandedOver(tableId, handovers, held, startedAt) {
+  // Never rejects: what goes wrong is logged, and the gates end the hold at its ttl in any case. afterWrite: the hold
+  // was taken after the write; if the first read already finds no old primary acting, it came too late to be sure that
+  // nothing was in flight at the old primary's end ('late', logged as a warning: GATE_HOLD_DELAY_MS is too long here).
+  async function endWhenHandedOver(tableId, handovers, held, startedAt, { afterWrite = false } = {}) {
     try {
       let how = 'ttl';
       let reason = 'the hold reached its ttl';
-      while (clock.now() - startedAt < ttlMs) {
+      for (let reads = 0; clock.now() - startedAt < ttlMs; reads += 1) {
         try {
           const verdict = holdMayEnd(await store.readActingPrimaries(tableId), handovers);
+          if (verdict.end && afterWrite && reads === 0) {
+            how = 'late';
+            reason = `${verdict.reason} by the time the hold had answered: it came too late to be sure no write was in flight then (GATE_HOLD_DELAY_MS)`;
+            log.warn({ tableId }, 'a query gate hold taken after the write came too late');
+            break;
+          }
           if (verdict.end) { how = 'handed_over'; reason = verdict.reason; break; }
         } catch (err) {
           reason = `table_status not read: ${err.message}`;

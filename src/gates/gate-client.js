@@ -54,18 +54,23 @@ export function createGateClient({
     return json;
   }
 
-  // -> { held: [{ endpoint, id, inFlight }], failed: [{ endpoint, error }], off }: off (a reason) when there is no
-  // token file, and then nothing was asked.
-  async function hold(tables, { ttlMs, drainMs }) {
-    let secret;
-    let list;
+  // The token and the gates, read now for a hold asked later (a hold taken after the write must not spend its time
+  // listing pods): { secret, list }, or the answer hold() gives without asking ({ off } or { failed }).
+  async function prepare() {
     try {
-      secret = await token();
-      if (secret === null) return { held: [], failed: [], off: `no token at ${tokenFile}` };
-      list = await endpoints();
+      const secret = await token();
+      if (secret === null) return { answer: { held: [], failed: [], off: `no token at ${tokenFile}` } };
+      return { secret, list: await endpoints() };
     } catch (err) {
-      return { held: [], failed: [{ endpoint: null, error: err.message }] };
+      return { answer: { held: [], failed: [{ endpoint: null, error: err.message }] } };
     }
+  }
+
+  // -> { held: [{ endpoint, id, inFlight }], failed: [{ endpoint, error }], off }: off (a reason) when there is no
+  // token file, and then nothing was asked. prepared: what prepare() read (else it is read now).
+  async function hold(tables, { ttlMs, drainMs }, prepared = null) {
+    const { secret, list, answer } = prepared ?? await prepare();
+    if (answer) return answer;
     const outcomes = await Promise.all(list.map(async (endpoint) => {
       try {
         const answer = await call(endpoint, 'POST', '/v1/holds', secret, { tables, ttlMs, drainMs }, drainMs + timeoutMs);
@@ -100,5 +105,7 @@ export function createGateClient({
   }
 
   // The longest a hold request may take: the gate's drain, then the client's own limit.
-  return { hold, release, holdLimitMs: (drainMs) => drainMs + timeoutMs };
+  return {
+    prepare, hold, release, holdLimitMs: (drainMs) => drainMs + timeoutMs,
+  };
 }

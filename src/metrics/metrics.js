@@ -45,7 +45,7 @@ export function createMetrics({ prefix = DEFAULT_METRICS_PREFIX, processMetrics 
   const prestopMajorityWaitSeconds = counter('prestop_majority_wait_seconds_total', 'Seconds PRESTOPs spent waiting for a ready voting majority, by outcome.', ['outcome']);
   const podReplicasReady = gauge('pod_replicas_ready', 'The readiness gate the manager sets on each RethinkDB pod that has one: 1 when its server is connected and every replica it holds is ready (or it was held past READINESS_MAX_WAIT_SECONDS), else 0.', ['pod']);
   const handBacksOwed = gauge('hand_backs_owed', 'Servers that came back during a rollout and are owed their primaries at its end.');
-  const queryHolds = counter('query_holds_total', 'Holds taken on the query gates around a table_config write that moved primaries, by how they ended (handed_over: no old primary acted any more; ttl: GATE_HOLD_TTL_MS passed first; write_failed; not_taken: no gate was held; skipped: the deadline left no time).', ['how']);
+  const queryHolds = counter('query_holds_total', 'Holds taken on the query gates around a table_config write that moved primaries, by how they ended (handed_over: no old primary acted any more; late: taken after the write (GATE_HOLD_DELAY_MS), it found no old primary acting at its first read, so it may have come too late; ttl: GATE_HOLD_TTL_MS passed first; write_failed; not_taken: no gate was held; skipped: the deadline left no time).', ['how']);
   const queryHoldSeconds = counter('query_hold_seconds_total', 'Seconds the query gates held queries for the manager, by how the holds ended.', ['how']);
   const clusterScrapeSuccess = gauge('cluster_scrape_success', '1 if this scrape read the cluster from the data store in time, else 0 (and no per-server primaries or replicas).');
 

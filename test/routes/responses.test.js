@@ -169,7 +169,7 @@ describe('the response check', () => {
 });
 
 describe('an action whose writes are held at a query gate, against /openapi.json', () => {
-  test('when a drain moves primaries with a gate to hold, then each change\'s queryHold is as documented, taken after the write', async () => {
+  test('when a drain moves primaries with a gate to hold (GATE_HOLD_DELAY_MS=200), then each change\'s queryHold is as documented, taken after the write', async () => {
     const logger = createLogger({ level: 'silent' });
     const tokenFile = join(mkdtempSync(join(tmpdir(), 'hold-token-')), 'token');
     writeFileSync(tokenFile, 'a-shared-hold-token\n');
@@ -179,7 +179,7 @@ describe('an action whose writes are held at a query gate, against /openapi.json
     const server = createServer(createAdminHandler({ gate, metrics, tokenFile, logger }));
     await new Promise((resolve) => { server.listen(0, '127.0.0.1', resolve); });
     try {
-      const h = createSandboxHarness({ env: { GATE_HOLD_TOKEN_FILE: tokenFile, GATE_HOLD_ENDPOINTS: `127.0.0.1:${server.address().port}` } });
+      const h = createSandboxHarness({ env: { GATE_HOLD_TOKEN_FILE: tokenFile, GATE_HOLD_ENDPOINTS: `127.0.0.1:${server.address().port}`, GATE_HOLD_DELAY_MS: '200' } });
       const res = await request(h.app).post('/v1/actions/move-primaries-from-server').set('content-type', 'application/json').send('{"server":"rethinkdb_1"}');
       expect(res.status).toBe(200);
       const held = res.body.changes.map((c) => c.queryHold);

@@ -58,7 +58,8 @@ describe('createQueryHolds', () => {
     const clock = createVirtualClock();
     const calls = [];
     const gates = {
-      hold: async (tables, options) => { calls.push(['hold', tables, options, clock.now()]); return { held, failed }; },
+      prepare: async () => { calls.push(['prepare', clock.now()]); return { secret: 'token', list: held.map((h) => h.endpoint) }; },
+      hold: async (tables, options, prepared = null) => { calls.push(['hold', tables, options, clock.now(), prepared?.list ?? null]); return { held, failed }; },
       release: async (list) => { calls.push(['release', list.map((h) => h.id), clock.now()]); return []; },
       holdLimitMs: (drainMs) => drainMs + 500,
     };
@@ -80,7 +81,7 @@ describe('createQueryHolds', () => {
     const { result, hold } = await holds.around(before, moved, async () => { order.push(calls.length); return 'written'; });
     expect(result).toBe('written');
     expect(hold).toEqual({ gates: 1, unreachable: [], inFlight: 2, tookMs: 0 });
-    expect(calls[0]).toEqual(['hold', ['ycsb.usertable'], { ttlMs: 2000, drainMs: 300 }, expect.any(Number)]);
+    expect(calls[0]).toEqual(['hold', ['ycsb.usertable'], { ttlMs: 2000, drainMs: 300 }, expect.any(Number), null]);
     expect(order).toEqual([1]); // the write came after the hold
     await holds.idle();
     expect(calls[1][0]).toBe('release');
@@ -89,22 +90,31 @@ describe('createQueryHolds', () => {
     expect(await count(metrics, 'handed_over')).toBe(1);
   });
 
-  test('when GATE_HOLD_DELAY_MS is 200, then the write goes first, the hold is taken 200 ms after it returned, and released once the old primary no longer acts', async () => {
+  test('when GATE_HOLD_DELAY_MS is 200, then the gates are read before the write, the hold is taken 200 ms after it returned, and released once the old primary no longer acts', async () => {
     const { calls, clock, holds, metrics } = setUp({ delayMs: 200, reads: [[['a'], ['b']], [[], ['b']]] });
     let wroteAt = null;
-    const { result, hold } = await holds.around(before, moved, async () => { wroteAt = clock.now(); expect(calls).toEqual([]); return 'written'; });
+    const { result, hold } = await holds.around(before, moved, async () => { wroteAt = clock.now(); expect(calls.map((c) => c[0])).toEqual(['prepare']); return 'written'; });
     expect(result).toBe('written');
     expect(hold).toEqual({ gates: 1, unreachable: [], inFlight: 2, tookMs: 0, afterWriteMs: 200 });
-    expect(calls[0]).toEqual(['hold', ['ycsb.usertable'], { ttlMs: 2000, drainMs: 300 }, wroteAt + 200]);
+    expect(calls[1]).toEqual(['hold', ['ycsb.usertable'], { ttlMs: 2000, drainMs: 300 }, wroteAt + 200, ['g1:9180']]);
     await holds.idle();
-    expect(calls[1]).toEqual(['release', ['h1'], wroteAt + 220]);
+    expect(calls[2]).toEqual(['release', ['h1'], wroteAt + 220]);
     expect(await count(metrics, 'handed_over')).toBe(1);
   });
 
-  test('when GATE_HOLD_DELAY_MS is above 0 and the write fails, then no gate is asked', async () => {
+  test('when a hold taken after the write finds at its first read that no old primary acts, then it is counted late', async () => {
+    const { calls, holds, metrics } = setUp({ delayMs: 200, reads: [[[], ['b']]] });
+    await holds.around(before, moved, async () => 'written');
+    await holds.idle();
+    expect(calls.map((c) => c[0])).toEqual(['prepare', 'hold', 'release']);
+    expect(await count(metrics, 'late')).toBe(1);
+    expect(await count(metrics, 'handed_over')).toBe(0);
+  });
+
+  test('when GATE_HOLD_DELAY_MS is above 0 and the write fails, then no hold is asked for', async () => {
     const { calls, holds } = setUp({ delayMs: 200 });
     await expect(holds.around(before, moved, async () => { throw new Error('rejected'); })).rejects.toThrow('rejected');
-    expect(calls).toEqual([]);
+    expect(calls.map((c) => c[0])).toEqual(['prepare']);
   });
 
   test('when GATE_HOLD_DELAY_MS is above 0, then the deadline must leave twice the hold and the delay', async () => {
