@@ -41,10 +41,7 @@ export function createQueryHolds({
       log.debug({ reason: taken.off }, 'query gate holds are off');
       return { result: await write(), hold: null };
     }
-    if (taken.failed.length > 0) log.warn({ table: holdTables(before)[0], failed: taken.failed }, 'some query gates were not held; writing anyway');
-    const hold = {
-      gates: taken.held.length, unreachable: taken.failed, inFlight: taken.held.reduce((n, h) => n + h.inFlight, 0), tookMs: clock.now() - startedAt,
-    };
+    const hold = reportTaken(before, taken, startedAt);
     let result;
     try {
       result = await write();
@@ -52,14 +49,27 @@ export function createQueryHolds({
       await end(taken.held, 'write_failed', startedAt);
       throw err;
     }
-    if (taken.held.length > 0) {
-      const ended = endWhenHandedOver(before.id, handovers, taken.held, startedAt);
-      ending.add(ended);
-      ended.then(() => ending.delete(ended));
-    } else {
-      metrics?.queryHoldEnded('not_taken', 0);
-    }
+    endInBackground(before.id, handovers, taken.held, startedAt);
     return { result, hold };
+  }
+
+  // What the report says of a hold as taken (a gate that was not held is logged).
+  function reportTaken(before, taken, startedAt) {
+    if (taken.failed.length > 0) log.warn({ table: holdTables(before)[0], failed: taken.failed }, 'some query gates were not held; the write goes ahead all the same');
+    return {
+      gates: taken.held.length, unreachable: taken.failed, inFlight: taken.held.reduce((n, h) => n + h.inFlight, 0), tookMs: clock.now() - startedAt,
+    };
+  }
+
+  // Ends the hold once the handover is over (endWhenHandedOver), without the caller waiting; idle() waits for it.
+  function endInBackground(tableId, handovers, held, startedAt, options) {
+    if (held.length === 0) {
+      metrics?.queryHoldEnded('not_taken', 0);
+      return;
+    }
+    const ended = endWhenHandedOver(tableId, handovers, held, startedAt, options);
+    ending.add(ended);
+    ended.then(() => ending.delete(ended));
   }
 
   // The write first; the hold delayMs after it returned (a write that fails needs none). The token and the gates are
@@ -76,17 +86,8 @@ export function createQueryHolds({
     await clock.sleep(delayMs);
     const startedAt = clock.now();
     const taken = await gates.hold(holdTables(before), { ttlMs, drainMs }, prepared);
-    if (taken.failed.length > 0) log.warn({ table: holdTables(before)[0], failed: taken.failed }, 'some query gates were not held');
-    const hold = {
-      gates: taken.held.length, unreachable: taken.failed, inFlight: taken.held.reduce((n, h) => n + h.inFlight, 0), tookMs: clock.now() - startedAt, afterWriteMs: startedAt - wroteAt,
-    };
-    if (taken.held.length > 0) {
-      const ended = endWhenHandedOver(before.id, handovers, taken.held, startedAt, { afterWrite: true });
-      ending.add(ended);
-      ended.then(() => ending.delete(ended));
-    } else {
-      metrics?.queryHoldEnded('not_taken', 0);
-    }
+    const hold = { ...reportTaken(before, taken, startedAt), afterWriteMs: startedAt - wroteAt };
+    endInBackground(before.id, handovers, taken.held, startedAt, { afterWrite: true });
     return { result, hold };
   }
 

@@ -4,17 +4,13 @@
 // gate and a `rethinkdb proxy` see no error at all, OP_INDETERMINATE included (a raw config write without a hold
 // makes a few: test/real/gate.test.js). Every outcome is read through the driver and the gate's metrics.
 
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:http';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { jest } from '@jest/globals';
 import pino from 'pino';
 import r from 'rethinkdb';
-import { createAdminHandler } from '../../gate/src/admin.js';
 import { loadGateConfig } from '../../gate/src/config.js';
 import { createGate } from '../../gate/src/gate.js';
 import { createGateMetrics } from '../../gate/src/metrics.js';
+import { realClock as clock, serveHoldPort, writeTokenFile } from '../helpers/gate-hold-port.js';
 import { postJson } from '../helpers/harness.js';
 import {
   createRealManager, eventually, primariesOf, readTables, settled, startRealCluster, waitConnected,
@@ -22,7 +18,6 @@ import {
 
 jest.setTimeout(180000);
 
-const clock = { now: () => Date.now(), sleep: (ms) => new Promise((resolve) => { setTimeout(resolve, ms); }) };
 let cluster;
 let gate;
 let admin;
@@ -33,8 +28,7 @@ let client;
 beforeAll(async () => {
   cluster = await startRealCluster();
   const proxy = await cluster.addProxy();
-  const tokenFile = join(mkdtempSync(join(tmpdir(), 'gate-holds-')), 'token');
-  writeFileSync(tokenFile, 'real-cluster-hold-token\n');
+  const tokenFile = writeTokenFile('real-cluster-hold-token\n');
   const config = loadGateConfig({
     GATE_UPSTREAM: `${proxy.host}:${proxy.driverPort}`, GATE_PORT: '0', GATE_HOST: '127.0.0.1', GATE_METRICS_PORT: '0', GATE_HOLD_TOKEN_FILE: tokenFile,
   });
@@ -42,9 +36,8 @@ beforeAll(async () => {
   const logger = pino({ level: 'silent' });
   gate = createGate({ config, metrics, clock, logger });
   const { port } = await gate.start();
-  admin = createServer(createAdminHandler({ gate, metrics, tokenFile, logger }));
-  await new Promise((resolve) => { admin.listen(0, '127.0.0.1', resolve); });
-  m = createRealManager(cluster, { env: { GATE_HOLD_TOKEN_FILE: tokenFile, GATE_HOLD_ENDPOINTS: `127.0.0.1:${admin.address().port}` } });
+  admin = await serveHoldPort({ tokenFile, gate, metrics, logger });
+  m = createRealManager(cluster, { env: { GATE_HOLD_TOKEN_FILE: tokenFile, GATE_HOLD_ENDPOINTS: `127.0.0.1:${admin.port}` } });
   await waitConnected(m);
   client = await r.connect({ host: '127.0.0.1', port });
 }, 120000);
@@ -53,8 +46,7 @@ afterAll(async () => {
   await client?.close({ noreplyWait: false }).catch(() => {});
   await m?.close();
   await gate?.stop(0);
-  admin?.closeAllConnections();
-  await new Promise((resolve) => { if (admin) admin.close(resolve); else resolve(); });
+  await admin?.close();
   await cluster?.destroy();
 });
 

@@ -2,20 +2,14 @@
 // success status at least once), and each answer, success or error, is checked against the schema the document gives
 // for its status. The checker itself is shown to refuse bodies that stray from the document.
 
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:http';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import express from 'express';
 import request from 'supertest';
-import { createAdminHandler } from '../../gate/src/admin.js';
-import { createGate } from '../../gate/src/gate.js';
-import { createGateMetrics } from '../../gate/src/metrics.js';
 import { createLeaderElector } from '../../src/events/leader-election.js';
 import { createVirtualClock } from '../../src/lib/clock.js';
 import { createLogger } from '../../src/logger.js';
 import { createLeaderRelay } from '../../src/routes/leader-relay.js';
 import { buildOpenApiDocument } from '../../src/routes/openapi.js';
+import { serveHoldPort, writeTokenFile } from '../helpers/gate-hold-port.js';
 import { createSandboxHarness } from '../helpers/harness.js';
 import { createResponseChecker } from '../helpers/openapi-responses.js';
 
@@ -170,16 +164,10 @@ describe('the response check', () => {
 
 describe('an action whose writes are held at a query gate, against /openapi.json', () => {
   test('when a drain moves primaries with a gate to hold (GATE_HOLD_DELAY_MS=200), then each change\'s queryHold is as documented, taken after the write', async () => {
-    const logger = createLogger({ level: 'silent' });
-    const tokenFile = join(mkdtempSync(join(tmpdir(), 'hold-token-')), 'token');
-    writeFileSync(tokenFile, 'a-shared-hold-token\n');
-    const realClock = { now: () => Date.now(), sleep: (ms) => new Promise((resolve) => { setTimeout(resolve, ms); }) };
-    const metrics = createGateMetrics();
-    const gate = createGate({ config: { hold: { maxMs: 5000 } }, metrics, clock: realClock, logger });
-    const server = createServer(createAdminHandler({ gate, metrics, tokenFile, logger }));
-    await new Promise((resolve) => { server.listen(0, '127.0.0.1', resolve); });
+    const tokenFile = writeTokenFile('a-shared-hold-token\n');
+    const holdPort = await serveHoldPort({ tokenFile });
     try {
-      const h = createSandboxHarness({ env: { GATE_HOLD_TOKEN_FILE: tokenFile, GATE_HOLD_ENDPOINTS: `127.0.0.1:${server.address().port}`, GATE_HOLD_DELAY_MS: '200' } });
+      const h = createSandboxHarness({ env: { GATE_HOLD_TOKEN_FILE: tokenFile, GATE_HOLD_ENDPOINTS: `127.0.0.1:${holdPort.port}`, GATE_HOLD_DELAY_MS: '200' } });
       const res = await request(h.app).post('/v1/actions/move-primaries-from-server').set('content-type', 'application/json').send('{"server":"rethinkdb_1"}');
       expect(res.status).toBe(200);
       const held = res.body.changes.map((c) => c.queryHold);
@@ -187,8 +175,7 @@ describe('an action whose writes are held at a query gate, against /openapi.json
       for (const hold of held) expect(hold).toMatchObject({ gates: 1, unreachable: [], afterWriteMs: 200 });
       expect(createResponseChecker(document).checkResponse('POST', '/v1/actions/move-primaries-from-server', res)).toEqual([]);
     } finally {
-      await gate.stop(100).catch(() => {});
-      await new Promise((resolve) => { server.close(resolve); });
+      await holdPort.close();
     }
   });
 });

@@ -1,29 +1,16 @@
 // The query gate's HTTP port (gate/src/admin.js): probes and metrics open; the manager's holds only with the shared
 // token, and a request answered 4xx takes no hold.
 
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:http';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import pino from 'pino';
-import { createAdminHandler } from '../../gate/src/admin.js';
-import { createGate } from '../../gate/src/gate.js';
-import { createGateMetrics } from '../../gate/src/metrics.js';
+import { serveHoldPort, writeTokenFile } from '../helpers/gate-hold-port.js';
 
-const logger = pino({ level: 'silent' });
-const clock = { now: () => Date.now(), sleep: (ms) => new Promise((resolve) => { setTimeout(resolve, ms); }) };
 const TOKEN = 'k3Vq9-shared-hold-token';
-const servers = [];
-afterAll(() => Promise.all(servers.map((s) => new Promise((resolve) => { s.close(resolve); }))));
+const served = [];
+afterAll(() => Promise.all(served.map((s) => s.close())));
 
 async function startAdmin({ tokenFile }) {
-  const config = { hold: { maxMs: 5000 } };
-  const metrics = createGateMetrics();
-  const gate = createGate({ config, metrics, clock, logger });
-  const server = createServer(createAdminHandler({ gate, metrics, tokenFile, logger }));
-  await new Promise((resolve) => { server.listen(0, '127.0.0.1', resolve); });
-  servers.push(server);
-  const base = `http://127.0.0.1:${server.address().port}`;
+  const port = await serveHoldPort({ tokenFile });
+  served.push(port);
+  const base = `http://127.0.0.1:${port.port}`;
   const call = async (method, path, { body, token = TOKEN, raw } = {}) => {
     const res = await fetch(`${base}${path}`, {
       method, headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) }, body: raw ?? (body === undefined ? undefined : JSON.stringify(body)),
@@ -33,15 +20,10 @@ async function startAdmin({ tokenFile }) {
     try { json = JSON.parse(text); } catch { /* text */ }
     return { status: res.status, json, text };
   };
-  return { gate, call };
+  return { gate: port.gate, call };
 }
 
-function tokenFile(content = `${TOKEN}\n`) {
-  const dir = mkdtempSync(join(tmpdir(), 'gate-admin-'));
-  const path = join(dir, 'token');
-  writeFileSync(path, content);
-  return path;
-}
+const tokenFile = (content = `${TOKEN}\n`) => writeTokenFile(content);
 
 describe('the gate\'s HTTP port', () => {
   test('when the token is right, then a hold is taken, listed and released, and a second release is 404', async () => {
