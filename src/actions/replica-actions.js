@@ -12,7 +12,8 @@ import { timePlanning } from '../lib/trace.js';
 import { clusterOf, marksOf } from './operation-context.js';
 import { decideMigrationRetry } from '../policy/migrations.js';
 import {
-  planAddServer, planCreateReplica, planFinalizeReplica, planMigrateReplicasOff, planReplaceServer, planStageReplica, projectMoves,
+  planAddServer, planCreateReplica, planFinalizeReplica, planMigrateReplicasOff, planReplaceServer, planStageReplica, planUnstageReplica,
+  projectMoves,
 } from '../planner/replica-planner.js';
 import {
   describeShard, namedItems, outcomeOf, plannedReplicaMoves,
@@ -274,7 +275,11 @@ export function createReplicaActions({
     step.status = 'finalizing';
     const finalized = await reconfigurer.commit((c, draining) => planFinalizeReplica(c, move, { draining }), { tableIds: [move.tableId], deadline });
     const finalProblem = finalized.notDone[0] ?? finalized.plan.skipped[0];
-    if (finalProblem) return fail('failed', finalProblem.reason);
+    if (finalProblem) {
+      // Refused (a decision, not a write whose outcome is unknown): the replica this move staged is taken out again.
+      const undone = finalized.plan.skipped[0] && staged.written.length > 0 ? await unstage(move, step.to) : '';
+      return fail('failed', `${finalProblem.reason}${undone}`);
+    }
     const table = finalized.cluster.tables.find((t) => t.id === move.tableId);
     const after = finalized.written[0]?.change.shards[move.shard] ?? table.shards[move.shard];
     const settleDeadline = createDeadline(clock, Math.min(deadline.remainingMs(), config.deadlines.actionSeconds * 1000));
@@ -290,6 +295,22 @@ export function createReplicaActions({
         before: before ? describeShard(finalized.cluster, before) : null, after: describeShard(finalized.cluster, after),
       },
     };
+  }
+
+  // Takes the replica a move staged out again, on its own deadline (the move's may be spent). Returns what to add to
+  // the move's reason: what became of the staged replica (on `name`).
+  async function unstage(move, name) {
+    const deadline = createDeadline(clock, config.deadlines.actionSeconds * 1000);
+    try {
+      const undone = await reconfigurer.commit((c) => planUnstageReplica(c, move), { tableIds: [move.tableId], deadline });
+      const problem = undone.notDone[0] ?? undone.plan.skipped[0];
+      if (!problem) return `; the replica staged on ${name} was taken out again`;
+      log.warn({ move, reason: problem.reason }, 'staged replica not taken out');
+      return `; the replica staged on ${name} could not be taken out (${problem.reason}) and stays nonvoting`;
+    } catch (err) {
+      log.warn({ move, err: err.message }, 'staged replica not taken out');
+      return `; the replica staged on ${name} could not be taken out (${err.message}) and stays nonvoting`;
+    }
   }
 
   // Restart recovery: finish one half-done move (stage again if needed, wait, finalize) as an operation.

@@ -256,9 +256,24 @@ export function planFinalizeReplica(cluster, move, { draining = [] } = {}) {
   if (done) return { changes: [], skipped: [] };
   // A target that started draining (its pod stopping) while it backfilled does not get the vote: the source stays.
   const view = createView(cluster, { draining });
-  if (view.draining.has(move.to)) return skipMove(move, `${view.nameOf(move.to)} started draining while it backfilled; ${move.from ? `${view.nameOf(move.from)} keeps its replica and ` : ''}the staged replica stays nonvoting`);
+  if (view.draining.has(move.to)) return skipMove(move, `${view.nameOf(move.to)} started draining while it backfilled${move.from ? `; ${view.nameOf(move.from)} keeps its replica` : ''}`);
   const { shard: next, error } = finalizeReplica(cluster, table, move.shard, move, { draining });
   if (error) return skipMove(move, error);
+  return singleShardChange(table, move.shard, next);
+}
+
+// Undo a stage whose finalize was refused: `to`'s nonvoting replica leaves again, so that no staged replica is left
+// behind with nothing to finish it (it would take every write's replication and vote for nothing). Only a nonvoting
+// replica is taken out, which changes neither the voting set nor the primary. Plans nothing when `to` is not
+// nonvoting any more (voting, or gone).
+export function planUnstageReplica(cluster, move) {
+  const table = cluster.tables.find((t) => t.id === move.tableId);
+  if (!table) return skipMove(move, 'table disappeared');
+  const shard = table.shards[move.shard];
+  if (!shard.nonvoting.includes(move.to)) return { changes: [], skipped: [] };
+  const next = configOf(shard);
+  next.replicas = next.replicas.filter((id) => id !== move.to);
+  next.nonvoting = next.nonvoting.filter((id) => id !== move.to);
   return singleShardChange(table, move.shard, next);
 }
 

@@ -1,5 +1,7 @@
 import { findServer, findTable } from '../../src/cluster/cluster-model.js';
-import { planFinalizeReplica, planMigrateReplicasOff, planStageReplica } from '../../src/planner/replica-planner.js';
+import {
+  planFinalizeReplica, planMigrateReplicasOff, planStageReplica, planUnstageReplica,
+} from '../../src/planner/replica-planner.js';
 import { applyChanges, fixtureCluster } from '../helpers/clusters.js';
 
 const healthy = fixtureCluster('01-healthy.json');
@@ -26,7 +28,7 @@ describe('planStageReplica and planFinalizeReplica', () => {
   test('when the target started draining while it backfilled, then it is not finalized: it gets no vote and the source stays', () => {
     const ready = withReady(applyChanges(healthy, planStageReplica(healthy, move).changes), move.to);
     expect(planFinalizeReplica(ready, move, { draining: [move.to] })).toEqual({
-      changes: [], skipped: [{ tableId: usertable, shard: 0, reason: 'rethinkdb_1 started draining while it backfilled; rethinkdb_0 keeps its replica and the staged replica stays nonvoting' }],
+      changes: [], skipped: [{ tableId: usertable, shard: 0, reason: 'rethinkdb_1 started draining while it backfilled; rethinkdb_0 keeps its replica' }],
     });
   });
 
@@ -63,6 +65,33 @@ describe('planStageReplica and planFinalizeReplica', () => {
     }]);
     const staged = withReady(applyChanges(cluster, planStageReplica(cluster, move).changes), move.to);
     expect(planFinalizeReplica(staged, move).changes[0].shards[0].nonvoting).toEqual([id('rethinkdb_1')]);
+  });
+});
+
+describe('planUnstageReplica (a move whose finalize was refused)', () => {
+  test('when the target is staged, then only its nonvoting replica leaves: voters and primary are as before the move', () => {
+    const staged = applyChanges(healthy, planStageReplica(healthy, move).changes);
+    const undone = planUnstageReplica(staged, move);
+    expect(undone.changes[0].shards[0]).toEqual({
+      primary: id('rethinkdb_3'), replicas: [id('rethinkdb_3'), id('rethinkdb_0'), id('rethinkdb_2')], nonvoting: [],
+    });
+    expect(undone.changes[0].shards.slice(1)).toEqual(findTable(healthy, usertable).shards.slice(1).map((s) => ({ primary: s.primary, replicas: s.replicas, nonvoting: s.nonvoting })));
+    expect(planUnstageReplica(applyChanges(staged, undone.changes), move)).toEqual({ changes: [], skipped: [] });
+  });
+
+  test('when the target votes already (the finalize landed after all), then nothing is taken out', () => {
+    const ready = withReady(applyChanges(healthy, planStageReplica(healthy, move).changes), move.to);
+    const finalized = applyChanges(ready, planFinalizeReplica(ready, move).changes);
+    expect(planUnstageReplica(finalized, move)).toEqual({ changes: [], skipped: [] });
+  });
+
+  test('when another nonvoting replica is in the shard, then it stays: only the target leaves', () => {
+    const cluster = applyChanges(healthy, [{
+      tableId: usertable,
+      shards: findTable(healthy, usertable).shards.map((s, i) => (i === 0 ? { ...s, nonvoting: [id('rethinkdb_0')] } : s)),
+    }]);
+    const staged = applyChanges(cluster, planStageReplica(cluster, move).changes);
+    expect(planUnstageReplica(staged, move).changes[0].shards[0]).toMatchObject({ replicas: [id('rethinkdb_3'), id('rethinkdb_0'), id('rethinkdb_2')], nonvoting: [id('rethinkdb_0')] });
   });
 });
 
