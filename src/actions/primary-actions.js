@@ -115,7 +115,7 @@ export function createPrimaryActions({
         log.warn({ err: err.message }, 'cluster not read for the next round; waiting');
         return null;
       });
-      if (!fresh) return { cluster: current.cluster, plan: { changes: [], skipped: current.plan.skipped } };
+      if (!fresh) return { cluster: current.cluster, plan: { changes: [], skipped: current.plan.skipped }, stale: true };
       const frozen = stalled;
       const planStalled = (c, draining, stats) => planFn(c, draining, stats, frozen);
       return { cluster: fresh, plan: planStalled(fresh, await marks.drainingIds(leaving), await traffic?.()), planFn: planStalled };
@@ -127,6 +127,9 @@ export function createPrimaryActions({
         : { cluster: current.cluster, plan: current.plan, written: [], notDone: [] };
       changes.push(...primaryChanges(committed.cluster, committed.written));
       const raced = committed.notDone.filter((n) => n.concurrent);
+      // A round planned on a fresh read supersedes what earlier rounds did not do: each table is planned again (and
+      // refused again, if it still is), has nothing left to do (an unknown write outcome that had landed) or is skipped.
+      if (!current.stale) notDone.length = 0;
       notDone.push(...committed.notDone.filter((n) => !n.concurrent));
       for (const w of committed.written) for (const m of w.change.moves) awaited.set(`${w.change.tableId}:${m.shard}`, { tableId: w.change.tableId, shard: m.shard });
       const targets = [...awaited.values()].map(({ tableId, shard }) => ({ tableId, shards: [shard] }));
@@ -149,7 +152,10 @@ export function createPrimaryActions({
       if (leaving.length === 0 || !primaries.settled) return { ...done, wait: primaries };
       awaited.clear();
       const round = createDeadline(clock, Math.min(deadline.remainingMs(), drainReplanIntervalMs));
-      const wait = await reconfigurer.waitUntilNotActing(leaving, round, { except: [...settledSkips(committed.cluster, committed.plan.skipped), ...notDone] });
+      // A table not written because RethinkDB was unavailable (a frozen server still counted in) is waited for and
+      // planned again next round, while the deadline allows; one refused for good is not waited for.
+      const stays = notDone.filter((n) => !n.unavailable);
+      const wait = await reconfigurer.waitUntilNotActing(leaving, round, { except: [...settledSkips(committed.cluster, committed.plan.skipped), ...stays] });
       if (wait.settled || deadline.expired()) return { ...done, wait };
       stalled = [];
       current = await replan();

@@ -72,7 +72,8 @@ export function createReconfigurer({
 
   // Writes each { change, before } in order, up to writeConcurrency at once. Once RethinkDB is unavailable, or the
   // deadline is nearer than the slowest write so far took (a write started then would end after it), no further
-  // write starts; each table not written says why. `written` keeps the plan's order.
+  // write starts; each table not written says why (`unavailable`: because RethinkDB was, which may pass, so a caller
+  // with time left may plan it again). `written` keeps the plan's order.
   async function writeAll(items, deadline) {
     const outcomes = new Array(items.length).fill(null);
     let stopped = null;
@@ -84,7 +85,7 @@ export function createReconfigurer({
         next += 1;
         const { change, before } = items[i];
         if (stopped || deadline.expired() || deadline.remainingMs() < slowestMs) {
-          outcomes[i] = { notDone: { tableId: change.tableId, reason: stopped ?? 'deadline passed before this table was written' } };
+          outcomes[i] = { notDone: { tableId: change.tableId, reason: stopped ?? 'deadline passed before this table was written', ...(stopped ? { unavailable: true } : {}) } };
           continue;
         }
         const startedAt = clock.now();
@@ -97,7 +98,7 @@ export function createReconfigurer({
           if (err.code === 'DATA_STORE_UNAVAILABLE') {
             stopped ??= `not written: RethinkDB became unavailable during another table's write (${err.message})`;
             // The write may or may not have been applied: say so rather than guess.
-            outcomes[i] = { notDone: { tableId: change.tableId, reason: `write outcome unknown, RethinkDB became unavailable: ${err.message}` } };
+            outcomes[i] = { notDone: { tableId: change.tableId, reason: `write outcome unknown, RethinkDB became unavailable: ${err.message}`, unavailable: true } };
           } else {
             outcomes[i] = { notDone: { tableId: change.tableId, reason: err.message } };
             log.warn({ table: tableLabel(before), err: err.message }, 'table_config write failed');

@@ -253,6 +253,49 @@ describe('safety under concurrency and failure', () => {
     });
   });
 
+  test('when a drain\'s first write times out and a later round writes the table, then the report lists it as done, not as unknown', async () => {
+    let writes = 0;
+    const h = createSandboxHarness({
+      wrapSource: (source) => ({
+        ...source,
+        async updateTableShards(id, shards) {
+          writes += 1;
+          if (writes === 1) throw new AppError('DATA_STORE_UNAVAILABLE', 'RethinkDB did not answer "update table_config" within 3000 ms');
+          return source.updateTableShards(id, shards);
+        },
+      }),
+    });
+    const res = await post(h.app, '/v1/actions/move-primaries-from-server', { server: 'rethinkdb_1' });
+    expect(res.body).toMatchObject({ outcome: 'completed', notDone: [] });
+    expect(res.body.changes.map((c) => c.from)).toEqual(expect.arrayContaining(['rethinkdb_1']));
+    expect(await primaryMap(h.store)).not.toContain('rethinkdb_1');
+    expect(writes).toBeGreaterThan(1);
+  });
+
+  test('when a move\'s target starts draining while it backfills, then its staged replica is taken out again and the report says so', async () => {
+    const h = createSandboxHarness({
+      wrapSource: (source) => ({
+        ...source,
+        async updateTableShards(id, shards) {
+          const result = await source.updateTableShards(id, shards);
+          // The stage write (rethinkdb_3 joins nonvoting; servers are named by id): its pod starts stopping meanwhile.
+          const target = (await h.store.readCluster()).servers.find((s) => s.name === 'rethinkdb_3');
+          if (shards.some((s) => s.nonvoting_replicas.includes(target.id))) {
+            await h.marks.markDraining(target.id, { reason: 'PRESTOP', origin: { kind: 'hook' }, serverName: target.name, pod: 'rethinkdb-3' });
+          }
+          return result;
+        },
+      }),
+    });
+    const res = await post(h.app, '/v1/actions/create-replica', { table: 'ycsb.usertable', shard: 0, server: 'rethinkdb_3' });
+    const op = await waitForOperation(h.app, res.body.operation.href);
+    expect(op.report).toMatchObject({
+      outcome: 'failed', changes: [],
+      notDone: [{ table: 'ycsb.usertable', shard: 0, reason: 'rethinkdb_3 started draining while it backfilled; the replica staged on rethinkdb_3 was taken out again' }],
+    });
+    expect(await shardReplicas(h.store, 0)).toEqual({ replicas: ['rethinkdb_0', 'rethinkdb_1', 'rethinkdb_2'], nonvoting: [] });
+  });
+
   test('when shutting down, then new actions get 503 SHUTTING_DOWN and readiness fails', async () => {
     const h = createSandboxHarness();
     await h.shutdown(10);
