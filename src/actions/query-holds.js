@@ -13,7 +13,7 @@
 // first read is counted 'late'.
 
 import {
-  decideHold, handoversOf, holdMayEnd, holdTables,
+  decideHold, handoversOf, holdEnding, holdTables,
 } from '../policy/query-holds.js';
 
 // gates: src/gates/gate-client.js, or null (holds off: around() only writes).
@@ -92,22 +92,19 @@ export function createQueryHolds({
   }
 
   // Never rejects: what goes wrong is logged, and the gates end the hold at its ttl in any case. afterWrite: the hold
-  // was taken after the write; if the first read already finds no old primary acting, it came too late to be sure that
-  // nothing was in flight at the old primary's end ('late', logged as a warning: GATE_HOLD_DELAY_MS is too long here).
+  // was taken after the write (holdEnding: a 'late' end is logged as a warning, GATE_HOLD_DELAY_MS is too long here).
   async function endWhenHandedOver(tableId, handovers, held, startedAt, { afterWrite = false } = {}) {
     try {
       let how = 'ttl';
       let reason = 'the hold reached its ttl';
-      for (let reads = 0; clock.now() - startedAt < ttlMs; reads += 1) {
+      for (let read = 0; clock.now() - startedAt < ttlMs; read += 1) {
         try {
-          const verdict = holdMayEnd(await store.readActingPrimaries(tableId), handovers);
-          if (verdict.end && afterWrite && reads === 0) {
-            how = 'late';
-            reason = `${verdict.reason} by the time the hold had answered: it came too late to be sure no write was in flight then (GATE_HOLD_DELAY_MS)`;
-            log.warn({ tableId }, 'a query gate hold taken after the write came too late');
+          const ending = holdEnding(await store.readActingPrimaries(tableId), handovers, { afterWrite, read });
+          if (ending) {
+            ({ how, reason } = ending);
+            if (how === 'late') log.warn({ tableId }, 'a query gate hold taken after the write came too late');
             break;
           }
-          if (verdict.end) { how = 'handed_over'; reason = verdict.reason; break; }
         } catch (err) {
           reason = `table_status not read: ${err.message}`;
         }

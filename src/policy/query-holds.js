@@ -44,6 +44,19 @@ export function holdMayEnd(acting, handovers) {
   return { end: false, reason: `${still.length} of ${handovers.length} old primaries still act` };
 }
 
+// How a hold ends on a read of the acting primaries (holdMayEnd): { how, reason }, or null while it holds on. read: how
+// many reads came before this one since the hold answered. afterWrite: the hold was taken after the write
+// (GATE_HOLD_DELAY_MS); if its first read already finds no old primary acting, it came too late to be sure that
+// nothing was in flight at the old primary's end: 'late' rather than 'handed_over'.
+export function holdEnding(acting, handovers, { afterWrite = false, read }) {
+  const verdict = holdMayEnd(acting, handovers);
+  if (!verdict.end) return null;
+  if (afterWrite && read === 0) {
+    return { how: 'late', reason: `${verdict.reason} by the time the hold had answered: it came too late to be sure no write was in flight then (GATE_HOLD_DELAY_MS)` };
+  }
+  return { how: 'handed_over', reason: verdict.reason };
+}
+
 // Which gates a hold goes to, from the gate pods the Kubernetes API lists: those running with an IP, at `port`. A pod
 // being deleted is one: its gate still relays the queries of its open connections while it drains.
 export function podEndpoints(pods, port) {

@@ -6,7 +6,7 @@ import { createQueryHolds } from '../../src/actions/query-holds.js';
 import { createVirtualClock } from '../../src/lib/clock.js';
 import { createMetrics } from '../../src/metrics/metrics.js';
 import {
-  decideHold, handoversOf, holdMayEnd, holdTables,
+  decideHold, handoversOf, holdEnding, holdMayEnd, holdTables,
 } from '../../src/policy/query-holds.js';
 
 const logger = pino({ level: 'silent' });
@@ -37,6 +37,22 @@ describe('handoversOf and holdMayEnd (pure)', () => {
     ['the table is gone', null, true, 'the table is gone'],
   ])('when %s, then holdMayEnd says whether the hold may end', (_, acting, end, reason) => {
     expect(holdMayEnd(acting, [{ shard: 0, from: ['a'], to: 'b' }])).toEqual({ end, reason });
+  });
+});
+
+describe('holdEnding (pure)', () => {
+  const handovers = [{ shard: 0, from: ['a'], to: 'b' }];
+  const late = 'no old primary acts any more by the time the hold had answered: it came too late to be sure no write was in flight then (GATE_HOLD_DELAY_MS)';
+  test.each([
+    ['the old primary still acts, a hold before the write', [['a']], false, 0, null],
+    ['the old primary still acts on the first read after the write', [['a']], true, 0, null],
+    ['the handover is over on the first read, a hold before the write', [['b']], false, 0, { how: 'handed_over', reason: 'no old primary acts any more' }],
+    ['the handover is over on the first read after the write (too late to be sure)', [['b']], true, 0, { how: 'late', reason: late }],
+    ['nobody acts yet on the first read after the write', [[]], true, 0, { how: 'late', reason: late }],
+    ['the handover is over on a later read after the write', [['b']], true, 3, { how: 'handed_over', reason: 'no old primary acts any more' }],
+    ['the table is gone, a hold before the write', null, false, 2, { how: 'handed_over', reason: 'the table is gone' }],
+  ])('when %s, then holdEnding says how the hold ends', (_, acting, afterWrite, read, expected) => {
+    expect(holdEnding(acting, handovers, { afterWrite, read })).toEqual(expected);
   });
 });
 
