@@ -142,6 +142,12 @@ export function createManager({
     const settled = Promise.all([work.drain(), operations.drain()]).then(() => true);
     const finished = await Promise.race([settled, clock.sleep(graceMs).then(() => false)]);
     await marks.flush();
+    // A heartbeat timeout lowered for a departure that no successor can read goes back now (bounded: a RethinkDB that
+    // does not answer does not hold the shutdown beyond one query's timeout).
+    await Promise.race([
+      events.restoreHeartbeatAtShutdown().catch((err) => log.warn({ err: err.message }, 'heartbeat timeout not given back at shutdown')),
+      clock.sleep(config.rethinkdb.queryTimeoutMs),
+    ]);
     // Holds on the query gates end by themselves at their ttl; ended here, the gates need not wait for it.
     await Promise.race([queryHolds.idle(), clock.sleep(config.gateHold.ttlMs)]);
     const lease = await elector().stop();

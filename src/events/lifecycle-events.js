@@ -9,7 +9,7 @@ import { hookActor, managerActor } from '../audit/actor.js';
 import { appError } from '../errors.js';
 import { findServerForPod } from '../cluster/cluster-model.js';
 import { createDeadline } from '../lib/clock.js';
-import { decideHeartbeatRestore } from '../policy/heartbeat.js';
+import { decideHeartbeatAtShutdown, decideHeartbeatRestore } from '../policy/heartbeat.js';
 import { decidePoststart, decidePrestop, primariesOffAfter } from '../policy/lifecycle.js';
 import { OPERATOR, releasableDrain } from '../policy/requesters.js';
 import { decideRolloutLevelling, prestopPreference, rolloutOf } from '../policy/rollout.js';
@@ -183,7 +183,20 @@ export function createLifecycleEvents({
     return { event: 'HEARTBEAT_RESTORE', reason: decision.reason, heartbeatTimeoutSecs: set?.seconds ?? null };
   }
 
+  // At shutdown, while still leading: departures no successor can read give the heartbeat timeout back now
+  // (decideHeartbeatAtShutdown). Reads the cluster only while a departure exists.
+  async function restoreHeartbeatAtShutdown() {
+    const departures = await marks.departures();
+    if (departures.length === 0) return null;
+    const cluster = await store.readCluster();
+    const decision = decideHeartbeatAtShutdown({ current: cluster.heartbeatTimeoutSecs, departures });
+    if (decision.intents.length > 0) await executor.run(decision.intents, { actor: managerActor('heartbeat'), pod: null });
+    log.info({ reason: decision.reason }, 'departures at shutdown');
+    const set = decision.intents.find((i) => i.type === 'set-heartbeat');
+    return { event: 'HEARTBEAT_RESTORE', reason: decision.reason, heartbeatTimeoutSecs: set?.seconds ?? null };
+  }
+
   return {
-    prestop, poststart, levelAfterRollout, restoreHeartbeatDue,
+    prestop, poststart, levelAfterRollout, restoreHeartbeatDue, restoreHeartbeatAtShutdown,
   };
 }

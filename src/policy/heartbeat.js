@@ -58,3 +58,23 @@ export function decideHeartbeatRestore(cluster, { departures, now }) {
   intents.push({ type: 'end-departure', servers: ended.map((d) => d.serverId) });
   return { intents, reason };
 }
+
+// A manager that stops while departures are owed: the next leader gives the heartbeat timeout back only if it can read
+// a departure, that is one saved on its pod (Kubernetes annotations). When none is saved (no Kubernetes API, or every
+// save failed), nobody would, and the cluster would keep the lowered value for good: it goes back now, to the
+// original (as decideHeartbeatRestore would), unless someone else changed it meanwhile. The departing servers then
+// lose the quicker detection, which a manager that stops cannot watch over anyway.
+// departures: as the marks list them ({ originalSecs, loweredSecs, persisted, serverId }).
+export function decideHeartbeatAtShutdown({ current, departures }) {
+  if (departures.length === 0) return { intents: [], reason: 'no departure owed' };
+  if (departures.some((d) => d.persisted === 'saved')) {
+    return { intents: [], reason: 'a departure is saved on its pod: the next leader gives the heartbeat timeout back' };
+  }
+  const original = Math.max(...departures.map((d) => d.originalSecs));
+  const ending = { type: 'end-departure', servers: departures.map((d) => d.serverId) };
+  if (!departures.some((d) => d.loweredSecs === current) || current === original) {
+    return { intents: [ending], reason: `no departure is saved for the next leader; the heartbeat timeout is left at ${current} s (${current === original ? 'already the original' : 'changed by someone else meanwhile'})` };
+  }
+  const reason = `the manager stops and no departure is saved for the next leader: heartbeat timeout back to ${original} s`;
+  return { intents: [{ type: 'set-heartbeat', seconds: original, reason }, ending], reason };
+}

@@ -31,5 +31,9 @@ export function createLabManager(cluster, { via = 0, env = {}, destination = pro
     await manager.reconcile();
   }
 
-  return { ...manager, config, connections, ready, close: async () => { await manager.marks.flush(); await close(); } };
+  // close: the manager's own shutdown (as src/server.js runs it on SIGTERM: running work gets graceMs, what it owes is
+  // settled), then the connections.
+  return {
+    ...manager, config, connections, ready, close: async ({ graceMs = 1000 } = {}) => { await manager.shutdown(graceMs); await close(); },
+  };
 }

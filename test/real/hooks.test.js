@@ -52,8 +52,8 @@ beforeEach(async () => {
   await releaseDraining(m);
   await setLayout(cluster, created);
   await eventually(async () => { await m.tick({ poll: false }); return (await m.marks.departures()).length === 0; }, { what: 'no departure owed' });
-  // A test's own manager, closed with a departure owed, leaves the timeout lowered: put back by hand.
-  await cluster.withConnection((c) => r.db('rethinkdb').table('cluster_config').get('heartbeat').update({ heartbeat_timeout_secs: 10 }).run(c));
+  // Not written here: a test's own manager closed with a departure owed gives it back itself (decideHeartbeatAtShutdown).
+  expect(await heartbeatSecs()).toBe(10);
   expect(await readLayout(cluster)).toEqual(created);
 }, 180000);
 
@@ -205,6 +205,7 @@ describe('hooks on a real RethinkDB cluster', () => {
 describe('POSTSTART_GIVE_BACK never and balance on a real cluster', () => {
   test('when a drained server returns, then it is released but keeps no primary, and no table_config changes', async () => {
     const keep = createRealManager(cluster, { via: 0, env: { POSTSTART_GIVE_BACK: 'never' } });
+    let closed = false;
     try {
       await waitConnected(keep);
       expect((await request(keep.app).post('/v1/hooks/prestop?pod=rethinkdb-2')).body).toMatchObject({ primariesOff: true });
@@ -218,8 +219,15 @@ describe('POSTSTART_GIVE_BACK never and balance on a real cluster', () => {
       expect(allPrimaries(after)).not.toContain('rethinkdb_2');
       expect([primariesOf(after), primariesOf(after, 'ycsb.accounts')]).toEqual([primariesOf(before), primariesOf(before, 'ycsb.accounts')]);
       expect((await request(keep.app).get('/v1/cluster')).body.servers.find((s) => s.name === 'rethinkdb_2').draining).toBe(false);
-    } finally {
+      // rethinkdb_2's departure is still owed (this manager never ticks) and saved nowhere (no Kubernetes API): the
+      // heartbeat timeout is still lowered, and this manager's shutdown gives it back.
+      expect(await keep.marks.departures()).toEqual([expect.objectContaining({ serverName: 'rethinkdb_2', persisted: expect.stringMatching(/^memory-only/) })]);
+      expect(await heartbeatSecs()).toBe(2);
+      closed = true;
       await keep.close();
+      expect(await heartbeatSecs()).toBe(10);
+    } finally {
+      if (!closed) await keep.close();
     }
   });
 

@@ -1,6 +1,8 @@
 // The policy is pure: table-driven tests of which action each event leads to, and why.
 
-import { decideHeartbeatLowering, decideHeartbeatRestore, heartbeatWriteBudgetMs } from '../../src/policy/heartbeat.js';
+import {
+  decideHeartbeatAtShutdown, decideHeartbeatLowering, decideHeartbeatRestore, heartbeatWriteBudgetMs,
+} from '../../src/policy/heartbeat.js';
 import {
   decideOperatorDrain, decidePoststart, decidePrestop, decideRelease, prestopActionSeconds, primariesOffAfter,
 } from '../../src/policy/lifecycle.js';
@@ -172,6 +174,25 @@ describe('decideHeartbeatRestore', () => {
   ])('when %s, then %j', (_, heartbeat, servers, departures, expected) => {
     const d = decideHeartbeatRestore(at(heartbeat, servers), { departures, now });
     expect(d.intents.map((i) => [i.type, i.seconds ?? i.servers])).toEqual(expected);
+  });
+});
+
+describe('decideHeartbeatAtShutdown', () => {
+  const dep = (serverId, persisted, originalSecs = 10) => ({ serverId, serverName: serverId, originalSecs, loweredSecs: 2, until: '2026-01-01T00:01:00.000Z', persisted });
+  const memoryOnly = 'memory-only (no Kubernetes API)';
+  test.each([
+    ['no departure is owed', 2, [], []],
+    ['the departure is saved on its pod (the next leader reads it)', 2, [dep('a', 'saved')], []],
+    ['one of two departures is saved', 2, [dep('a', memoryOnly), dep('b', 'saved')], []],
+    ['no Kubernetes API saved it', 2, [dep('a', memoryOnly)], [['set-heartbeat', 10], ['end-departure', ['a']]]],
+    ['its save failed', 2, [dep('a', 'failed: forbidden')], [['set-heartbeat', 10], ['end-departure', ['a']]]],
+    ['two unsaved, the larger original wins', 2, [dep('a', memoryOnly, 10), dep('b', memoryOnly, 2)], [['set-heartbeat', 10], ['end-departure', ['a', 'b']]]],
+    ['someone changed the heartbeat meanwhile', 7, [dep('a', memoryOnly)], [['end-departure', ['a']]]],
+    ['it is back at the original already', 10, [dep('a', memoryOnly)], [['end-departure', ['a']]]],
+  ])('when the manager stops and %s, then the heartbeat goes back only if no successor can read a departure', (_, current, departures, expected) => {
+    const d = decideHeartbeatAtShutdown({ current, departures });
+    expect(d.intents.map((i) => [i.type, i.seconds ?? i.servers])).toEqual(expected);
+    expect(d.reason).toEqual(expect.any(String));
   });
 });
 
