@@ -112,6 +112,13 @@ export function queryTypeOf(body) {
 // The response type from the start of a response's JSON body, without parsing it (the server writes "t" first:
 // {"t":1,"r":[...]}); null when it is not there.
 export function peekResponseType(body) {
+  // The server's own form ({"t":N), read byte by byte; anything else through the pattern below.
+  if (body[0] === 0x7b && body[1] === 0x22 && body[2] === 0x74 && body[3] === 0x22 && body[4] === 0x3a) {
+    let type = 0;
+    let i = 5;
+    for (; i < 8 && body[i] >= 0x30 && body[i] <= 0x39; i += 1) type = type * 10 + body[i] - 0x30;
+    if (i > 5 && (body[i] === 0x2c || body[i] === 0x7d)) return type;
+  }
   const head = body.subarray(0, 16).toString('latin1');
   const match = /^\{\s*"t"\s*:\s*(\d+)/.exec(head);
   return match ? Number(match[1]) : null;
@@ -159,8 +166,15 @@ export function handshakeFailed(message) {
   }
 }
 
+// A frame's token as a Map key, read from its first 8 bytes (little-endian): a number below 2^53 (what drivers send,
+// a counter), else its decimal string (never equal to a number key). Cheaper than a BigInt for every frame.
+export function tokenKey(raw) {
+  const high = raw.readUInt32LE(4);
+  return high < 0x200000 ? high * 0x100000000 + raw.readUInt32LE(0) : raw.readBigUInt64LE(0).toString();
+}
+
 // Cuts frames (8-byte token, 4-byte little-endian length, body) from a stream. push(chunk) returns the frames that
-// are complete: [{ token (BigInt), body (Buffer), raw (Buffer: header and body) }]; throws FRAME_TOO_LARGE for a
+// are complete: [{ key (tokenKey), body (Buffer), raw (Buffer: header and body) }]; throws FRAME_TOO_LARGE for a
 // length above maxFrameBytes, so that a peer cannot make the gate hold an unbounded buffer. The chunks of a frame
 // are kept in a list and joined once, when it is complete (joining at every chunk cost time in the square of a large
 // frame's size).
@@ -187,7 +201,7 @@ export function createFrameReader({ maxFrameBytes }) {
         if (total < need) break;
         const buffer = join();
         const raw = buffer.subarray(0, need);
-        frames.push({ token: raw.readBigUInt64LE(0), body: raw.subarray(12), raw });
+        frames.push({ key: tokenKey(raw), body: raw.subarray(12), raw });
         const rest = buffer.subarray(need);
         chunks = rest.length > 0 ? [rest] : [];
         total = rest.length;

@@ -36,7 +36,7 @@ export function createSession({
   let serverHandshake = { seen: 0, partial: Buffer.alloc(0) };
   const fromClient = createFrameReader({ maxFrameBytes: config.maxFrameBytes });
   const fromUpstream = createFrameReader({ maxFrameBytes: config.maxFrameBytes });
-  // token (string) -> { raw, retryable, attempts, firstSentAt, timer, lastError, streaming, awaiting, facts, held }: the
+  // token (tokenKey) -> { raw, retryable, attempts, firstSentAt, timer, lastError, streaming, awaiting, facts, held }: the
   // queries sent (or held) and not finally answered. streaming: answered SUCCESS_PARTIAL (a cursor or a changefeed);
   // awaiting: a CONTINUE of it is out; facts: the tables it names, when it names any; held: it waits in `queued`. A
   // drain waits for every entry but the streaming ones with nothing out.
@@ -91,6 +91,8 @@ export function createSession({
   // one that arrived split across chunks.
   function sendFrames(frames) {
     if (frames.length === 0) return;
+    // One frame (a client with one query out, the usual case): written as it is, with no cork to undo.
+    if (frames.length === 1) { if (noteQuery(frames[0])) write(upstream, frames[0].raw, client); return; }
     upstream.cork();
     for (const frame of frames) if (noteQuery(frame)) write(upstream, frame.raw, client);
     process.nextTick(() => upstream.uncork());
@@ -163,10 +165,12 @@ export function createSession({
       if (after.length > 0) for (const frame of fromUpstream.push(after)) onResponse(frame);
       return;
     }
-    // The answers of one chunk go down in one write (cork), all but those held for a retry.
+    // The answers of one chunk go down in one write (cork), all but those held for a retry; one answer as it is.
+    const frames = fromUpstream.push(chunk);
+    if (frames.length <= 1) { if (frames.length === 1) onResponse(frames[0]); return; }
     client.cork();
     try {
-      for (const frame of fromUpstream.push(chunk)) onResponse(frame);
+      for (const frame of frames) onResponse(frame);
     } finally {
       process.nextTick(() => client.uncork());
     }
@@ -175,7 +179,7 @@ export function createSession({
   // A query on its way up: a START is classified and kept until its answer (with its bytes, if it may be sent again).
   // Returns whether the frame goes up: a STOP for a query waiting to be sent again ends it here (see below).
   function noteQuery(frame) {
-    const key = frame.token.toString();
+    const { key } = frame;
     const type = queryTypeOf(frame.body);
     const entry = inFlight.get(key);
     if (type === QUERY.START) {
@@ -291,7 +295,7 @@ export function createSession({
   }
 
   function onResponse(frame) {
-    const key = frame.token.toString();
+    const { key } = frame;
     const entry = inFlight.get(key);
     const type = peekResponseType(frame.body);
     if (entry?.retryable && type === RESPONSE.RUNTIME_ERROR && errorTypeOf(frame.body) === ERROR_TYPE.OP_FAILED && retryLater(key, entry, frame)) return;

@@ -2,7 +2,7 @@
 // how a response's type is read without parsing it, how frames are cut.
 
 import {
-  QUERY, classifyQuery, createFrameReader, errorClassOf, errorTypeOf, peekResponseType, retryDelayMs, splitNullTerminated,
+  QUERY, classifyQuery, createFrameReader, errorClassOf, errorTypeOf, peekResponseType, retryDelayMs, splitNullTerminated, tokenKey,
 } from '../../gate/src/protocol.js';
 
 // Terms as drivers send them: [type, args, optargs]. 15 TABLE, 14 DB, 16 GET, 56 INSERT, 53 UPDATE, 2 MAKE_ARRAY.
@@ -57,6 +57,11 @@ describe('responses', () => {
     expect(peekResponseType(body({ t: 1, r: [1] }))).toBe(1);
     expect(peekResponseType(body({ t: 18, e: 4100000, r: ['x'] }))).toBe(18);
     expect(peekResponseType(Buffer.from('garbage'))).toBeNull();
+    // Not the server's own form: read through the pattern all the same.
+    expect(peekResponseType(Buffer.from('{ "t" : 3, "r": []}'))).toBe(3);
+    expect(peekResponseType(Buffer.from('{"t":2}'))).toBe(2);
+    expect(peekResponseType(Buffer.from('{"t":x}'))).toBeNull();
+    expect(peekResponseType(Buffer.from('{"t":'))).toBeNull();
   });
   test('an error\'s type and the class of its text', () => {
     const changing = body({ t: 18, e: 4100000, r: ['Cannot perform write: The primary replica is currently changing from one replica to another.'] });
@@ -80,8 +85,17 @@ describe('frames and the handshake', () => {
     const bytes = Buffer.concat([frame(1, '[1,[1]]'), frame(2, '[2]'), frame(3, '[1,"x"]')]);
     const out = [];
     for (let i = 0; i < bytes.length; i += 5) out.push(...reader.push(bytes.subarray(i, i + 5)));
-    expect(out.map((f) => [Number(f.token), f.body.toString()])).toEqual([[1, '[1,[1]]'], [2, '[2]'], [3, '[1,"x"]']]);
+    expect(out.map((f) => [f.key, f.body.toString()])).toEqual([[1, '[1,[1]]'], [2, '[2]'], [3, '[1,"x"]']]);
     expect(reader.buffered()).toBe(0);
+  });
+
+  test.each([
+    ['0', 0], ['1', 1], ['2^32 + 5', 2 ** 32 + 5], ['2^53 - 1', Number.MAX_SAFE_INTEGER],
+    ['2^53', '9007199254740992'], ['2^64 - 1', '18446744073709551615'],
+  ])('when a token is %s, then its key is one value for it and no other token\'s', (_, key) => {
+    const header = Buffer.alloc(8);
+    header.writeBigUInt64LE(BigInt(key), 0);
+    expect(tokenKey(header)).toBe(key);
   });
 
   test('when an 8 MB frame arrives in 16 KB chunks, then it comes out whole, once', () => {
