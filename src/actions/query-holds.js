@@ -5,7 +5,8 @@
 // A gate unreachable or refusing costs nothing but the hold: the write goes ahead. A hold never takes time a deadline
 // needs for the writes: with less than twice what a hold may take (its delay included) left, the write goes ahead
 // without one.
-// delayMs (GATE_HOLD_DELAY_MS, opt-in): the hold is asked for that long after the write has returned instead. The old
+// delayMs (GATE_HOLD_DELAY_MS, 200 by default; 0: the hold before the write, as above): the hold is asked for that
+// long after the write has returned instead, which shortens what a write arriving meanwhile waits. The old
 // primary serves the table's writes until RethinkDB's hand-over round reaches it (its coordinator naps 200 ms before
 // each round, coordinator.cc pump_contracts; calculate_contracts.cc hands over in one round and removes the primary in
 // a later one). That is a timing margin, not the drain's guarantee: a write the old primary accepted just before the
