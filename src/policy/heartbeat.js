@@ -46,14 +46,9 @@ export function decideHeartbeatRestore(cluster, { departures, now }) {
   const intents = [];
   let reason = `${why}; heartbeat stays at ${cluster.heartbeatTimeoutSecs} s for ${active.length} other departing servers`;
   if (active.length === 0) {
-    const original = Math.max(...departures.map((d) => d.originalSecs));
-    const ours = departures.some((d) => d.loweredSecs === cluster.heartbeatTimeoutSecs);
-    if (ours && cluster.heartbeatTimeoutSecs !== original) {
-      reason = `${why}: heartbeat timeout back to ${original} s`;
-      intents.push({ type: 'set-heartbeat', seconds: original, reason });
-    } else {
-      reason = `${why}: heartbeat timeout left at ${cluster.heartbeatTimeoutSecs} s (${ours ? 'already the original' : 'changed by someone else meanwhile'})`;
-    }
+    const back = givenBack(cluster.heartbeatTimeoutSecs, departures);
+    reason = `${why}: ${back.what}`;
+    if (back.seconds !== null) intents.push({ type: 'set-heartbeat', seconds: back.seconds, reason });
   }
   intents.push({ type: 'end-departure', servers: ended.map((d) => d.serverId) });
   return { intents, reason };
@@ -70,11 +65,18 @@ export function decideHeartbeatAtShutdown({ current, departures }) {
   if (departures.some((d) => d.persisted === 'saved')) {
     return { intents: [], reason: 'a departure is saved on its pod: the next leader gives the heartbeat timeout back' };
   }
-  const original = Math.max(...departures.map((d) => d.originalSecs));
+  const back = givenBack(current, departures);
+  const reason = `the manager stops and no departure is saved for the next leader: ${back.what}`;
   const ending = { type: 'end-departure', servers: departures.map((d) => d.serverId) };
-  if (!departures.some((d) => d.loweredSecs === current) || current === original) {
-    return { intents: [ending], reason: `no departure is saved for the next leader; the heartbeat timeout is left at ${current} s (${current === original ? 'already the original' : 'changed by someone else meanwhile'})` };
-  }
-  const reason = `the manager stops and no departure is saved for the next leader: heartbeat timeout back to ${original} s`;
-  return { intents: [{ type: 'set-heartbeat', seconds: original, reason }, ending], reason };
+  return { intents: back.seconds === null ? [ending] : [{ type: 'set-heartbeat', seconds: back.seconds, reason }, ending], reason };
+}
+
+// Once no departure needs the lowered heartbeat timeout: the value it goes back to (the largest original; null when
+// it is left: already the original, or no longer the value the manager set, so someone else changed it) and what
+// that is, said.
+function givenBack(current, departures) {
+  const original = Math.max(...departures.map((d) => d.originalSecs));
+  const ours = departures.some((d) => d.loweredSecs === current);
+  if (ours && current !== original) return { seconds: original, what: `heartbeat timeout back to ${original} s` };
+  return { seconds: null, what: `heartbeat timeout left at ${current} s (${ours ? 'already the original' : 'changed by someone else meanwhile'})` };
 }
