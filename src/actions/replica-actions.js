@@ -10,7 +10,7 @@ import { createDeadline, deadlineOr } from '../lib/clock.js';
 import { createKeyedMutex } from '../lib/keyed-mutex.js';
 import { timePlanning } from '../lib/trace.js';
 import { clusterOf, marksOf } from './operation-context.js';
-import { decideMigrationRetry } from '../policy/migrations.js';
+import { decideAfterRefusedFinalize, decideMigrationRetry } from '../policy/migrations.js';
 import {
   planAddServer, planCreateReplica, planFinalizeReplica, planMigrateReplicasOff, planReplaceServer, planStageReplica, planUnstageReplica,
   projectMoves,
@@ -276,8 +276,8 @@ export function createReplicaActions({
     const finalized = await reconfigurer.commit((c, draining) => planFinalizeReplica(c, move, { draining }), { tableIds: [move.tableId], deadline });
     const finalProblem = finalized.notDone[0] ?? finalized.plan.skipped[0];
     if (finalProblem) {
-      // Refused (a decision, not a write whose outcome is unknown): the replica this move staged is taken out again.
-      const undone = finalized.plan.skipped[0] && staged.written.length > 0 ? await unstage(move, step.to) : '';
+      const refusal = decideAfterRefusedFinalize({ planRefused: Boolean(finalized.plan.skipped[0]), stageWrote: staged.written.length > 0 });
+      const undone = refusal.unstage ? await unstage(move, step.to) : '';
       return fail('failed', `${finalProblem.reason}${undone}`);
     }
     const table = finalized.cluster.tables.find((t) => t.id === move.tableId);

@@ -20,6 +20,17 @@ export function decideMigrateReplicasOff({ server, reason = null }) {
   };
 }
 
+// A replica move whose finalize did not happen: is the nonvoting replica its stage added taken out again?
+// - its finalize was refused by the plan (a decision: nothing was written) and its own stage wrote the replica: yes,
+//   else it would stay with nothing to finish it, taking every write's replication and voting for nothing;
+// - its stage wrote nothing (the replica was there before: a half-done move's, which the next migration finishes): no;
+// - its finalize's write was sent and its outcome is unknown (the replica may vote by now): no.
+export function decideAfterRefusedFinalize({ planRefused, stageWrote }) {
+  if (!planRefused) return { unstage: false, reason: 'the finalizing write was sent; its outcome is unknown' };
+  if (!stageWrote) return { unstage: false, reason: 'this move staged nothing: the replica was there before it' };
+  return { unstage: true, reason: 'the finalize was refused and this move staged the replica' };
+}
+
 // A migration that ended unfinished: retried later (with backoff) when RethinkDB or Kubernetes was unavailable
 // (a 503), or when it left work undone while its tables were still settling (an election or a catch-up under
 // way: the work may be possible in a moment); null when it is done, or failed for good. cluster: read after

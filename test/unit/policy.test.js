@@ -6,7 +6,7 @@ import {
 import {
   decideOperatorDrain, decidePoststart, decidePrestop, decideRelease, prestopActionSeconds, primariesOffAfter,
 } from '../../src/policy/lifecycle.js';
-import { decideMigrateReplicasOff, decideMigrationRetry } from '../../src/policy/migrations.js';
+import { decideAfterRefusedFinalize, decideMigrateReplicasOff, decideMigrationRetry } from '../../src/policy/migrations.js';
 import { decideMonitorStep, initialMonitorState } from '../../src/policy/monitor.js';
 import {
   decidePerfWarning, decidePerfWarningEnd, decidePerfWarningEscalation,
@@ -315,6 +315,19 @@ describe('decideMigrationRetry', () => {
     const d = decideMigrationRetry({ tableIds: ['t'], attempt: 2, now: 0, retry, ...input });
     if (reason === null) expect(d).toBeNull();
     else expect(d).toEqual({ attempt: 2, at: new Date(1000).toISOString(), reason });
+  });
+});
+
+describe('decideAfterRefusedFinalize', () => {
+  test.each([
+    ['the plan refused and this move staged the replica', { planRefused: true, stageWrote: true }, true],
+    ['the plan refused but the replica was there before (a half-done move\'s)', { planRefused: true, stageWrote: false }, false],
+    ['the finalizing write was sent and its outcome is unknown', { planRefused: false, stageWrote: true }, false],
+    ['the write outcome is unknown and nothing was staged', { planRefused: false, stageWrote: false }, false],
+  ])('when %s, then unstage is %j', (_, input, unstage) => {
+    const d = decideAfterRefusedFinalize(input);
+    expect(d.unstage).toBe(unstage);
+    expect(d.reason).toEqual(expect.any(String));
   });
 });
 
