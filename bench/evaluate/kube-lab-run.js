@@ -277,8 +277,13 @@ export async function runOnKubeLab(scenario, arm, {
     handoversPerShard: watched.handovers,
     secondsBelowTwoUpToDate: watched.secondsBelowTwoUpToDate,
     secondsWithoutUpToDateMajority: watched.secondsWithoutUpToDateMajority,
+    // Those seconds by cause: a replica of the short shard disconnected (a server away), or every replica connected
+    // (a handover's own resynchronisation).
+    secondsWithoutUpToDateMajorityBy: watched.secondsWithoutUpToDateMajorityBy,
     // Each stretch with a shard below two up-to-date replicas, in seconds since t0, with the states first seen.
-    belowTwo: watched.belowTwo.map((b) => ({ from: (b.from - start.t0Wall) / 1000, to: (b.to - start.t0Wall) / 1000, shards: b.shards })),
+    belowTwo: watched.belowTwo.map((b) => ({
+      from: (b.from - start.t0Wall) / 1000, to: (b.to - start.t0Wall) / 1000, serverAway: b.serverAway, shards: b.shards,
+    })),
     readyTooEarly: watched.readyTooEarly,
     failedPerPod: failuresPerPod(records, stops, start.t0Wall),
     seconds: secondsBetween(wallEvents, scenario.span),

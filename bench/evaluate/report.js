@@ -195,24 +195,25 @@ export function formatArmsTable(rows) {
 const fmt = (x) => (x === null || x === undefined ? 'n/a' : x.toFixed(1));
 
 // The Kubernetes lab's runs watch the rollout (lab/kube/rollout-watch.js, in notes.rollout): per scenario and arm, each
-// run's handovers (per shard), seconds with a shard below two up-to-date replicas and without an up-to-date majority,
-// failed ops per pod, the rollout's length, and pods Ready too early. One row per run. [] when no run has them.
+// run's handovers (per shard), seconds with a shard below two up-to-date replicas and without an up-to-date majority
+// (and of those, the seconds with a replica of the short shard disconnected: a server away), failed ops per pod, the rollout's length, and pods Ready too early. One row per run. [] when no run has them.
 export function rolloutRows(figures) {
   return figures.filter((f) => f.notes?.rollout).map((f) => {
     const r = f.notes.rollout;
     return {
       scenario: f.scenario, arm: f.arm, pair: f.pair, failed: f.failed, slowestMs: f.maxMs, handovers: r.handoversPerShard,
-      secondsBelowTwo: r.secondsBelowTwoUpToDate, secondsNoMajority: r.secondsWithoutUpToDateMajority, seconds: r.seconds,
+      secondsBelowTwo: r.secondsBelowTwoUpToDate, secondsNoMajority: r.secondsWithoutUpToDateMajority,
+      secondsNoMajorityServerAway: r.secondsWithoutUpToDateMajorityBy?.serverAway ?? null, seconds: r.seconds,
       failedPerPod: r.failedPerPod, readyTooEarly: r.readyTooEarly,
     };
   });
 }
 
 export function formatRolloutTable(rows) {
-  const head = ['scenario', 'arm', 'pair', 'failed', 'failed per pod', 'handovers per shard', 's below 2 up to date', 's without majority', 'length s', 'slowest op ms', 'Ready too early'];
+  const head = ['scenario', 'arm', 'pair', 'failed', 'failed per pod', 'handovers per shard', 's below 2 up to date', 's without majority', 'of which a server away', 'length s', 'slowest op ms', 'Ready too early'];
   const lines = rows.map((r) => [
     r.scenario, ARM_LABELS[r.arm] ?? r.arm, String(r.pair + 1), String(r.failed), r.failedPerPod.map((p) => `${p.pod} ${p.failed}`).join(', ') || '-',
-    r.handovers.join(', '), fmt(r.secondsBelowTwo), fmt(r.secondsNoMajority), fmt(r.seconds), fmt(r.slowestMs), r.readyTooEarly.join(', ') || '-',
+    r.handovers.join(', '), fmt(r.secondsBelowTwo), fmt(r.secondsNoMajority), fmt(r.secondsNoMajorityServerAway), fmt(r.seconds), fmt(r.slowestMs), r.readyTooEarly.join(', ') || '-',
   ]);
   const widths = head.map((h, i) => Math.max(h.length, ...lines.map((l) => l[i].length)));
   const row = (cells) => `| ${cells.map((c, i) => c.padEnd(widths[i])).join(' | ')} |`;

@@ -5,7 +5,11 @@
 //   server is no handover);
 // - the seconds any shard had fewer than two up-to-date replicas, and the seconds any shard had no up-to-date voting
 //   majority. Up to date: connected and not backfilling. A handover makes every replica `waiting_for_primary` or
-//   `transitioning` for a moment; they still hold the data, so that counts as up to date (handovers are counted above);
+//   `transitioning` for a moment; they still hold the data, so that counts as up to date (handovers are counted above).
+//   The seconds without a majority are also split by cause: with a replica of that shard `disconnected` (a server away:
+//   what the readiness gate and PRESTOP's waits are there to prevent), or with every replica connected (what a primary
+//   handover does by itself on 2.4.4: the new primary starts a branch and every other replica backfills from it before
+//   it counts again, writes refused meanwhile; see docs/rolling-restarts.md);
 // - each pod's stop (its deletion) and Ready times, and whether a pod turned Ready while its server still had a
 //   replica backfilling or not connected (what the readiness gate is there to prevent).
 // The summary is pure (summarizeRolloutSamples), so that its arithmetic is tested without a cluster.
@@ -92,8 +96,10 @@ export function summarizeRolloutSamples(samples, podEvents = []) {
   const lastActing = Array.from({ length: shardCount }, () => null);
   let belowTwoMs = 0;
   let noMajorityMs = 0;
+  const noMajorityBy = { serverAway: 0, allConnected: 0 };
   // Where those seconds were: each stretch of consecutive samples with a shard below two up to date, with the shards
-  // and their replicas' states at its first sample (to tell a handover's resynchronisation from a server away).
+  // and their replicas' states at its first sample (to tell a handover's resynchronisation from a server away), and
+  // `serverAway` when any of its samples had a short shard with a replica `disconnected`.
   const belowTwo = [];
   let open = null;
   // Both per sample: from it to the next one.
@@ -105,14 +111,25 @@ export function summarizeRolloutSamples(samples, podEvents = []) {
       if (shard.acting) lastActing[i] = shard.acting;
     });
     const current = s.shards.map((shard) => Object.values(shard.states).filter(upToDate).length);
+    const away = (shard) => Object.values(shard.states).includes('disconnected');
     if (current.some((n) => n < 2)) {
       belowTwoMs += span;
+      const serverAway = s.shards.some((shard, i) => current[i] < 2 && away(shard));
       if (!open) {
-        open = { from: s.at, to: s.at + span, shards: s.shards.flatMap((shard, i) => (current[i] < 2 ? [{ shard: i, acting: shard.acting, states: shard.states }] : [])) };
+        open = {
+          from: s.at, to: s.at + span, serverAway, shards: s.shards.flatMap((shard, i) => (current[i] < 2 ? [{ shard: i, acting: shard.acting, states: shard.states }] : [])),
+        };
         belowTwo.push(open);
-      } else open.to = s.at + span;
+      } else {
+        open.to = s.at + span;
+        open.serverAway ||= serverAway;
+      }
     } else open = null;
-    if (s.shards.some((shard, i) => current[i] * 2 <= Object.keys(shard.states).length)) noMajorityMs += span;
+    const short = s.shards.filter((shard, i) => current[i] * 2 <= Object.keys(shard.states).length);
+    if (short.length > 0) {
+      noMajorityMs += span;
+      noMajorityBy[short.some(away) ? 'serverAway' : 'allConnected'] += span;
+    }
   });
   // A pod that turned Ready while its server had a replica that was not up to date, in the nearest sample before.
   const readyTooEarly = podEvents.filter((e) => e.event === 'ready').filter((e) => {
@@ -121,7 +138,12 @@ export function summarizeRolloutSamples(samples, podEvents = []) {
     return before?.shards.some((shard) => server in shard.states && !upToDate(shard.states[server])) ?? false;
   }).map((e) => e.pod);
   return {
-    handovers, secondsBelowTwoUpToDate: belowTwoMs / 1000, secondsWithoutUpToDateMajority: noMajorityMs / 1000, readyTooEarly, belowTwo,
+    handovers,
+    secondsBelowTwoUpToDate: belowTwoMs / 1000,
+    secondsWithoutUpToDateMajority: noMajorityMs / 1000,
+    secondsWithoutUpToDateMajorityBy: { serverAway: noMajorityBy.serverAway / 1000, allConnected: noMajorityBy.allConnected / 1000 },
+    readyTooEarly,
+    belowTwo,
     unreadableSamples: samples.length - good.length,
   };
 }

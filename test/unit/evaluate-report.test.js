@@ -100,17 +100,21 @@ describe('compareAllArms', () => {
 
 describe('the lab\'s rollout table', () => {
   const watched = {
-    handoversPerShard: [2, 1, 2], secondsBelowTwoUpToDate: 1.25, secondsWithoutUpToDateMajority: 0, seconds: 50.2,
+    handoversPerShard: [2, 1, 2], secondsBelowTwoUpToDate: 1.25, secondsWithoutUpToDateMajority: 0.5,
+    secondsWithoutUpToDateMajorityBy: { serverAway: 0, allConnected: 0.5 }, seconds: 50.2,
     failedPerPod: [{ pod: 'rethinkdb-2', failed: 3 }, { pod: 'rethinkdb-1', failed: 0 }], readyTooEarly: ['rethinkdb-0'],
   };
   test('when runs carry what the rollout watch saw, then one row per run shows it; runs without it give no row', () => {
     const rows = rolloutRows([
       { scenario: 'rolling-restart', arm: 'manager+gate', pair: 1, failed: 3, maxMs: 912.4, notes: { rollout: watched } },
       { scenario: 'planned-stop', arm: 'none', pair: 0, failed: 9, maxMs: 1, notes: {} },
+      { scenario: 'rolling-restart', arm: 'none', pair: 0, failed: 9, maxMs: 1, notes: { rollout: { ...watched, secondsWithoutUpToDateMajorityBy: undefined } } },
     ]);
-    expect(rows).toHaveLength(1);
+    expect(rows).toHaveLength(2);
     const table = formatRolloutTable(rows);
-    expect(table).toMatch(/\| rolling-restart \| manager and gate \| 2 +\| 3 +\| rethinkdb-2 3, rethinkdb-1 0 \| 2, 1, 2 +\| 1\.3 +\| 0\.0 +\| 50\.2 +\| 912\.4 +\| rethinkdb-0 +\|/);
+    expect(table).toMatch(/\| rolling-restart \| manager and gate \| 2 +\| 3 +\| rethinkdb-2 3, rethinkdb-1 0 \| 2, 1, 2 +\| 1\.3 +\| 0\.5 +\| 0\.0 +\| 50\.2 +\| 912\.4 +\| rethinkdb-0 +\|/);
+    // A record from before the split shows n/a, not 0.
+    expect(table).toMatch(/\| rolling-restart \| no manager +\| 1 +\| 9 +\| .* \| 1\.3 +\| 0\.5 +\| n\/a +\|/);
   });
 });
 

@@ -33,7 +33,28 @@ describe('summarizeRolloutSamples', () => {
     expect(s.secondsWithoutUpToDateMajority).toBe(1.5);
     expect(s.unreadableSamples).toBe(1);
     // Where: one stretch, from the sample that first saw it to the next good one, with the states it saw first.
-    expect(s.belowTwo).toEqual([{ from: 3000, to: 4500, shards: [{ shard: 0, acting: 'rethinkdb_0', states: twoDown }] }]);
+    expect(s.belowTwo).toEqual([{ from: 3000, to: 4500, serverAway: true, shards: [{ shard: 0, acting: 'rethinkdb_0', states: twoDown }] }]);
+    expect(s.secondsWithoutUpToDateMajorityBy).toEqual({ serverAway: 1.5, allConnected: 0 });
+  });
+
+  test('when a handover has both other replicas backfill from the new primary, every server up, then those seconds are counted apart from a server away', () => {
+    // As the CI's kube-lab rollouts recorded it: the new primary ready (or waiting for its quorum), the others backfilling.
+    const resync = { rethinkdb_0: 'backfilling', rethinkdb_1: 'ready', rethinkdb_2: 'backfilling' };
+    const quorum = { rethinkdb_0: 'backfilling', rethinkdb_1: 'waiting_for_quorum', rethinkdb_2: 'backfilling' };
+    const awayAndBackfilling = { rethinkdb_0: 'disconnected', rethinkdb_1: 'ready', rethinkdb_2: 'backfilling' };
+    const s = summarizeRolloutSamples([
+      sample(0, [['rethinkdb_0', ready3], ['rethinkdb_2', ready3]]),
+      sample(250, [['rethinkdb_1', resync], ['rethinkdb_2', ready3]]),
+      sample(500, [['rethinkdb_1', quorum], ['rethinkdb_2', ready3]]),
+      sample(750, [['rethinkdb_1', ready3], ['rethinkdb_2', ready3]]),
+      sample(1000, [['rethinkdb_1', ready3], ['rethinkdb_2', awayAndBackfilling]]),
+      sample(1250, [['rethinkdb_1', resync], ['rethinkdb_2', awayAndBackfilling]]),
+      sample(1500, [['rethinkdb_1', ready3], ['rethinkdb_2', ready3]]),
+    ]);
+    expect(s.secondsWithoutUpToDateMajority).toBe(1);
+    // A sample with both kinds counts as a server away.
+    expect(s.secondsWithoutUpToDateMajorityBy).toEqual({ serverAway: 0.5, allConnected: 0.5 });
+    expect(s.belowTwo.map((b) => [b.from, b.to, b.serverAway])).toEqual([[250, 750, false], [1000, 1500, true]]);
   });
 
   test('when a pod turns Ready while its server still backfills, then it is reported as Ready too early; after the backfill it is not', () => {
