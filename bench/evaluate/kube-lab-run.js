@@ -292,7 +292,7 @@ export async function runOnKubeLab(scenario, arm, {
   return {
     scenario: scenario.name, arm, records, t0: 0, events, examples: {}, layout: { lab: 'kube', gate: withGate, manager: withManager },
     notes: {
-      lab: 'kube', entries: hosts ?? ['rethinkdb-client:28015'], loadRetries, rollout, ...(onTheNode ? { node: avoidNode, podsOnTheNode: onTheNode } : {}),
+      lab: 'kube', t0Wall: new Date(start.t0Wall).toISOString(), entries: hosts ?? ['rethinkdb-client:28015'], loadRetries, rollout, ...(onTheNode ? { node: avoidNode, podsOnTheNode: onTheNode } : {}),
     },
     phases: [], window: null,
   };

@@ -76,7 +76,8 @@ export async function runOnce(scenario, arm, options) {
     const at = (seconds) => sleep(t0 + seconds * 1000 - performance.now());
     const now = () => (performance.now() - t0) / 1000;
     const mark = (label) => { events.push({ t: now(), label }); log({ label }, 'event'); };
-    const notes = prepared ? { prepared } : {};
+    // The wall clock at t0, to put the run's times (events, failures) against the manager's log.
+    const notes = { t0Wall: new Date(Date.now() - (performance.now() - t0)).toISOString(), ...(prepared ? { prepared } : {}) };
     await scenario.timeline({ cluster, manager, at, now, mark, arm, hotServer, layout, notes, log });
     await at(scenario.durationSeconds);
     log({ progress: load.progress() }, 'stopping the load');

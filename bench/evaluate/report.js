@@ -18,6 +18,7 @@ export function runFigures(run, { steadySeconds = 10 } = {}) {
     steadyP99Ms: steady.latency?.p99 ?? null,
     failedAfterEvent: failedAfterEvents(run),
     slowest: slowestOps(run),
+    failures: failedOps(run),
     recovery: run.window ? recoveryOf(run, { ...run.window, steadyP99Ms: steady.latency?.p99 ?? null }) : null,
     phases: (run.phases ?? []).map((phase) => phaseFigures(run, phase)),
     events: run.events,
@@ -66,19 +67,34 @@ export function phaseFigures(run, { name, from, to }) {
 // its kind and entry point, how it ended, and the last event before it was due with how long after it: where a run's
 // slowest operation came from (the issue's "slowest operation at most 1.0 s").
 export function slowestOps(run, { count = 3 } = {}) {
-  const events = [...run.events].sort((a, b) => a.t - b.t);
-  return run.records.filter((rec) => rec.endMs !== null && rec.endMs !== undefined)
+  const answered = run.records.filter((rec) => rec.endMs !== null && rec.endMs !== undefined)
     .map((rec) => ({ rec, ms: rec.endMs - rec.startMs }))
     .sort((a, b) => b.ms - a.ms)
+    .slice(0, count);
+  return placeOps(run, answered);
+}
+
+// The first `count` failed operations in the order they were due, described as slowestOps does (ms: null for one
+// never answered): when each failure came, so that it can be put against the manager's log (with the run's wall
+// clock at t0, where the run gives it).
+export function failedOps(run, { count = 50 } = {}) {
+  const failed = run.records.filter((rec) => !rec.ok)
+    .sort((a, b) => a.startMs - b.startMs)
     .slice(0, count)
-    .map(({ rec, ms }) => {
-      const atS = (rec.startMs - run.t0) / 1000;
-      const before = events.filter((e) => e.t <= atS).at(-1) ?? null;
-      return {
-        atS: round3(atS), ms: Math.round(ms), kind: rec.kind, entry: rec.entry, ok: rec.ok, errorKind: rec.errorKind ?? null,
-        after: before ? { event: before.label, byS: round3(atS - before.t) } : null,
-      };
-    });
+    .map((rec) => ({ rec, ms: rec.endMs === null || rec.endMs === undefined ? null : rec.endMs - rec.startMs }));
+  return placeOps(run, failed);
+}
+
+function placeOps(run, ops) {
+  const events = [...run.events].sort((a, b) => a.t - b.t);
+  return ops.map(({ rec, ms }) => {
+    const atS = (rec.startMs - run.t0) / 1000;
+    const before = events.filter((e) => e.t <= atS).at(-1) ?? null;
+    return {
+      atS: round3(atS), ms: ms === null ? null : Math.round(ms), kind: rec.kind, entry: rec.entry, ok: rec.ok, errorKind: rec.errorKind ?? null,
+      after: before ? { event: before.label, byS: round3(atS - before.t) } : null,
+    };
+  });
 }
 const round3 = (x) => Math.round(x * 1000) / 1000;
 

@@ -133,3 +133,22 @@ describe('slowestOps', () => {
     ]);
   });
 });
+
+describe('failedOps', () => {
+  test('when a run has failures, then each is listed in the order it was due, placed after the last event; one never answered has no ms', () => {
+    const r = run(() => 5, events);
+    Object.assign(r.records[2000], { ok: false, errorKind: 'lost-contact' }); // due at 20.0 s, 9.8 s after 'on'
+    Object.assign(r.records[50], { endMs: null, ok: false, errorKind: 'timeout' }); // due at 0.5 s, never answered
+    expect(runFigures(r).failures).toEqual([
+      { atS: 0.5, ms: null, kind: 'read', entry: 'a', ok: false, errorKind: 'timeout', after: null },
+      { atS: 20, ms: 5, kind: 'read', entry: 'a', ok: false, errorKind: 'lost-contact', after: { event: 'on', byS: 9.8 } },
+    ]);
+  });
+
+  test('when a run fails more than the count, then the first count are listed', () => {
+    const r = run(() => 5, events);
+    for (const rec of r.records) rec.ok = false;
+    expect(runFigures(r).failures).toHaveLength(50);
+    expect(runFigures(r).failures[0].atS).toBe(0);
+  });
+});
