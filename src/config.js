@@ -2,6 +2,7 @@
 
 import { timingProblems } from './policy/leadership.js';
 import { DEFAULT_DRAIN_TAINTS } from './policy/maintenance.js';
+import { HOLD_UNTIL } from './policy/query-holds.js';
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 const BACKENDS = ['rethinkdb', 'sandbox'];
@@ -90,6 +91,7 @@ const KEYS = [
   { env: 'GATE_HOLD_TTL_MS', field: 'gateHold.ttlMs', parse: integer(100, 5000), default: 2000 },
   { env: 'GATE_HOLD_DRAIN_MS', field: 'gateHold.drainMs', parse: integer(0, 2000), default: 300 },
   { env: 'GATE_HOLD_DELAY_MS', field: 'gateHold.delayMs', parse: integer(0, 300), default: 200 },
+  { env: 'GATE_HOLD_UNTIL', field: 'gateHold.until', parse: oneOf(HOLD_UNTIL), default: 'old-gone' },
   { env: 'AUTH_MODE', field: 'auth.mode', parse: oneOf(AUTH_MODES), default: undefined },
   { env: 'AUTH_AUDIENCE', field: 'auth.audience', parse: nonEmptyString, default: 'rethinkdb-manager' },
   { env: 'AUTH_HOOK_SUBJECTS', field: 'auth.hookSubjects', parse: subjects, default: undefined },

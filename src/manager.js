@@ -68,6 +68,7 @@ export function createManager({
   const operations = createOperationRegistry({ clock, logger });
   const queryHolds = createQueryHolds({
     gates, store, clock, logger, metrics, ttlMs: config.gateHold.ttlMs, drainMs: config.gateHold.drainMs, delayMs: config.gateHold.delayMs,
+    until: config.gateHold.until,
   });
   if (config.gateHold.tokenFile && !gates) {
     logger.warn({ tokenFile: config.gateHold.tokenFile }, 'GATE_HOLD_TOKEN_FILE is set, but there is no Kubernetes API to list the gates and no GATE_HOLD_ENDPOINTS: no holds');

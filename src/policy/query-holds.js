@@ -34,22 +34,32 @@ export function decideHold({ handovers, remainingMs, holdLimitMs }) {
 // The names a hold gives the gates for a table: 'db.table', as queries name it.
 export const holdTables = (table) => [tableLabel(table)];
 
+// When a hold ends (GATE_HOLD_UNTIL): 'old-gone', once no old primary acts for its shard; 'new-acts', once besides every
+// new primary acts for its shard. Why the second: a query the gate releases goes through a proxy, which routes it by
+// the primaries its own copy of RethinkDB's directory lists. On the Kubernetes lab, writes released when the manager's
+// read showed the old primary gone were answered "lost contact with primary replica" about 0.3 s later, all at once:
+// the proxy still routed to the old primary's ended query server, and learnt it only when the directory caught up.
+export const HOLD_UNTIL = ['old-gone', 'new-acts'];
+
 // Whether a hold taken for `handovers` may end, on a fresh read of the table's acting primaries (per shard: server
-// ids; null: the table is gone): { end, reason }. It ends once none of the old primaries acts for its shard, or when
-// the table is gone (nothing left to protect).
-export function holdMayEnd(acting, handovers) {
+// ids; null: the table is gone): { end, reason }. It ends once none of the old primaries acts for its shard (and, with
+// until 'new-acts', each new primary acts for its shard), or when the table is gone (nothing left to protect).
+export function holdMayEnd(acting, handovers, { until = 'old-gone' } = {}) {
   if (!acting) return { end: true, reason: 'the table is gone' };
   const still = handovers.filter(({ shard, from }) => (acting[shard] ?? []).some((id) => from.includes(id)));
-  if (still.length === 0) return { end: true, reason: 'no old primary acts any more' };
-  return { end: false, reason: `${still.length} of ${handovers.length} old primaries still act` };
+  if (still.length > 0) return { end: false, reason: `${still.length} of ${handovers.length} old primaries still act` };
+  if (until !== 'new-acts') return { end: true, reason: 'no old primary acts any more' };
+  const waiting = handovers.filter(({ shard, to }) => !(acting[shard] ?? []).includes(to));
+  if (waiting.length > 0) return { end: false, reason: `no old primary acts; ${waiting.length} of ${handovers.length} new primaries do not act yet` };
+  return { end: true, reason: 'no old primary acts any more, and every new one does' };
 }
 
 // How a hold ends on a read of the acting primaries (holdMayEnd): { how, reason }, or null while it holds on. read: how
-// many reads came before this one since the hold answered. afterWrite: the hold was taken after the write
+// many reads came before this one since the hold answered; until: as holdMayEnd. afterWrite: the hold was taken after the write
 // (GATE_HOLD_DELAY_MS); if its first read already finds no old primary acting, it came too late to be sure that
 // nothing was in flight at the old primary's end: 'late' rather than 'handed_over'.
-export function holdEnding(acting, handovers, { afterWrite = false, read }) {
-  const verdict = holdMayEnd(acting, handovers);
+export function holdEnding(acting, handovers, { afterWrite = false, read, until = 'old-gone' }) {
+  const verdict = holdMayEnd(acting, handovers, { until });
   if (!verdict.end) return null;
   if (afterWrite && read === 0) {
     return { how: 'late', reason: `${verdict.reason} by the time the hold had answered: it came too late to be sure no write was in flight then (GATE_HOLD_DELAY_MS)` };

@@ -38,6 +38,18 @@ describe('handoversOf and holdMayEnd (pure)', () => {
   ])('when %s, then holdMayEnd says whether the hold may end', (_, acting, end, reason) => {
     expect(holdMayEnd(acting, [{ shard: 0, from: ['a'], to: 'b' }])).toEqual({ end, reason });
   });
+
+  // GATE_HOLD_UNTIL=new-acts: also until each new primary acts.
+  const two = [{ shard: 0, from: ['a'], to: 'b' }, { shard: 1, from: ['b'], to: 'c' }];
+  test.each([
+    ['an old primary still acts', [['a'], ['c']], false, '1 of 2 old primaries still act'],
+    ['nobody acts yet (the election)', [[], []], false, 'no old primary acts; 2 of 2 new primaries do not act yet'],
+    ['one new primary acts, the other shard has none yet', [['b'], []], false, 'no old primary acts; 1 of 2 new primaries do not act yet'],
+    ['every new primary acts', [['b'], ['c']], true, 'no old primary acts any more, and every new one does'],
+    ['the table is gone', null, true, 'the table is gone'],
+  ])('when holding until the new primaries act and %s, then holdMayEnd says whether the hold may end', (_, acting, end, reason) => {
+    expect(holdMayEnd(acting, two, { until: 'new-acts' })).toEqual({ end, reason });
+  });
 });
 
 describe('holdEnding (pure)', () => {
@@ -70,7 +82,9 @@ describe('decideHold (pure)', () => {
 
 describe('createQueryHolds', () => {
   // Gates that record calls; reads: the clusters the store returns, one per read (the last one repeats).
-  function setUp({ reads = [], held = [{ endpoint: 'g1:9180', id: 'h1', inFlight: 2 }], failed = [], delayMs = 0 } = {}) {
+  function setUp({
+    reads = [], held = [{ endpoint: 'g1:9180', id: 'h1', inFlight: 2 }], failed = [], delayMs = 0, until = 'old-gone',
+  } = {}) {
     const clock = createVirtualClock();
     const calls = [];
     const gates = {
@@ -83,7 +97,7 @@ describe('createQueryHolds', () => {
     const store = { readActingPrimaries: async () => { const c = reads[Math.min(i, reads.length - 1)]; i += 1; if (c instanceof Error) throw c; return c; } };
     const metrics = createMetrics();
     const holds = createQueryHolds({
-      gates, store, clock, logger, metrics, ttlMs: 2000, drainMs: 300, pollMs: 20, delayMs,
+      gates, store, clock, logger, metrics, ttlMs: 2000, drainMs: 300, pollMs: 20, delayMs, until,
     });
     return { clock, calls, holds, metrics };
   }
@@ -115,6 +129,16 @@ describe('createQueryHolds', () => {
     expect(calls[1]).toEqual(['hold', ['ycsb.usertable'], { ttlMs: 2000, drainMs: 300 }, wroteAt + 200, ['g1:9180']]);
     await holds.idle();
     expect(calls[2]).toEqual(['release', ['h1'], wroteAt + 220]);
+    expect(await count(metrics, 'handed_over')).toBe(1);
+  });
+
+  test('when GATE_HOLD_UNTIL is new-acts, then the hold lasts past the old primary\'s end until the new one acts', async () => {
+    const { calls, clock, holds, metrics } = setUp({ delayMs: 200, until: 'new-acts', reads: [[['a'], ['b']], [[], ['b']], [[], ['b']], [['b'], ['b']]] });
+    let wroteAt = null;
+    await holds.around(before, moved, async () => { wroteAt = clock.now(); return 'written'; });
+    await holds.idle();
+    // Read 0: the old primary acts; 1 and 2: nobody acts; 3: the new one does.
+    expect(calls[2]).toEqual(['release', ['h1'], wroteAt + 200 + 60]);
     expect(await count(metrics, 'handed_over')).toBe(1);
   });
 
