@@ -182,6 +182,19 @@ async function setManagerConfig(kubectl, managerEnv, log) {
   await kubectl.ns('rollout', 'status', 'deployment/rethinkdb-manager', '--timeout=300s');
 }
 
+// Until the manager's Lease is held by one of its running pods. After the Deployment is made again, the Lease still
+// names the old leader until it expires (about 15 s); a hook meanwhile is relayed to a leader that is gone and waits.
+// A run that started then measured that wait, not the manager: a set on 2026-11-27 lost its first PRESTOP so.
+async function managerLeading(kubectl, log) {
+  await until('a running manager pod holds the lease', async () => {
+    const pods = (await kubectl.nsJson('get', 'pods', '-l', 'app=rethinkdb-manager')).items
+      .filter((p) => p.status?.phase === 'Running' && !p.metadata.deletionTimestamp).map((p) => p.metadata.name);
+    const holder = (await kubectl.nsJson('get', 'lease', 'rethinkdb-manager').catch(() => null))?.spec?.holderIdentity ?? '';
+    return pods.includes(holder.split('_')[0]);
+  }, { timeoutMs: 120000 });
+  log({}, 'the manager leads');
+}
+
 async function setManagerReplicas(kubectl, replicas) {
   await kubectl.ns('scale', 'deployment/rethinkdb-manager', `--replicas=${replicas}`);
   if (replicas > 0) await kubectl.ns('rollout', 'status', 'deployment/rethinkdb-manager', '--timeout=300s');
@@ -223,6 +236,7 @@ export async function runOnKubeLab(scenario, arm, {
     await setManagerReplicas(kubectl, 2);
     await setManagerConfig(kubectl, managerEnv, log);
     await setHolds(kubectl, withHold, log);
+    await managerLeading(kubectl, log);
   }
   await setReadinessGate(kubectl, withManager, log);
   if (!withManager) await setManagerReplicas(kubectl, 0);
