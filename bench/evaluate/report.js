@@ -212,7 +212,8 @@ const fmt = (x) => (x === null || x === undefined ? 'n/a' : x.toFixed(1));
 
 // The Kubernetes lab's runs watch the rollout (lab/kube/rollout-watch.js, in notes.rollout): per scenario and arm, each
 // run's handovers (per shard), seconds with a shard below two up-to-date replicas and without an up-to-date majority
-// (and of those, the seconds with a replica of the short shard disconnected: a server away), failed ops per pod, the rollout's length, and pods Ready too early. One row per run. [] when no run has them.
+// (and of those, the seconds with a replica of the short shard disconnected: a server away), failed ops per pod, the
+// rollout's length, and pods Ready too early. One row per run. [] when no run has them.
 export function rolloutRows(figures) {
   return figures.filter((f) => f.notes?.rollout).map((f) => {
     const r = f.notes.rollout;

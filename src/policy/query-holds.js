@@ -1,9 +1,9 @@
 // Pure: the manager's holds on the query gates (docs/query-gate.md). Before a table_config write that moves
 // primaries, the manager asks every gate to keep the table's new queries back; RethinkDB answers a query still in
 // flight when an old primary's execution ends OP_INDETERMINATE ("lost contact with primary replica"), which the gate
-// may not send again, even for a read, or a write the old primary refused. The hold ends once no old primary acts
-// for its shard any more: from then on the shard answers what reaches it with OP_FAILED ("primary replica ... not
-// available") until the new primary acts, and the gate sends that again.
+// may not send again, even for a read, or a write the old primary refused. The hold ends (by default) once no old
+// primary acts for its shard any more: from then on the shard answers what reaches it with OP_FAILED ("primary
+// replica ... not available") until the new primary acts, and the gate sends that again; but see HOLD_UNTIL below.
 
 import { tableLabel } from '../cluster/cluster-model.js';
 
