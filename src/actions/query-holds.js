@@ -15,7 +15,7 @@
 // first read is counted 'late'.
 
 import {
-  decideHold, handoversOf, holdEnding, holdTables,
+  decideHold, handoversOf, holdCameLate, holdEnding, holdTables,
 } from '../policy/query-holds.js';
 
 // gates: src/gates/gate-client.js, or null (holds off: around() only writes).
@@ -99,9 +99,14 @@ export function createQueryHolds({
     try {
       let how = 'ttl';
       let reason = 'the hold reached its ttl';
+      let cameLate = false;
       for (let read = 0; clock.now() - startedAt < ttlMs; read += 1) {
         try {
-          const ending = holdEnding(await store.readActingPrimaries(tableId), handovers, { afterWrite, read, until });
+          const acting = await store.readActingPrimaries(tableId);
+          cameLate ||= holdCameLate(acting, handovers, { afterWrite, read });
+          const ending = holdEnding(acting, handovers, {
+            afterWrite, read, until, cameLate,
+          });
           if (ending) {
             ({ how, reason } = ending);
             if (how === 'late') log.warn({ tableId }, 'a query gate hold taken after the write came too late');

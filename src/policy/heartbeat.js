@@ -78,5 +78,5 @@ function givenBack(current, departures) {
   const original = Math.max(...departures.map((d) => d.originalSecs));
   const ours = departures.some((d) => d.loweredSecs === current);
   if (ours && current !== original) return { seconds: original, what: `heartbeat timeout back to ${original} s` };
-  return { seconds: null, what: `heartbeat timeout left at ${current} s (${ours ? 'already the original' : 'changed by someone else meanwhile'})` };
+  return { seconds: null, what: `heartbeat timeout left at ${current} s (${current === original ? 'already the original' : 'changed by someone else meanwhile'})` };
 }

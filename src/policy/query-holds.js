@@ -54,15 +54,28 @@ export function holdMayEnd(acting, handovers, { until = 'old-gone' } = {}) {
   return { end: true, reason: 'no old primary acts any more, and every new one does' };
 }
 
+// Whether a hold taken after the write (GATE_HOLD_DELAY_MS) came too late: its first read (read 0 since the hold
+// answered) already finds no old primary acting, so it cannot be sure that nothing was in flight at the old primary's
+// end. Whatever GATE_HOLD_UNTIL says: with 'new-acts' such a hold still holds on until the new primary acts, and is
+// counted late when it ends.
+export function holdCameLate(acting, handovers, { afterWrite = false, read }) {
+  return afterWrite && read === 0 && holdMayEnd(acting, handovers).end;
+}
+
 // How a hold ends on a read of the acting primaries (holdMayEnd): { how, reason }, or null while it holds on. read: how
-// many reads came before this one since the hold answered; until: as holdMayEnd. afterWrite: the hold was taken after the write
-// (GATE_HOLD_DELAY_MS); if its first read already finds no old primary acting, it came too late to be sure that
-// nothing was in flight at the old primary's end: 'late' rather than 'handed_over'.
-export function holdEnding(acting, handovers, { afterWrite = false, read, until = 'old-gone' }) {
+// many reads came before this one since the hold answered; until: as holdMayEnd; cameLate: an earlier read found it
+// late (holdCameLate). A late hold ends 'late' rather than 'handed_over'.
+export function holdEnding(acting, handovers, {
+  afterWrite = false, read, until = 'old-gone', cameLate = false,
+}) {
+  const late = cameLate || holdCameLate(acting, handovers, { afterWrite, read });
   const verdict = holdMayEnd(acting, handovers, { until });
   if (!verdict.end) return null;
-  if (afterWrite && read === 0) {
+  if (late && read === 0) {
     return { how: 'late', reason: `${verdict.reason} by the time the hold had answered: it came too late to be sure no write was in flight then (GATE_HOLD_DELAY_MS)` };
+  }
+  if (late) {
+    return { how: 'late', reason: `${verdict.reason}; no old primary acted any more by the time the hold had answered: it came too late to be sure no write was in flight then (GATE_HOLD_DELAY_MS)` };
   }
   return { how: 'handed_over', reason: verdict.reason };
 }

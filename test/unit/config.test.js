@@ -55,6 +55,8 @@ describe('loadConfig', () => {
     expect(loadConfig({}).gateHold).toMatchObject({ tokenFile: undefined, endpoints: null });
     expect(() => loadConfig({ GATE_HOLD_ENDPOINTS: '127.0.0.1:9181' })).toThrow(/GATE_HOLD_ENDPOINTS is set but GATE_HOLD_TOKEN_FILE is not/);
     expect(() => loadConfig({ GATE_HOLD_TTL_MS: '9000' })).toThrow(/GATE_HOLD_TTL_MS/);
+    expect(loadConfig({ GATE_HOLD_UNTIL: 'new-acts' }).gateHold.until).toBe('new-acts');
+    expect(() => loadConfig({ GATE_HOLD_UNTIL: 'never' })).toThrow(/GATE_HOLD_UNTIL/);
   });
 
   test('when PORT=0, then it is accepted (an ephemeral port for tests)', () => {

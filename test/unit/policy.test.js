@@ -175,6 +175,15 @@ describe('decideHeartbeatRestore', () => {
     const d = decideHeartbeatRestore(at(heartbeat, servers), { departures, now });
     expect(d.intents.map((i) => [i.type, i.seconds ?? i.servers])).toEqual(expected);
   });
+
+  test.each([
+    ['back at the original (the lowering never landed, or someone put it back)', 10, 'heartbeat timeout left at 10 s (already the original)'],
+    ['set to another value by someone else', 7, 'heartbeat timeout left at 7 s (changed by someone else meanwhile)'],
+    ['still ours', 2, 'heartbeat timeout back to 10 s'],
+  ])('when the last departure ends with the timeout %s, then the reason says so', (_, heartbeat, said) => {
+    expect(decideHeartbeatRestore(at(heartbeat, [server('a', false)]), { departures: [dep('a')], now }).reason).toContain(said);
+    expect(decideHeartbeatAtShutdown({ current: heartbeat, departures: [{ ...dep('a'), persisted: 'memory-only' }] }).reason).toContain(said);
+  });
 });
 
 describe('decideHeartbeatAtShutdown', () => {

@@ -6,7 +6,7 @@ import { createQueryHolds } from '../../src/actions/query-holds.js';
 import { createVirtualClock } from '../../src/lib/clock.js';
 import { createMetrics } from '../../src/metrics/metrics.js';
 import {
-  decideHold, handoversOf, holdEnding, holdMayEnd, holdTables,
+  decideHold, handoversOf, holdCameLate, holdEnding, holdMayEnd, holdTables,
 } from '../../src/policy/query-holds.js';
 
 const logger = pino({ level: 'silent' });
@@ -65,6 +65,18 @@ describe('holdEnding (pure)', () => {
     ['the table is gone, a hold before the write', null, false, 2, { how: 'handed_over', reason: 'the table is gone' }],
   ])('when %s, then holdEnding says how the hold ends', (_, acting, afterWrite, read, expected) => {
     expect(holdEnding(acting, handovers, { afterWrite, read })).toEqual(expected);
+  });
+
+  test('when holding until the new primary acts and the first read finds the old one gone already, then the hold holds on and ends late', () => {
+    const until = 'new-acts';
+    expect(holdCameLate([[]], handovers, { afterWrite: true, read: 0 })).toBe(true);
+    expect(holdEnding([[]], handovers, { afterWrite: true, read: 0, until })).toBeNull();
+    expect(holdEnding([['b']], handovers, { afterWrite: true, read: 2, until, cameLate: true })).toEqual({
+      how: 'late', reason: expect.stringContaining('came too late'),
+    });
+    // Not late: the old primary still acted at the first read.
+    expect(holdCameLate([['a']], handovers, { afterWrite: true, read: 0 })).toBe(false);
+    expect(holdEnding([['b']], handovers, { afterWrite: true, read: 2, until })).toEqual({ how: 'handed_over', reason: 'no old primary acts any more, and every new one does' });
   });
 });
 
@@ -140,6 +152,16 @@ describe('createQueryHolds', () => {
     // Read 0: the old primary acts; 1 and 2: nobody acts; 3: the new one does.
     expect(calls[2]).toEqual(['release', ['h1'], wroteAt + 200 + 60]);
     expect(await count(metrics, 'handed_over')).toBe(1);
+  });
+
+  test('when GATE_HOLD_UNTIL is new-acts and the first read finds the old primary gone already, then the hold lasts until the new one acts and is counted late', async () => {
+    const { calls, clock, holds, metrics } = setUp({ delayMs: 200, until: 'new-acts', reads: [[[], ['b']], [[], ['b']], [['b'], ['b']]] });
+    let wroteAt = null;
+    await holds.around(before, moved, async () => { wroteAt = clock.now(); return 'written'; });
+    await holds.idle();
+    expect(calls[2]).toEqual(['release', ['h1'], wroteAt + 200 + 40]);
+    expect(await count(metrics, 'late')).toBe(1);
+    expect(await count(metrics, 'handed_over')).toBe(0);
   });
 
   test('when a hold taken after the write finds at its first read that no old primary acts, then it is counted late', async () => {
