@@ -18,6 +18,8 @@ const SAMPLE_MS = 250;
 // The replica states of table_status that do not hold the shard's data up to date.
 const NOT_UP_TO_DATE = new Set(['backfilling', 'disconnected']);
 const upToDate = (state) => !NOT_UP_TO_DATE.has(state);
+// A shard one of whose replicas is disconnected: a server away.
+const away = (shard) => Object.values(shard.states).includes('disconnected');
 
 const sleep = (ms) => new Promise((resolve) => { setTimeout(resolve, ms); });
 
@@ -111,7 +113,6 @@ export function summarizeRolloutSamples(samples, podEvents = []) {
       if (shard.acting) lastActing[i] = shard.acting;
     });
     const current = s.shards.map((shard) => Object.values(shard.states).filter(upToDate).length);
-    const away = (shard) => Object.values(shard.states).includes('disconnected');
     if (current.some((n) => n < 2)) {
       belowTwoMs += span;
       const serverAway = s.shards.some((shard, i) => current[i] < 2 && away(shard));

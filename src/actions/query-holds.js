@@ -104,9 +104,7 @@ export function createQueryHolds({
         try {
           const acting = await store.readActingPrimaries(tableId);
           cameLate ||= holdCameLate(acting, handovers, { afterWrite, read });
-          const ending = holdEnding(acting, handovers, {
-            afterWrite, read, until, cameLate,
-          });
+          const ending = holdEnding(acting, handovers, { until, late: cameLate });
           if (ending) {
             ({ how, reason } = ending);
             if (how === 'late') log.warn({ tableId }, 'a query gate hold taken after the write came too late');

@@ -62,20 +62,13 @@ export function holdCameLate(acting, handovers, { afterWrite = false, read }) {
   return afterWrite && read === 0 && holdMayEnd(acting, handovers).end;
 }
 
-// How a hold ends on a read of the acting primaries (holdMayEnd): { how, reason }, or null while it holds on. read: how
-// many reads came before this one since the hold answered; until: as holdMayEnd; cameLate: an earlier read found it
-// late (holdCameLate). A late hold ends 'late' rather than 'handed_over'.
-export function holdEnding(acting, handovers, {
-  afterWrite = false, read, until = 'old-gone', cameLate = false,
-}) {
-  const late = cameLate || holdCameLate(acting, handovers, { afterWrite, read });
+// How a hold ends on a read of the acting primaries (holdMayEnd): { how, reason }, or null while it holds on. until: as
+// holdMayEnd; late: the hold came too late (holdCameLate at its first read): it ends 'late' rather than 'handed_over'.
+export function holdEnding(acting, handovers, { until = 'old-gone', late = false }) {
   const verdict = holdMayEnd(acting, handovers, { until });
   if (!verdict.end) return null;
-  if (late && read === 0) {
-    return { how: 'late', reason: `${verdict.reason} by the time the hold had answered: it came too late to be sure no write was in flight then (GATE_HOLD_DELAY_MS)` };
-  }
   if (late) {
-    return { how: 'late', reason: `${verdict.reason}; no old primary acted any more by the time the hold had answered: it came too late to be sure no write was in flight then (GATE_HOLD_DELAY_MS)` };
+    return { how: 'late', reason: `${verdict.reason} by the time the hold had answered: it came too late to be sure no write was in flight then (GATE_HOLD_DELAY_MS)` };
   }
   return { how: 'handed_over', reason: verdict.reason };
 }

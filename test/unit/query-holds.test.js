@@ -64,19 +64,19 @@ describe('holdEnding (pure)', () => {
     ['the handover is over on a later read after the write', [['b']], true, 3, { how: 'handed_over', reason: 'no old primary acts any more' }],
     ['the table is gone, a hold before the write', null, false, 2, { how: 'handed_over', reason: 'the table is gone' }],
   ])('when %s, then holdEnding says how the hold ends', (_, acting, afterWrite, read, expected) => {
-    expect(holdEnding(acting, handovers, { afterWrite, read })).toEqual(expected);
+    expect(holdEnding(acting, handovers, { late: holdCameLate(acting, handovers, { afterWrite, read }) })).toEqual(expected);
   });
 
   test('when holding until the new primary acts and the first read finds the old one gone already, then the hold holds on and ends late', () => {
     const until = 'new-acts';
     expect(holdCameLate([[]], handovers, { afterWrite: true, read: 0 })).toBe(true);
-    expect(holdEnding([[]], handovers, { afterWrite: true, read: 0, until })).toBeNull();
-    expect(holdEnding([['b']], handovers, { afterWrite: true, read: 2, until, cameLate: true })).toEqual({
+    expect(holdEnding([[]], handovers, { until, late: true })).toBeNull();
+    expect(holdEnding([['b']], handovers, { until, late: true })).toEqual({
       how: 'late', reason: expect.stringContaining('came too late'),
     });
     // Not late: the old primary still acted at the first read.
     expect(holdCameLate([['a']], handovers, { afterWrite: true, read: 0 })).toBe(false);
-    expect(holdEnding([['b']], handovers, { afterWrite: true, read: 2, until })).toEqual({ how: 'handed_over', reason: 'no old primary acts any more, and every new one does' });
+    expect(holdEnding([['b']], handovers, { until })).toEqual({ how: 'handed_over', reason: 'no old primary acts any more, and every new one does' });
   });
 });
 
