@@ -1,7 +1,8 @@
 // The query gate's cost (npm run bench:gate): a real RethinkDB 2.4.4 cluster (3 servers) and a `rethinkdb proxy` on
 // loopback, the gate as its own process (node gate/server.js) in front of the proxy, and the official driver.
-//   1. steady state: point reads at a fixed rate (200 and 1,000 ops/s, 10 s each), straight to the proxy and through
-//      the gate, alternating; p50 and p99 of each, and the gate's added latency;
+//   1. steady state: point reads at a fixed rate (200 and 1,000 ops/s, 10 s each), straight to the proxy, through the
+//      gate and through a bare Node relay (bench/lab/bare-relay.js), alternating; p50 and p99 of each, the gate's
+//      added latency, and the part of it any relay in Node adds on this machine (the bare relay's);
 //   2. throughput: point reads as fast as 64 clients can send them (one read in flight each) for 10 s through the gate;
 //      reads per second, and per CPU-second of the gate process (its utime + stime); then the same through a bare
 //      Node relay (bench/lab/bare-relay.js), the floor that Node's sockets set on this machine;
@@ -97,6 +98,7 @@ async function main() {
   const cluster = createRethinkDbCluster({ binary: resolveBinary(), size: 3, network: 'loopback' });
   await cluster.start();
   let gate = null;
+  let bare = null;
   try {
     await cluster.withConnection(async (c) => {
       await r.dbCreate('bench').run(c);
@@ -109,31 +111,31 @@ async function main() {
     gate = await startGate(proxy);
     process.stdout.write(`gate pid ${gate.child.pid}, port ${gate.port}; proxy ${proxy.driverPort}; ${seconds} s per run\n\n`);
 
-    process.stdout.write('1. steady state, point reads (8 connections)\n');
-    process.stdout.write('   rate     path    ops     failed  p50 ms  p99 ms\n');
+    bare = await startBareRelay(proxy);
+    process.stdout.write('1. steady state, point reads (8 connections); the bare relay is any Node relay\'s own hop\n');
+    process.stdout.write('   rate     path        ops     failed  p50 ms  p99 ms\n');
     for (const rate of [200, 1000]) {
       const rows = {};
-      for (const [name, port] of [['proxy', proxy.driverPort], ['gate', gate.port], ['proxy', proxy.driverPort], ['gate', gate.port]]) {
+      const paths = [['proxy', proxy.driverPort], ['gate', gate.port], ['bare relay', bare.port]];
+      for (const [name, port] of [...paths, ...paths]) {
         const res = await fixedRate(port, rate, seconds / 2, ids);
         rows[name] = rows[name] ? merge(rows[name], res) : res;
       }
-      for (const name of ['proxy', 'gate']) {
+      for (const [name] of paths) {
         const x = rows[name];
-        process.stdout.write(`   ${String(rate).padEnd(8)} ${name.padEnd(7)} ${String(x.n).padEnd(7)} ${String(x.failures).padEnd(7)} ${x.p50.toFixed(2).padEnd(7)} ${x.p99.toFixed(2)}\n`);
+        process.stdout.write(`   ${String(rate).padEnd(8)} ${name.padEnd(11)} ${String(x.n).padEnd(7)} ${String(x.failures).padEnd(7)} ${x.p50.toFixed(2).padEnd(7)} ${x.p99.toFixed(2)}\n`);
       }
-      process.stdout.write(`   gate - proxy at ${rate}/s: p50 ${(rows.gate.p50 - rows.proxy.p50).toFixed(2)} ms, p99 ${(rows.gate.p99 - rows.proxy.p99).toFixed(2)} ms\n`);
+      const diff = (a, b) => `p50 ${(rows[a].p50 - rows[b].p50).toFixed(2)} ms, p99 ${(rows[a].p99 - rows[b].p99).toFixed(2)} ms`;
+      process.stdout.write(`   at ${rate}/s: gate - proxy ${diff('gate', 'proxy')}; bare relay - proxy ${diff('bare relay', 'proxy')}; gate - bare relay ${diff('gate', 'bare relay')}\n`);
     }
 
     process.stdout.write('\n2. throughput through one process (64 clients, one point read in flight each), the gate and a bare relay alternating\n');
-    const bare = await startBareRelay(proxy);
-    try {
-      for (const [name, relay] of [['gate', gate], ['bare relay', bare], ['gate', gate], ['bare relay', bare]]) {
-        const x = await throughputPerCpu(relay.child.pid, relay.port, ids);
-        process.stdout.write(`   ${name.padEnd(10)} ${x.reads} reads in ${x.elapsedS.toFixed(1)} s: ${x.perSecond.toFixed(0)}/s; CPU ${x.cpu.toFixed(2)} s (${(x.cpu / x.elapsedS).toFixed(2)} cores): ${x.perCpuSecond.toFixed(0)} reads per CPU-second\n`);
-      }
-    } finally {
-      bare.child.kill('SIGTERM');
+    for (const [name, relay] of [['gate', gate], ['bare relay', bare], ['gate', gate], ['bare relay', bare]]) {
+      const x = await throughputPerCpu(relay.child.pid, relay.port, ids);
+      process.stdout.write(`   ${name.padEnd(10)} ${x.reads} reads in ${x.elapsedS.toFixed(1)} s: ${x.perSecond.toFixed(0)}/s; CPU ${x.cpu.toFixed(2)} s (${(x.cpu / x.elapsedS).toFixed(2)} cores): ${x.perCpuSecond.toFixed(0)} reads per CPU-second\n`);
     }
+    bare.child.kill('SIGTERM');
+    bare = null;
 
     process.stdout.write('\n3. memory at 1,000 idle client connections\n');
     const before = rssMb(gate.child.pid);
@@ -144,6 +146,7 @@ async function main() {
     process.stdout.write(`   gate RSS ${before.toFixed(1)} MB before, ${after.toFixed(1)} MB with 1,000 idle connections (${((after - before) * 1024 / 1000).toFixed(1)} KB each)\n`);
     await Promise.all(idle.map((c) => c.close({ noreplyWait: false }).catch(() => {})));
   } finally {
+    bare?.child.kill('SIGTERM');
     gate?.child.kill('SIGTERM');
     await cluster.destroy();
   }

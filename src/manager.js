@@ -102,6 +102,9 @@ export function createManager({
   const runner = createRunner({ logger });
   runner.add({ name: 'timers', group: 'always', start: () => startTimers(periodic.timers()) });
   runner.add({ name: 'node-watch', group: 'leading', start: () => { const watch = nodeWatch.start(); return watch && (() => watch.stop()); } });
+  // The query gates asked once when this replica starts leading (not waited for): a gate that refuses the token shows
+  // now, not at the first handover, and that first hold is not the HTTP client's first request.
+  runner.add({ name: 'gate-check', group: 'leading', start: () => { queryHolds.check(); return null; } });
   const { served } = leadership;
   // GET /v1/leader and /v1/cluster's leadership: the election as this replica sees it, and the parts it runs now.
   const leaderView = () => ({ ...elector().view(), parts: runner.running() });

@@ -57,6 +57,7 @@ export function createQueryHolds({
 
   // What the report says of a hold as taken (a gate that was not held is logged).
   function reportTaken(before, taken, startedAt) {
+    metrics?.queryGatesSeen(taken.held.length, taken.failed.length);
     if (taken.failed.length > 0) log.warn({ table: holdTables(before)[0], failed: taken.failed }, 'some query gates were not held; the write goes ahead all the same');
     return {
       gates: taken.held.length, unreachable: taken.failed, inFlight: taken.held.reduce((n, h) => n + h.inFlight, 0), tookMs: clock.now() - startedAt,
@@ -128,8 +129,26 @@ export function createQueryHolds({
     log.info({ tableGates: held.length, how, reason, heldMs, notReleased: failed }, 'query gates released');
   }
 
+  // Each gate asked once, when this manager starts leading (gates.check()): what a first hold would meet is logged
+  // then, a token the gates refuse or a gate out of reach as a warning. Never rejects.
+  async function check() {
+    if (!gates) return null;
+    try {
+      const checked = await gates.check();
+      if (checked.off) log.info({ reason: checked.off }, 'query gate holds are off');
+      else if (checked.failed.length > 0) log.warn({ reached: checked.reached, failed: checked.failed }, 'some query gates could not be asked for their holds; a hold will not be taken there');
+      else log.info({ reached: checked.reached }, 'query gates reached for holds');
+      metrics?.queryGatesSeen(checked.reached.length, checked.failed.length);
+      return checked;
+    } catch (err) {
+      log.warn({ err: err.message }, 'the query gates were not checked');
+      return null;
+    }
+  }
+
   return {
     around,
+    check,
     enabled: Boolean(gates),
     // Until every hold under way has ended (tests, shutdown).
     idle: () => Promise.all([...ending]),

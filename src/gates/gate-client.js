@@ -104,8 +104,26 @@ export function createGateClient({
     return outcomes.filter(Boolean);
   }
 
+  // Asks every gate for its holds (GET /v1/holds, which changes nothing), so that a gate that refuses the token or
+  // cannot be reached shows when the manager starts leading, not at its first handover; it also makes the first hold
+  // cheaper (the HTTP client is loaded, the gates listed). -> { reached: [endpoint], failed: [{ endpoint, error }],
+  // off }: off (a reason) when there is no token file, and then nothing was asked.
+  async function check() {
+    const { secret, list, answer } = await prepare();
+    if (answer) return { reached: [], failed: answer.failed, ...(answer.off ? { off: answer.off } : {}) };
+    const outcomes = await Promise.all(list.map(async (endpoint) => {
+      try {
+        await call(endpoint, 'GET', '/v1/holds', secret, null, timeoutMs);
+        return { endpoint };
+      } catch (err) {
+        return { endpoint, error: err.name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : err.message };
+      }
+    }));
+    return { reached: outcomes.filter((o) => !o.error).map((o) => o.endpoint), failed: outcomes.filter((o) => o.error) };
+  }
+
   // The longest a hold request may take: the gate's drain, then the client's own limit.
   return {
-    prepare, hold, release, holdLimitMs: (drainMs) => drainMs + timeoutMs,
+    prepare, hold, release, check, holdLimitMs: (drainMs) => drainMs + timeoutMs,
   };
 }

@@ -47,6 +47,7 @@ export function createMetrics({ prefix = DEFAULT_METRICS_PREFIX, processMetrics 
   const handBacksOwed = gauge('hand_backs_owed', 'Servers that came back during a rollout and are owed their primaries at its end.');
   const queryHolds = counter('query_holds_total', 'Holds taken on the query gates around a table_config write that moved primaries, by how they ended (handed_over: no old primary acted any more; late: taken after the write (GATE_HOLD_DELAY_MS), it found no old primary acting at its first read, so it may have come too late; ttl: GATE_HOLD_TTL_MS passed first; write_failed; not_taken: no gate was held; skipped: the deadline left no time).', ['how']);
   const queryHoldSeconds = counter('query_hold_seconds_total', 'Seconds the query gates held queries for the manager, by how the holds ended.', ['how']);
+  const queryGates = gauge('query_gates', 'The query gates as the last hold (or the check when this replica started leading) found them: reached, or failed (refused the token, did not answer, or could not be listed).', ['state']);
   const clusterScrapeSuccess = gauge('cluster_scrape_success', '1 if this scrape read the cluster from the data store in time, else 0 (and no per-server primaries or replicas).');
 
   const httpRequests = counter('http_requests_total', 'HTTP requests answered, by method, route template (unmatched for no route) and status code (aborted when the caller hung up first).', ['method', 'route', 'code']);
@@ -126,6 +127,10 @@ export function createMetrics({ prefix = DEFAULT_METRICS_PREFIX, processMetrics 
     queryHoldEnded(how, ms) {
       queryHolds.inc({ how });
       queryHoldSeconds.inc({ how }, ms / 1000);
+    },
+    queryGatesSeen(reached, failed) {
+      queryGates.set({ state: 'reached' }, reached);
+      queryGates.set({ state: 'failed' }, failed);
     },
     setLeading(leading) { leader.set(leading ? 1 : 0); },
     recordLeaderChange(change) { leaderTransitions.inc({ change }); },

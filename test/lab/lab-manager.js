@@ -10,7 +10,8 @@ import { createRethinkDbStore } from '../../src/rethinkdb/connect.js';
 
 // Connected through server `via`; env overrides the lab's defaults (fast polls and reconnects, no monitor, no
 // auth). destination: where its log lines go; kube: a Kubernetes port (./lab-kube.js) or none. ready() waits for
-// the connection, then reconciles.
+// the connection, then leads as src/server.js's replica without an election does (reconciles, then starts what runs
+// while leading).
 export function createLabManager(cluster, { via = 0, env = {}, destination = process.stderr, kube = null } = {}) {
   const s = cluster.servers[via];
   const config = loadConfig({
@@ -28,7 +29,7 @@ export function createLabManager(cluster, { via = 0, env = {}, destination = pro
       if (Date.now() > until) throw new Error(`manager not connected: ${connections.status().lastError}`);
       await new Promise((res) => { setTimeout(res, 50); });
     }
-    await manager.reconcile();
+    await manager.lead();
   }
 
   // close: the manager's own shutdown (as src/server.js runs it on SIGTERM: running work gets graceMs, what it owes is

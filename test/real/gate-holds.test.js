@@ -56,6 +56,12 @@ const metric = async (name, labels = {}) => {
 };
 
 describe('holds on a real cluster', () => {
+  test('when the manager starts leading, then it has asked the gate once for its holds, and took none', async () => {
+    await eventually(() => m.logs.some((l) => l.msg === 'query gates reached for holds'), { timeoutMs: 5000, what: 'the manager\'s check of the gates' });
+    expect(m.logs.find((l) => l.msg === 'query gates reached for holds').reached).toEqual([`127.0.0.1:${admin.port}`]);
+    expect(await metric('rethinkdb_gate_holds_total')).toBe(0);
+  });
+
   test('when the manager drains and releases a server four times under tight-loop writes and reads, then no query fails and each handover was held', async () => {
     const table = r.db('ycsb').table('usertable');
     const errors = [];

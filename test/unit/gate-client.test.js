@@ -78,6 +78,22 @@ describe('the gate client', () => {
     expect(await unlisted.hold(['a.b'], { ttlMs: 100, drainMs: 0 })).toEqual({ held: [], failed: [{ endpoint: null, error: 'Kubernetes API did not answer' }] });
   });
 
+  test('when the gates are checked, then each is asked for its holds (nothing taken), and a refused token, a silent gate or no token file is reported', async () => {
+    const good = await startGate('secret-1');
+    const other = await startGate('secret-2');
+    const silent = await listen(() => { /* never answers */ });
+    const client = createGateClient({ tokenFile: tokenFile('secret-1'), listEndpoints: async () => [good.endpoint, other.endpoint, silent], timeoutMs: 200 });
+    expect(await client.check()).toEqual({
+      reached: [good.endpoint],
+      failed: [{ endpoint: other.endpoint, error: expect.stringMatching(/^401/) }, { endpoint: silent, error: 'no answer within 200 ms' }],
+    });
+    expect([good.gate.holds(), other.gate.holds()]).toEqual([[], []]);
+    expect(await createGateClient({ tokenFile: '/nonexistent/token', listEndpoints: async () => [good.endpoint] }).check())
+      .toEqual({ reached: [], failed: [], off: 'no token at /nonexistent/token' });
+    const unlisted = createGateClient({ tokenFile: tokenFile('x'), listEndpoints: async () => { throw new Error('Kubernetes API did not answer'); } });
+    expect(await unlisted.check()).toEqual({ reached: [], failed: [{ endpoint: null, error: 'Kubernetes API did not answer' }] });
+  });
+
   test('the gates of pods: running with an IP, being deleted too (their gates still drain), IPv6 in brackets', () => {
     expect(podEndpoints([
       { phase: 'Running', podIp: '198.18.4.7', deleting: false },

@@ -245,6 +245,37 @@ describe('createQueryHolds', () => {
     expect((await metrics.registry.getSingleMetric('rethinkdb_manager_query_holds_total').get()).values).toEqual([]);
   });
 
+  test('when the manager starts leading, then check() asks the gates once, and the gauge says what a hold would meet; later holds update it', async () => {
+    const gauge = async (metrics) => Object.fromEntries((await metrics.registry.getSingleMetric('rethinkdb_manager_query_gates').get()).values.map((v) => [v.labels.state, v.value]));
+    const clock = createVirtualClock();
+    const metrics = createMetrics();
+    const seen = [];
+    const capture = pino({ level: 'info' }, { write: (line) => seen.push(JSON.parse(line)) });
+    let answer = { reached: ['g1:9180'], failed: [{ endpoint: 'g2:9180', error: '401: a valid bearer token is required' }] };
+    const gates = {
+      check: async () => answer,
+      hold: async () => ({ held: [{ endpoint: 'g1:9180', id: 'h1', inFlight: 0 }, { endpoint: 'g2:9180', id: 'h2', inFlight: 0 }], failed: [] }),
+      release: async () => [],
+      holdLimitMs: (d) => d + 500,
+    };
+    const holds = createQueryHolds({
+      gates, store: { readActingPrimaries: async () => [[], ['b']] }, clock, logger: capture, metrics, ttlMs: 2000, drainMs: 300,
+    });
+    expect(await holds.check()).toEqual(answer);
+    expect(await gauge(metrics)).toEqual({ reached: 1, failed: 1 });
+    expect(seen.at(-1)).toMatchObject({ level: 40, failed: answer.failed, msg: expect.stringMatching(/could not be asked/) });
+    await holds.around(before, moved, async () => 'written');
+    await holds.idle();
+    expect(await gauge(metrics)).toEqual({ reached: 2, failed: 0 });
+    answer = { reached: [], failed: [], off: 'no token at /t' };
+    await holds.check();
+    expect(seen.at(-1)).toMatchObject({ level: 30, reason: 'no token at /t', msg: 'query gate holds are off' });
+    gates.check = async () => { throw new Error('boom'); };
+    expect(await holds.check()).toBeNull();
+    expect(seen.at(-1)).toMatchObject({ level: 40, err: 'boom' });
+    expect(await createQueryHolds({ gates: null, store: {}, clock, logger, ttlMs: 2000, drainMs: 300 }).check()).toBeNull();
+  });
+
   test('when holds are off (no gates), then around() only writes', async () => {
     const holds = createQueryHolds({
       gates: null, store: {}, clock: createVirtualClock(), logger, ttlMs: 2000, drainMs: 300,
