@@ -91,7 +91,7 @@ const KEYS = [
   { env: 'GATE_HOLD_TTL_MS', field: 'gateHold.ttlMs', parse: integer(100, 5000), default: 2000 },
   { env: 'GATE_HOLD_DRAIN_MS', field: 'gateHold.drainMs', parse: integer(0, 2000), default: 300 },
   { env: 'GATE_HOLD_DELAY_MS', field: 'gateHold.delayMs', parse: integer(0, 300), default: 200 },
-  { env: 'GATE_HOLD_UNTIL', field: 'gateHold.until', parse: oneOf(HOLD_UNTIL), default: 'old-gone' },
+  { env: 'GATE_HOLD_UNTIL', field: 'gateHold.until', parse: oneOf(HOLD_UNTIL), default: 'new-acts' },
   { env: 'AUTH_MODE', field: 'auth.mode', parse: oneOf(AUTH_MODES), default: undefined },
   { env: 'AUTH_AUDIENCE', field: 'auth.audience', parse: nonEmptyString, default: 'rethinkdb-manager' },
   { env: 'AUTH_HOOK_SUBJECTS', field: 'auth.hookSubjects', parse: subjects, default: undefined },

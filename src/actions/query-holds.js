@@ -1,8 +1,8 @@
 // Holds on the query gates around a table_config write that moves primaries (docs/query-gate.md, "Holds"; the
 // decisions in src/policy/query-holds.js). around() takes the hold at every gate (once the table's writes in flight
 // there are answered), writes, and returns: the hold is ended in the background, once no old primary acts for its
-// shard (with until 'new-acts', GATE_HOLD_UNTIL, once also every new one acts; one table_status row read every pollMs)
-// or at its ttl, so that the next table's write does not wait for it.
+// shard and every new one acts (until 'new-acts', GATE_HOLD_UNTIL's default; 'old-gone' ends it at the first; one
+// table_status row read every pollMs) or at its ttl, so that the next table's write does not wait for it.
 // A gate unreachable or refusing costs nothing but the hold: the write goes ahead. A hold never takes time a deadline
 // needs for the writes: with less than twice what a hold may take (its delay included) left, the write goes ahead
 // without one.
@@ -20,7 +20,7 @@ import {
 
 // gates: src/gates/gate-client.js, or null (holds off: around() only writes).
 export function createQueryHolds({
-  gates, store, clock, logger, metrics = null, ttlMs, drainMs, delayMs = 0, until = 'old-gone', pollMs = 20,
+  gates, store, clock, logger, metrics = null, ttlMs, drainMs, delayMs = 0, until = 'new-acts', pollMs = 20,
 }) {
   const log = logger.child({ module: 'query-holds' });
   const ending = new Set();

@@ -37,8 +37,10 @@ export const holdTables = (table) => [tableLabel(table)];
 // When a hold ends (GATE_HOLD_UNTIL): 'old-gone', once no old primary acts for its shard; 'new-acts', once besides every
 // new primary acts for its shard. Why the second: a query the gate releases goes through a proxy, which routes it by
 // the primaries its own copy of RethinkDB's directory lists. On the Kubernetes lab, writes released when the manager's
-// read showed the old primary gone were answered "lost contact with primary replica" about 0.3 s later, all at once:
-// the proxy still routed to the old primary's ended query server, and learnt it only when the directory caught up.
+// read showed the old primary gone were answered "lost contact with primary replica" 0.03-0.3 s later, all at once
+// (what that looks like: the proxy still routed to the old primary's ended query server, and learnt it only when its
+// directory caught up). The config's default is 'new-acts' since it failed less there (docs/query-gate.md); these
+// functions' own default, 'old-gone', is the first half of the rule, which holdCameLate asks for.
 export const HOLD_UNTIL = ['old-gone', 'new-acts'];
 
 // Whether a hold taken for `handovers` may end, on a fresh read of the table's acting primaries (per shard: server

@@ -1,6 +1,6 @@
 // Holds (README, "The query gate"): the manager, moving primaries on four real RethinkDB 2.4.4 servers, holds the
-// table's queries at the gate before each table_config write and releases them once the old primary no longer acts,
-// so that no query is in flight when an old primary's execution ends. Tight-loop writers and readers through the
+// table's queries at the gate around each table_config write and releases them once the handover is over
+// (GATE_HOLD_UNTIL), so that no query is in flight when an old primary's execution ends. Tight-loop writers and readers through the
 // gate and a `rethinkdb proxy` see no error at all, OP_INDETERMINATE included (a raw config write without a hold
 // makes a few: test/real/gate.test.js). Every outcome is read through the driver and the gate's metrics.
 

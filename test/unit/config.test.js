@@ -50,12 +50,12 @@ describe('loadConfig', () => {
   test('when GATE_HOLD_ENDPOINTS lists gates, then each is host:port (GATE_HOLD_PORT where none is given); without a token file it is refused', () => {
     const { gateHold } = loadConfig({ GATE_HOLD_TOKEN_FILE: '/var/run/gate/token', GATE_HOLD_ENDPOINTS: '127.0.0.1:9181, [::1], gate-a' });
     expect(gateHold).toEqual({
-      tokenFile: '/var/run/gate/token', podSelector: 'app=rethinkdb-proxy', port: 9180, ttlMs: 2000, drainMs: 300, delayMs: 200, until: 'old-gone', endpoints: ['127.0.0.1:9181', '[::1]:9180', 'gate-a:9180'],
+      tokenFile: '/var/run/gate/token', podSelector: 'app=rethinkdb-proxy', port: 9180, ttlMs: 2000, drainMs: 300, delayMs: 200, until: 'new-acts', endpoints: ['127.0.0.1:9181', '[::1]:9180', 'gate-a:9180'],
     });
     expect(loadConfig({}).gateHold).toMatchObject({ tokenFile: undefined, endpoints: null });
     expect(() => loadConfig({ GATE_HOLD_ENDPOINTS: '127.0.0.1:9181' })).toThrow(/GATE_HOLD_ENDPOINTS is set but GATE_HOLD_TOKEN_FILE is not/);
     expect(() => loadConfig({ GATE_HOLD_TTL_MS: '9000' })).toThrow(/GATE_HOLD_TTL_MS/);
-    expect(loadConfig({ GATE_HOLD_UNTIL: 'new-acts' }).gateHold.until).toBe('new-acts');
+    expect(loadConfig({ GATE_HOLD_UNTIL: 'old-gone' }).gateHold.until).toBe('old-gone');
     expect(() => loadConfig({ GATE_HOLD_UNTIL: 'never' })).toThrow(/GATE_HOLD_UNTIL/);
   });
 
