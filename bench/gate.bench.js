@@ -176,7 +176,6 @@ async function main() {
   }
 }
 
-
 main().catch((err) => {
   process.stderr.write(`${err.stack}\n`);
   process.exit(1);
