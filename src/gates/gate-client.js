@@ -76,7 +76,7 @@ export function createGateClient({
         const answer = await call(endpoint, 'POST', '/v1/holds', secret, { tables, ttlMs, drainMs }, drainMs + timeoutMs);
         return { held: { endpoint, id: answer.id, inFlight: answer.inFlight ?? 0 } };
       } catch (err) {
-        return { failed: { endpoint, error: err.name === 'TimeoutError' ? `no answer within ${drainMs + timeoutMs} ms` : err.message } };
+        return { failed: { endpoint, error: failureText(err, drainMs + timeoutMs) } };
       }
     }));
     return { held: outcomes.filter((o) => o.held).map((o) => o.held), failed: outcomes.filter((o) => o.failed).map((o) => o.failed) };
@@ -98,7 +98,7 @@ export function createGateClient({
         await call(endpoint, 'DELETE', `/v1/holds/${id}`, secret, null, timeoutMs);
         return null;
       } catch (err) {
-        return /^404:/.test(err.message) ? null : { endpoint, error: err.name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : err.message };
+        return /^404:/.test(err.message) ? null : { endpoint, error: failureText(err, timeoutMs) };
       }
     }));
     return outcomes.filter(Boolean);
@@ -116,7 +116,7 @@ export function createGateClient({
         await call(endpoint, 'GET', '/v1/holds', secret, null, timeoutMs);
         return { endpoint };
       } catch (err) {
-        return { endpoint, error: err.name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : err.message };
+        return { endpoint, error: failureText(err, timeoutMs) };
       }
     }));
     return { reached: outcomes.filter((o) => !o.error).map((o) => o.endpoint), failed: outcomes.filter((o) => o.error) };
@@ -127,3 +127,6 @@ export function createGateClient({
     prepare, hold, release, check, holdLimitMs: (drainMs) => drainMs + timeoutMs,
   };
 }
+
+// What a gate's failed call is reported as: its time limit when that is what ended it, else its error.
+const failureText = (err, limitMs) => (err.name === 'TimeoutError' ? `no answer within ${limitMs} ms` : err.message);

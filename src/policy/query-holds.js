@@ -39,8 +39,8 @@ export const holdTables = (table) => [tableLabel(table)];
 // the primaries its own copy of RethinkDB's directory lists. On the Kubernetes lab, writes released when the manager's
 // read showed the old primary gone were answered "lost contact with primary replica" 0.03-0.3 s later, all at once
 // (what that looks like: the proxy still routed to the old primary's ended query server, and learnt it only when its
-// directory caught up). The config's default is 'new-acts' since it failed less there (docs/query-gate.md); these
-// functions' own default, 'old-gone', is the first half of the rule, which holdCameLate asks for.
+// directory caught up). The config's default is 'new-acts' since it failed less there (docs/query-gate.md); the
+// functions below default to 'old-gone', the first half of the rule (holdCameLate names it).
 export const HOLD_UNTIL = ['old-gone', 'new-acts'];
 
 // Whether a hold taken for `handovers` may end, on a fresh read of the table's acting primaries (per shard: server
@@ -61,7 +61,7 @@ export function holdMayEnd(acting, handovers, { until = 'old-gone' } = {}) {
 // end. Whatever GATE_HOLD_UNTIL says: with 'new-acts' such a hold still holds on until the new primary acts, and is
 // counted late when it ends.
 export function holdCameLate(acting, handovers, { afterWrite = false, read }) {
-  return afterWrite && read === 0 && holdMayEnd(acting, handovers).end;
+  return afterWrite && read === 0 && holdMayEnd(acting, handovers, { until: 'old-gone' }).end;
 }
 
 // How a hold ends on a read of the acting primaries (holdMayEnd): { how, reason }, or null while it holds on. until: as
