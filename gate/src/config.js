@@ -20,6 +20,11 @@ const KEYS = [
   { env: 'GATE_HOLD_TOKEN_FILE', field: 'hold.tokenFile', parse: nonEmpty, default: undefined },
   { env: 'GATE_HOLD_MAX_MS', field: 'hold.maxMs', parse: integer(1, 60000), default: 5000 },
   { env: 'GATE_HOLD_MAX_QUEUED_BYTES', field: 'hold.maxQueuedBytes', parse: integer(1024, 1024 * 1024 * 1024), default: 16 * 1024 * 1024 },
+  { env: 'GATE_MAX_CONNECTIONS', field: 'maxConnections', parse: integer(1, 1000000), default: 2048 },
+  { env: 'GATE_HANDSHAKE_TIMEOUT_MS', field: 'handshakeTimeoutMs', parse: integer(100, 600000), default: 10000 },
+  { env: 'GATE_FRAME_TIMEOUT_MS', field: 'frameTimeoutMs', parse: integer(1000, 3600000), default: 60000 },
+  { env: 'GATE_MAX_RETAINED_BYTES', field: 'maxRetainedBytes', parse: integer(0, 16 * 1024 * 1024 * 1024), default: 64 * 1024 * 1024 },
+  { env: 'GATE_MAX_PARTIAL_FRAME_BYTES', field: 'maxPartialFrameBytes', parse: integer(1024, 16 * 1024 * 1024 * 1024), default: 192 * 1024 * 1024 },
   { env: 'LOG_LEVEL', field: 'logLevel', parse: oneOf(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']), default: 'info' },
 ];
 
@@ -40,6 +45,7 @@ export function loadGateConfig(env) {
   }
   if (!config.upstream) problems.push('GATE_UPSTREAM is required: host:port of a RethinkDB proxy or server (its driver port)');
   if (config.port !== 0 && config.port === config.metricsPort) problems.push('GATE_PORT and GATE_METRICS_PORT must differ');
+  if (config.maxPartialFrameBytes < config.maxFrameBytes) problems.push('GATE_MAX_PARTIAL_FRAME_BYTES must be at least GATE_MAX_FRAME_BYTES (one whole frame must fit)');
   if (config.retry.minMs > config.retry.maxMs) problems.push('GATE_RETRY_MIN_MS must not exceed GATE_RETRY_MAX_MS');
   if (Boolean(config.tls.certFile) !== Boolean(config.tls.keyFile)) problems.push('GATE_TLS_CERT_FILE and GATE_TLS_KEY_FILE go together');
   config.tls.enabled = Boolean(config.tls.certFile && config.tls.keyFile);

@@ -7,8 +7,18 @@
 import { readFileSync } from 'node:fs';
 import { createServer as createTcpServer, connect as tcpConnect } from 'node:net';
 import { createServer as createTlsServer, connect as tlsConnect } from 'node:tls';
+import { createByteBudget } from './budget.js';
 import { createHolds } from './holds.js';
 import { createSession } from './session.js';
+
+const LIMIT_LOG_MS = 10000;
+const LIMIT_MESSAGES = {
+  retained_bytes: 'a query was relayed without a copy for a retry or a hold: the gate keeps GATE_MAX_RETAINED_BYTES at most',
+  partial_frame_bytes: 'a connection was closed: half-received frames would hold more than GATE_MAX_PARTIAL_FRAME_BYTES',
+  frame_timeout: 'a connection was closed: a frame did not arrive whole within GATE_FRAME_TIMEOUT_MS',
+  handshake_timeout: 'a connection was closed: its handshake did not finish within GATE_HANDSHAKE_TIMEOUT_MS',
+  connections: 'a connection was refused: the gate has GATE_MAX_CONNECTIONS open',
+};
 
 export function createGate({ config, metrics, clock, logger }) {
   const log = logger.child({ module: 'gate' });
@@ -18,6 +28,28 @@ export function createGate({ config, metrics, clock, logger }) {
   let server = null;
   let accepting = false;
   let stopping = false;
+  // The gate-wide bounds (docs/query-gate.md, "Bounds"): bytes kept for retries and holds, bytes of half-received
+  // frames, connections.
+  const budgets = {
+    retained: createByteBudget({ limit: config.maxRetainedBytes ?? 64 * 1024 * 1024 }),
+    partial: createByteBudget({ limit: config.maxPartialFrameBytes ?? 192 * 1024 * 1024 }),
+  };
+  metrics.watchBudgets?.(budgets);
+  const maxConnections = config.maxConnections ?? 2048;
+  // A bound that bites is counted each time and logged at most once every LIMIT_LOG_MS per kind, with how often it bit.
+  const limitLog = new Map();
+  function onLimit(kind, details = {}) {
+    metrics.limitHit(kind);
+    const now = clock.now();
+    const last = limitLog.get(kind) ?? { at: -Infinity, since: 0 };
+    last.since += 1;
+    if (now - last.at >= LIMIT_LOG_MS) {
+      log.warn({ limit: kind, ...details, times: last.since }, LIMIT_MESSAGES[kind] ?? 'a gate limit was reached');
+      last.at = now;
+      last.since = 0;
+    }
+    limitLog.set(kind, last);
+  }
   const holds = createHolds({
     maxMs: config.hold?.maxMs ?? 5000,
     clock,
@@ -45,16 +77,30 @@ export function createGate({ config, metrics, clock, logger }) {
 
   function accept(client) {
     if (!accepting) { client.destroy(); return; }
+    if (sockets.size >= maxConnections) {
+      onLimit('connections', { maxConnections });
+      // What the server says to a client it will not serve, as the V1_0 handshake's drivers show it.
+      client.end(`ERROR: rethinkdb-query-gate has ${sockets.size} connections open, its limit (GATE_MAX_CONNECTIONS).\0`);
+      client.on('error', () => {});
+      setTimeout(() => client.destroy(), 1000).unref();
+      return;
+    }
     sockets.add(client);
     client.once('close', () => sockets.delete(client));
     client.setNoDelay(true);
     const session = createSession({
-      client, connectUpstream, config, metrics, clock, logger: log, holds, onClose: () => sessions.delete(session),
+      client, connectUpstream, config, metrics, clock, logger: log, holds, budgets, onLimit, onClose: () => sessions.delete(session),
     });
     sessions.add(session);
   }
 
+  // Each second: a frame begun and not completed within GATE_FRAME_TIMEOUT_MS closes its connection.
+  let sweeper = null;
+  const sweep = () => { const now = clock.now(); for (const session of sessions) session.sweep(now); };
+
   function start() {
+    sweeper = setInterval(sweep, 1000);
+    sweeper.unref();
     server = config.tls.enabled
       ? createTlsServer({ cert: readFileSync(config.tls.certFile), key: readFileSync(config.tls.keyFile) }, accept)
       : createTcpServer(accept);
@@ -74,6 +120,7 @@ export function createGate({ config, metrics, clock, logger }) {
   async function stop(drainMs = config.drainSeconds * 1000) {
     accepting = false;
     stopping = true;
+    clearInterval(sweeper);
     // What holds keep back goes up now: a drain that waited for the holds could outlast its own deadline and close
     // connections with queries never sent, which their clients could not tell from queries lost.
     holds.clear();
@@ -120,5 +167,7 @@ export function createGate({ config, metrics, clock, logger }) {
     holds: () => holds.list(),
     validateHold: (body) => holds.validate(body),
     heldQueries: () => [...sessions].reduce((n, session) => n + session.heldCount(), 0),
+    sweep,
+    budgets,
   };
 }

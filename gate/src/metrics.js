@@ -22,6 +22,11 @@ export function createGateMetrics() {
   const holdSeconds = m(client.Histogram, 'hold_seconds', 'how long a hold lasted', [], { buckets: [0.1, 0.25, 0.5, 0.75, 1, 1.5, 2, 3, 5] });
   const heldQueries = m(client.Counter, 'held_queries_total', 'queries (and retries) kept back by a hold until it ended');
   const handshakes = m(client.Counter, 'handshake_failures_total', 'handshakes the server refused (wrong password, unknown user)');
+  const limits = m(client.Counter, 'limit_hits_total', 'times a bound bit: retained_bytes (a query relayed with no copy for a retry or a hold), partial_frame_bytes, frame_timeout and handshake_timeout (a connection closed), connections (one refused)', ['limit']);
+  for (const kind of ['retained_bytes', 'partial_frame_bytes', 'frame_timeout', 'handshake_timeout', 'connections']) limits.labels(kind);
+  let budgets = null;
+  m(client.Gauge, 'retained_bytes', 'bytes of queries kept for a retry or a hold now (GATE_MAX_RETAINED_BYTES bounds them)', [], { collect() { this.set(budgets?.retained.used() ?? 0); } });
+  m(client.Gauge, 'partial_frame_bytes', 'bytes of half-received frames held now, both ways (GATE_MAX_PARTIAL_FRAME_BYTES bounds them)', [], { collect() { this.set(budgets?.partial.used() ?? 0); } });
   // The per-query counter's children bound once: a labelled inc() on every query costs a label lookup each time.
   const queryKinds = { retryable: queries.labels('retryable'), not_retryable: queries.labels('not_retryable') };
   return {
@@ -37,5 +42,7 @@ export function createGateMetrics() {
     holdStarted: () => { holdsStarted.inc(); holdsActive.inc(); },
     holdEnded: (how, ms) => { holdsEnded.inc({ how }); holdsActive.dec(); holdSeconds.observe(ms / 1000); },
     heldQuery: () => heldQueries.inc(),
+    limitHit: (kind) => limits.inc({ limit: kind }),
+    watchBudgets: (b) => { budgets = b; },
   };
 }

@@ -18,47 +18,100 @@ export const RESPONSE = Object.freeze({
 });
 export const ERROR_TYPE = Object.freeze({ OP_FAILED: 4100000, OP_INDETERMINATE: 4200000 });
 
-// Terms that write documents: at most one of them in a query that may be sent again.
+// Terms that write documents.
 const WRITE_TERMS = new Set([53, 54, 55, 56]); // UPDATE, DELETE, REPLACE, INSERT
-// Terms whose query is never sent again: a write per element (FOR_EACH), a changefeed, side effects outside the
-// database (HTTP, JAVASCRIPT), and administration (databases, tables, indexes, reconfiguration, permissions).
+const [UPDATE, DELETE, REPLACE, INSERT] = [53, 54, 55, 56];
+// Terms whose query is never sent again: a changefeed, side effects outside the database (HTTP, JAVASCRIPT), and
+// administration (databases, tables, indexes, reconfiguration, permissions). FOR_EACH writes per element.
 const NEVER_RETRIED = new Map([
   [68, 'forEach'], [152, 'changes'], [153, 'r.http'], [11, 'r.js'],
   [57, 'dbCreate'], [58, 'dbDrop'], [60, 'tableCreate'], [61, 'tableDrop'], [75, 'indexCreate'], [76, 'indexDrop'], [156, 'indexRename'],
   [176, 'reconfigure'], [179, 'rebalance'], [138, 'sync'], [188, 'grant'], [189, 'setWriteHook'],
 ]);
+const DATUM_TERM = 1;
+const MAKE_OBJ_TERM = 3;
 const DB_TERM = 14;
 const TABLE_TERM = 15;
+const GET_TERM = 16;
 const SYSTEM_DB = 'rethinkdb';
 
 // A global optarg as the server reads it: a bare value, or a DATUM term ([1, value]).
 const datumOf = (value) => (Array.isArray(value) && value[0] === 1 && value.length === 2 ? value[1] : value);
+const isObject = (value) => value !== null && typeof value === 'object' && !Array.isArray(value);
 
-// What the gate needs to know of a query, in one walk of its term tree: whether it may be sent again after an
-// OP_FAILED answer ({ retryable, reason }), and the tables it names, for holds (./holds.js): `tables`, as 'db.table'
-// (a table without a db is in the query's `db` optarg, else `test`, as the server reads it), `unknownTables`, true
-// when a table's name or db is not a literal (computed in the query: any hold covers it), and `writes`, true when it
-// holds a write term or reads with read_mode majority (which RethinkDB runs as a write: both are what a handover
-// refuses, and what holds keep back). query: the parsed JSON
-// [type, term, globalOptargs]. Only a START holding at most one write term (read-only included), with none of the
-// terms above, and not noreply, may be sent again.
-export function classifyQuery(query) {
-  const none = { tables: [], unknownTables: false, writes: false };
-  if (!Array.isArray(query) || typeof query[0] !== 'number') return { retryable: false, reason: 'not a query', ...none };
-  if (query[0] !== QUERY.START) return { retryable: false, reason: 'not a START', ...none };
-  const options = query[2] && typeof query[2] === 'object' && !Array.isArray(query[2]) ? query[2] : {};
+// What the gate needs to know of a START, in one walk of its JSON (an explicit stack: no nesting a client sends can
+// exhaust it):
+// - `retry`: which OP_FAILED answers it may be sent again after (retryAfter below), or null for none:
+//   'read' for a query with no write term (and none of the terms above), 'write' for a query that is one write of
+//   one row and nothing else (singleRowWrite below).
+// - `tables` ('db.table'; a table without a db is in the query's `db` optarg, else `test`, as the server reads it),
+//   `unknownTables` (a table's name or db is computed: any hold covers it) and `writes` (a write term, or a read with
+//   read_mode majority, which RethinkDB runs as a write: what a handover refuses, and what holds keep back).
+// - `duplicateKeys`: the same key twice in one JSON object. JSON.parse keeps the last value; the server reads the first
+//   noreply and refuses the query ("Duplicate object key", "Duplicate global optional argument", "Duplicate optional
+//   argument": measured on 2.4.4), so it never runs. The session relays such a query without tracking it.
+// query: the parsed JSON [type, term, globalOptargs]; memberColons: countMemberColons() of its bytes, when known.
+export function classifyQuery(query, memberColons = null) {
+  const none = {
+    retry: null, retryable: false, tables: [], unknownTables: false, writes: false, duplicateKeys: false,
+  };
+  if (!Array.isArray(query) || typeof query[0] !== 'number') return { ...none, reason: 'not a query' };
+  if (query[0] !== QUERY.START) return { ...none, reason: 'not a START' };
+  const options = isObject(query[2]) ? query[2] : {};
   const found = {
     writes: 0, never: null, tables: new Set(), unknownTables: false, majority: datumOf(options.read_mode) === 'majority',
-    defaultDb: literalDb(options.db) ?? (options.db === undefined ? 'test' : null),
+    defaultDb: literalDb(options.db) ?? (options.db === undefined ? 'test' : null), members: 0,
   };
-  walk(query[1], found);
-  for (const value of Object.values(options)) walk(value, found);
+  walk(query, found);
   const tables = [...found.tables];
-  const facts = { tables, unknownTables: found.unknownTables, writes: found.writes > 0 || found.majority };
-  if (isNoreplyQuery(query)) return { retryable: false, reason: 'noreply', ...facts };
-  if (found.never) return { retryable: false, reason: found.never, ...facts };
-  if (found.writes > 1) return { retryable: false, reason: `${found.writes} write terms`, ...facts };
-  return { retryable: true, reason: found.writes === 1 ? 'one write term' : 'read-only', ...facts };
+  const duplicateKeys = memberColons !== null && memberColons !== found.members;
+  const facts = {
+    tables, unknownTables: found.unknownTables, writes: found.writes > 0 || found.majority, duplicateKeys,
+  };
+  const no = (reason) => ({ retry: null, retryable: false, reason, ...facts });
+  if (duplicateKeys) return no('a duplicate object key');
+  if (isNoreplyQuery(query)) return no('noreply');
+  if (found.never) return no(found.never);
+  if (found.writes === 0) return { retry: 'read', retryable: true, reason: 'read-only', ...facts };
+  if (found.writes > 1) return no(`${found.writes} write terms`);
+  if (!singleRowWrite(query[1], found.defaultDb)) return no('a write that is not one row at the query\'s root');
+  return { retry: 'write', retryable: true, reason: 'one write of one row', ...facts };
+}
+
+// Whether `term` (the query's root) is a write of exactly one row, in one of these forms, its table named by literal
+// strings outside the system database:
+//   table.insert({...})                     INSERT of one object (a JSON object, MAKE_OBJ, or a DATUM holding one);
+//   table.get(key).update|replace(...)      a point write;
+//   table.get(key).delete()
+// Such a write is one dispatch to one shard: RethinkDB refuses it whole or applies it (retryAfter says why). Anything
+// else is not: an insert of an array or a stream is dispatched batch by batch and shard by shard (measured on 2.4.4:
+// an insert of a 5,000-row stream into a table one of whose two shards had no primary answered OP_FAILED "Cannot
+// perform write: primary replica for shard ... not available" after 3,968 rows were written); an update of a selection
+// likewise; and a write under another term can be followed by anything that fails after it committed.
+export function singleRowWrite(term, defaultDb) {
+  if (!Array.isArray(term) || !Array.isArray(term[1])) return false;
+  const [type, args] = term;
+  if (type === INSERT) return args.length === 2 && userTable(args[0], defaultDb) && isOneObject(args[1]);
+  if (type === UPDATE || type === REPLACE || type === DELETE) {
+    const get = args[0];
+    return args.length === (type === DELETE ? 1 : 2) && Array.isArray(get) && get[0] === GET_TERM && Array.isArray(get[1])
+      && get[1].length === 2 && get[2] === undefined && userTable(get[1][0], defaultDb);
+  }
+  return false;
+}
+
+function isOneObject(term) {
+  if (isObject(term)) return true;
+  if (!Array.isArray(term)) return false;
+  if (term[0] === MAKE_OBJ_TERM) return Array.isArray(term[1]) && term[1].length === 0;
+  return term[0] === DATUM_TERM && term.length === 2 && isObject(term[1]);
+}
+
+// A TABLE term whose db and name are literal strings, and not the system database.
+function userTable(term, defaultDb) {
+  if (!Array.isArray(term) || term[0] !== TABLE_TERM) return false;
+  const name = tableName(term, defaultDb);
+  return name !== null && !name.startsWith(`${SYSTEM_DB}.`);
 }
 
 // The name in a DB term ([14, ["name"]]), or null when it is not a literal.
@@ -75,25 +128,53 @@ function tableName(term, defaultDb) {
   return db === null ? null : `${db}.${name}`;
 }
 
-// A term is [type, args, optargs]; a JSON object is a datum whose values are terms; anything else is a datum.
-function walk(term, found) {
-  if (Array.isArray(term)) {
-    if (typeof term[0] !== 'number') return;
-    if (NEVER_RETRIED.has(term[0])) found.never ??= NEVER_RETRIED.get(term[0]);
-    // The system tables (users, permissions, table_config...) are administration too.
-    if (term[0] === DB_TERM && Array.isArray(term[1]) && term[1][0] === SYSTEM_DB) found.never ??= 'the rethinkdb system database';
-    if (WRITE_TERMS.has(term[0])) found.writes += 1;
-    if (term[0] === TABLE_TERM) {
-      const name = tableName(term, found.defaultDb);
-      if (name === null) found.unknownTables = true;
-      else found.tables.add(name);
-      if (datumOf(term[2]?.read_mode) === 'majority') found.majority = true;
+// Every node of the query's JSON, once, with an explicit stack. An array whose first element is a number is read as a
+// term ([type, args, optargs]); any such array counts, wherever it is (inside a DATUM too): reading too many terms
+// only makes the gate retry less and hold more. Every object's keys are counted (`members`), for the duplicate check.
+function walk(root, found) {
+  const stack = [root];
+  while (stack.length > 0) {
+    const node = stack.pop();
+    if (Array.isArray(node)) {
+      for (let i = node.length - 1; i >= 0; i -= 1) stack.push(node[i]);
+      if (typeof node[0] === 'number') noteTerm(node, found);
+    } else if (node !== null && typeof node === 'object') {
+      for (const key in node) {
+        found.members += 1;
+        stack.push(node[key]);
+      }
     }
-    if (Array.isArray(term[1])) for (const arg of term[1]) walk(arg, found);
-    if (term[2] && typeof term[2] === 'object' && !Array.isArray(term[2])) for (const value of Object.values(term[2])) walk(value, found);
-    return;
   }
-  if (term && typeof term === 'object') for (const value of Object.values(term)) walk(value, found);
+}
+
+function noteTerm(term, found) {
+  const type = term[0];
+  if (NEVER_RETRIED.has(type)) found.never ??= NEVER_RETRIED.get(type);
+  // The system tables (users, permissions, table_config...) are administration too.
+  if (type === DB_TERM && Array.isArray(term[1]) && term[1][0] === SYSTEM_DB) found.never ??= 'the rethinkdb system database';
+  if (WRITE_TERMS.has(type)) found.writes += 1;
+  if (type === TABLE_TERM) {
+    const name = tableName(term, found.defaultDb);
+    if (name === null) found.unknownTables = true;
+    else found.tables.add(name);
+    if (isObject(term[2]) && datumOf(term[2].read_mode) === 'majority') found.majority = true;
+  }
+}
+
+// The colons outside strings in a JSON text: one per object member. A text JSON.parse accepted has more of them than
+// the parsed objects have keys exactly when one object repeats a key.
+export function countMemberColons(body) {
+  let n = 0;
+  let inString = false;
+  for (let i = 0; i < body.length; i += 1) {
+    const byte = body[i];
+    if (inString) {
+      if (byte === 0x5c) i += 1; // a backslash: the next byte is escaped
+      else if (byte === 0x22) inString = false;
+    } else if (byte === 0x22) inString = true;
+    else if (byte === 0x3a) n += 1;
+  }
+  return n;
 }
 
 // noreply as the server reads it (a bare true, or a DATUM term holding true): no answer will come.
@@ -103,10 +184,46 @@ export function isNoreplyQuery(query) {
 }
 
 // The query's type from its first bytes ([1, ... for a START, [2] for a CONTINUE ...), without parsing it; null if
-// it does not start like a query.
+// it does not start like a query. JSON's whitespace may come before and after the type, as the server's parser
+// allows (" [1,", "[ 1 ,": measured, both run on 2.4.4); a type with a fraction or an exponent is not one (the
+// server answers "Unrecognized QueryType: 0").
 export function queryTypeOf(body) {
-  if (body[0] !== 0x5b || body[1] < 0x31 || body[1] > 0x35 || (body[2] !== 0x2c && body[2] !== 0x5d)) return null;
-  return body[1] - 0x30;
+  let i = skipWhitespace(body, 0);
+  if (body[i] !== 0x5b) return null;
+  i = skipWhitespace(body, i + 1);
+  const digit = body[i];
+  if (!(digit >= 0x31 && digit <= 0x35)) return null;
+  i = skipWhitespace(body, i + 1);
+  return body[i] === 0x2c || body[i] === 0x5d ? digit - 0x30 : null;
+}
+
+function skipWhitespace(body, from) {
+  let i = from;
+  while (body[i] === 0x20 || body[i] === 0x0a || body[i] === 0x0d || body[i] === 0x09) i += 1;
+  return i;
+}
+
+// A query's JSON as the server reads it: up to its first NUL byte, if any (the server parses the frame in place, and a
+// NUL ends its input: "[1,...]\0anything" runs). -> the parsed value, or undefined when it is not JSON.
+export function parseQuery(body) {
+  const nul = body.indexOf(0);
+  try {
+    return JSON.parse((nul >= 0 ? body.subarray(0, nul) : body).toString('utf8'));
+  } catch {
+    return undefined;
+  }
+}
+
+// The answer the gate gives itself to a query it will not relay (a CLIENT_ERROR for its token, as the server words
+// one): the server never sees the query, so nothing of it runs.
+export const NOT_JSON = 'Client is buggy (failed to deserialize query).';
+export const TYPE_NOT_PLAIN = 'Client is buggy: rethinkdb-query-gate reads a query\'s type only as a plain integer from 1 to 5.';
+export function clientErrorFrame(raw, message) {
+  const body = Buffer.from(JSON.stringify({ t: RESPONSE.CLIENT_ERROR, r: [message], b: [] }));
+  const header = Buffer.alloc(12);
+  raw.copy(header, 0, 0, 8);
+  header.writeUInt32LE(body.length, 8);
+  return Buffer.concat([header, body]);
 }
 
 // The response type from the start of a response's JSON body, without parsing it (the server writes "t" first:
@@ -126,12 +243,32 @@ export function peekResponseType(body) {
 
 // The error type of a RUNTIME_ERROR response body (parsed: error answers are small), or null.
 export function errorTypeOf(body) {
+  return parseAnswer(body)?.e ?? null;
+}
+
+function parseAnswer(body) {
   try {
     const parsed = JSON.parse(body.toString('utf8'));
-    return typeof parsed.e === 'number' ? parsed.e : null;
+    return isObject(parsed) && typeof parsed.e === 'number' ? parsed : null;
   } catch {
     return null;
   }
+}
+
+// The answers after which a query may be sent again: OP_FAILED with one of the messages RethinkDB gives when it could
+// not reach a shard's primary, or the primary refused the operation before acting on it (see the top of this file).
+// Nothing else: not a table or database that does not exist (it will not exist 3 s later either), not a user's error.
+const READ_REFUSED = /^Cannot perform read: (?:primary replica for shard .* not available|The primary replica is currently changing|The primary replica isn't connected to a quorum of replicas|lost contact with primary replica|no replica is available)/s;
+const WRITE_REFUSED = /^Cannot perform write: (?:primary replica for shard .* not available|The primary replica is currently changing|The primary replica isn't connected to a quorum of replicas\. The write was not performed)/s;
+
+// Whether a query of this `retry` kind (classifyQuery) may be sent again after this answer (a response body).
+export function retryAfter(retry, body) {
+  if (retry !== 'read' && retry !== 'write') return false;
+  const answer = parseAnswer(body);
+  if (answer?.t !== RESPONSE.RUNTIME_ERROR || answer.e !== ERROR_TYPE.OP_FAILED || !Array.isArray(answer.r)) return false;
+  const message = answer.r[0];
+  if (typeof message !== 'string') return false;
+  return (retry === 'read' ? READ_REFUSED : WRITE_REFUSED).test(message);
 }
 
 // A short class of an error's text, for the retry metric's label (a handover's two messages, or other).

@@ -10,9 +10,10 @@
 // gate stops reading the client until the queue empties.
 
 import {
-  ERROR_TYPE, QUERY, RESPONSE, SERVER_HANDSHAKE_MESSAGES, V1_0, classifyQuery, createFrameReader, errorClassOf, errorTypeOf, handshakeFailed,
-  isNoreplyQuery, peekResponseType, queryTypeOf, retryDelayMs, splitNullTerminated,
+  NOT_JSON, QUERY, RESPONSE, SERVER_HANDSHAKE_MESSAGES, TYPE_NOT_PLAIN, V1_0, classifyQuery, clientErrorFrame, countMemberColons, createFrameReader,
+  errorClassOf, handshakeFailed, isNoreplyQuery, parseQuery, peekResponseType, queryTypeOf, retryAfter, retryDelayMs, splitNullTerminated,
 } from './protocol.js';
+import { createByteBudget } from './budget.js';
 
 const CLIENT_HANDSHAKE_MESSAGES = 2;
 // What a client may send after its handshake before the server has finished its side; more is not a driver.
@@ -25,8 +26,11 @@ const TERMINAL = new Set([RESPONSE.SUCCESS_ATOM, RESPONSE.SUCCESS_SEQUENCE, RESP
 // client: the accepted socket. connectUpstream(): a socket to the upstream (connecting). config: the gate's retry and
 // frame settings. onClose(): called once when both sides are closed.
 // holds: the gate's holds (./holds.js), or null when there are none.
+// budgets: the gate-wide byte budgets (./budget.js): `retained` (copies kept for a retry or a hold) and `partial`
+// (half-received frames, both ways); one of their own when not given. onLimit(kind, details): a bound bit.
 export function createSession({
   client, connectUpstream, config, metrics, clock, logger, holds = null, onClose = () => {},
+  budgets = { retained: createByteBudget({ limit: Infinity }), partial: createByteBudget({ limit: Infinity }) }, onLimit = () => {},
 }) {
   const log = logger;
   let upstream = null;
@@ -36,13 +40,22 @@ export function createSession({
   let serverHandshake = { seen: 0, partial: Buffer.alloc(0) };
   const fromClient = createFrameReader({ maxFrameBytes: config.maxFrameBytes });
   const fromUpstream = createFrameReader({ maxFrameBytes: config.maxFrameBytes });
-  // token (tokenKey) -> { raw, retryable, attempts, firstSentAt, timer, lastError, streaming, awaiting, facts, held }: the
-  // queries sent (or held) and not finally answered. streaming: answered SUCCESS_PARTIAL (a cursor or a changefeed);
-  // awaiting: a CONTINUE of it is out; facts: the tables it names, when it names any; held: it waits in `queued`. A
-  // drain waits for every entry but the streaming ones with nothing out.
+  // Bytes of half-received frames counted in budgets.partial, per side; since when the client's reader has held bytes
+  // without completing a frame (a frame must arrive whole within config.frameTimeoutMs).
+  const partial = { client: 0, upstream: 0 };
+  let partialSince = null;
+  const openedAt = clock.now();
+  // token (tokenKey) -> { raw, retainedBytes, retry, attempts, firstSentAt, heldMs, timer, lastError, streaming, awaiting, facts,
+  // held }: the queries sent (or held) and not finally answered. raw: the bytes kept for a retry (retainedBytes of them
+  // counted in budgets.retained); retry: classifyQuery's kind, null when it is never sent again; heldMs: how long holds
+  // have kept it back in all; streaming: answered SUCCESS_PARTIAL (a cursor or a changefeed); awaiting: a CONTINUE of it
+  // is out; facts: the tables it names, when it names any; held: it waits in `queued`. A drain waits for every entry but
+  // the streaming ones with nothing out.
   const inFlight = new Map();
-  // Frames held while a hold covers their query, in the order they came: { key, raw, kind, facts, since }, kind 'start'
-  // (a new query), 'retry' (sent again), 'follow' (a CONTINUE or STOP of a held query) or 'wait' (a NOREPLY_WAIT).
+  // Frames held while a hold covers their query, in the order they came: { key, raw, bytes, kind, facts, since,
+  // queuedAt }, kind 'start' (a new query), 'retry' (sent again), 'follow' (a CONTINUE or STOP of a held query) or
+  // 'wait' (a NOREPLY_WAIT); bytes: what it counts in budgets.retained; since: when its time held began (a retry's
+  // starts earlier by the time it was held before: GATE_HOLD_MAX_MS bounds its time held in all).
   let queued = [];
   let queuedBytes = 0;
   let queueTimer = null;
@@ -55,6 +68,12 @@ export function createSession({
   let noreplyOutstanding = false;
 
   metrics.connectionOpened();
+  const handshakeTimer = setTimeout(() => {
+    if (phase === 'frames' || closed) return;
+    onLimit('handshake_timeout', { timeoutMs: config.handshakeTimeoutMs });
+    close('no handshake within the time-out');
+  }, config.handshakeTimeoutMs ?? 10000);
+  handshakeTimer.unref?.();
   client.on('data', (chunk) => guard(() => onClientData(chunk)));
   client.on('error', (err) => close(`client: ${err.message}`));
   client.on('close', () => close('the client closed'));
@@ -63,10 +82,33 @@ export function createSession({
     try {
       fn();
     } catch (err) {
-      log.warn({ err: err.message, code: err.code }, 'connection closed: protocol error');
-      metrics.protocolError({ FRAME_TOO_LARGE: 'frame_too_large', HELD_TOO_MUCH: 'held_too_much' }[err.code] ?? 'garbage');
+      if (err.code === 'PARTIAL_FRAMES') {
+        onLimit('partial_frame_bytes', { limitBytes: budgets.partial.limit });
+      } else {
+        log.warn({ err: err.message, code: err.code }, 'connection closed: protocol error');
+        metrics.protocolError({ FRAME_TOO_LARGE: 'frame_too_large', HELD_TOO_MUCH: 'held_too_much' }[err.code] ?? 'garbage');
+      }
       close(err.message);
     }
+  }
+
+  // Frames cut from one side's bytes; the bytes still waiting for the rest of a frame are counted gate-wide, and past
+  // the gate's limit this connection is closed (the one whose frame would go over it).
+  function framesFrom(side, reader, chunk) {
+    const frames = reader.push(chunk);
+    const pending = reader.buffered();
+    if (side === 'client') {
+      if (pending === 0) partialSince = null;
+      else if (frames.length > 0 || partialSince === null) partialSince = clock.now();
+    }
+    if (pending !== partial[side]) {
+      budgets.partial.add(pending - partial[side]);
+      partial[side] = pending;
+      if (pending > 0 && budgets.partial.over()) {
+        throw Object.assign(new Error(`half-received frames hold more than ${budgets.partial.limit} bytes in the gate (GATE_MAX_PARTIAL_FRAME_BYTES)`), { code: 'PARTIAL_FRAMES' });
+      }
+    }
+    return frames;
   }
 
   function onClientData(chunk) {
@@ -84,7 +126,7 @@ export function createSession({
       return;
     }
     if (phase === 'handshake') { relayClientHandshake(chunk); return; }
-    sendFrames(fromClient.push(chunk));
+    sendFrames(framesFrom('client', fromClient, chunk));
   }
 
   // Whole frames only go up (in one corked write): a retried query is sent again between two frames, never inside
@@ -92,9 +134,9 @@ export function createSession({
   function sendFrames(frames) {
     if (frames.length === 0) return;
     // One frame (a client with one query out, the usual case): written as it is, with no cork to undo.
-    if (frames.length === 1) { if (noteQuery(frames[0])) write(upstream, frames[0].raw, client); return; }
+    if (frames.length === 1) { if (noteQuery(frames[0])) write(upstream, frames[0].raw); return; }
     upstream.cork();
-    for (const frame of frames) if (noteQuery(frame)) write(upstream, frame.raw, client);
+    for (const frame of frames) if (noteQuery(frame)) write(upstream, frame.raw);
     process.nextTick(() => upstream.uncork());
   }
 
@@ -103,11 +145,11 @@ export function createSession({
     upstream.on('data', (chunk) => guard(() => onUpstreamData(chunk)));
     upstream.on('error', (err) => close(`upstream: ${err.message}`));
     upstream.on('close', () => close('the upstream connection closed'));
-    upstream.on('drain', () => client.resume());
-    client.on('drain', () => upstream?.resume());
+    upstream.on('drain', flow);
+    client.on('drain', flow);
     // The magic number and whatever came with it (the client's first message).
     const rest = first.subarray(4);
-    write(upstream, first.subarray(0, 4), client);
+    write(upstream, first.subarray(0, 4));
     if (rest.length > 0) relayClientHandshake(rest);
   }
 
@@ -123,7 +165,7 @@ export function createSession({
       offset = end + 1;
     }
     const handshakeBytes = clientHandshake.seen >= CLIENT_HANDSHAKE_MESSAGES ? chunk.subarray(0, offset) : chunk;
-    write(upstream, handshakeBytes, client);
+    write(upstream, handshakeBytes);
     if (clientHandshake.seen >= CLIENT_HANDSHAKE_MESSAGES && offset < chunk.length) hold(chunk.subarray(offset));
   }
 
@@ -143,14 +185,14 @@ export function createSession({
         end += message.length + 1;
         serverHandshake.seen += 1;
         if (handshakeFailed(message)) {
-          write(client, bytes.subarray(0, end), upstream);
+          write(client, bytes.subarray(0, end));
           metrics.handshakeFailed();
           close('the server refused the handshake', { graceful: true });
           return;
         }
         if (serverHandshake.seen === SERVER_HANDSHAKE_MESSAGES) break;
       }
-      if (end > 0) write(client, bytes.subarray(0, end), upstream);
+      if (end > 0) write(client, bytes.subarray(0, end));
       if (serverHandshake.seen < SERVER_HANDSHAKE_MESSAGES) {
         serverHandshake.partial = rest;
         return;
@@ -161,12 +203,13 @@ export function createSession({
       serverHandshake = null;
       const held = clientHandshake.held;
       clientHandshake = { seen: CLIENT_HANDSHAKE_MESSAGES, held: [] };
-      for (const chunkHeld of held) sendFrames(fromClient.push(chunkHeld));
-      if (after.length > 0) for (const frame of fromUpstream.push(after)) onResponse(frame);
+      clearTimeout(handshakeTimer);
+      for (const chunkHeld of held) sendFrames(framesFrom('client', fromClient, chunkHeld));
+      if (after.length > 0) for (const frame of framesFrom('upstream', fromUpstream, after)) onResponse(frame);
       return;
     }
     // The answers of one chunk go down in one write (cork), all but those held for a retry; one answer as it is.
-    const frames = fromUpstream.push(chunk);
+    const frames = framesFrom('upstream', fromUpstream, chunk);
     if (frames.length <= 1) { if (frames.length === 1) onResponse(frames[0]); return; }
     client.cork();
     try {
@@ -182,23 +225,39 @@ export function createSession({
     const { key } = frame;
     const type = queryTypeOf(frame.body);
     const entry = inFlight.get(key);
+    // A type the gate cannot read plainly that the server could read as one (it reads the low 32 bits of any number:
+    // 4294967297 and 1.0000000000000002 are a START to it): refused here, never relayed.
+    if (type === null && typeof parseQuery(frame.body)?.[0] === 'number') { refuse(frame, TYPE_NOT_PLAIN); return false; }
     if (type === QUERY.START) {
       // A token used again: whatever was kept for it is over (a retry still waiting is not sent).
-      if (entry?.timer) clearTimeout(entry.timer);
-      let query = null;
-      try { query = JSON.parse(frame.body.toString('utf8')); } catch { /* relayed as it is: the server answers CLIENT_ERROR */ }
-      const verdict = query ? classifyQuery(query) : { retryable: false };
-      metrics.query(verdict.retryable ? 'retryable' : 'not_retryable');
+      if (entry) forget(key, entry);
+      const query = parseQuery(frame.body);
+      // Not JSON to the gate: refused here, as the server words it (whatever the gate cannot read, it does not relay).
+      if (query === undefined) { refuse(frame, NOT_JSON); return false; }
+      const verdict = classifyQuery(query, countMemberColons(frame.body));
+      // A key twice in one object: the server refuses to run it, and answers or not as the first noreply says.
+      // Relayed untracked: never sent again, never held, its answer (if any) passed on as it comes.
+      if (verdict.duplicateKeys) { metrics.query('not_retryable'); return true; }
       const facts = verdict.writes && (verdict.tables.length > 0 || verdict.unknownTables)
         ? { tables: verdict.tables, unknownTables: verdict.unknownTables, writes: true } : null;
-      const held = Boolean(holds?.covers(facts));
-      // One copy of the bytes, kept for a retry and for the queue alike.
-      const raw = held || verdict.retryable ? Buffer.from(frame.raw) : null;
-      if (held) { enqueue({ key, raw, kind: 'start', facts }); metrics.heldQuery(); }
-      if (query && isNoreplyQuery(query)) { inFlight.delete(key); noreplyOutstanding = true; return !held; }
+      // One copy of the bytes, kept for a retry and for the queue alike, each counted in the gate's budget: past it the
+      // query is neither kept for a retry nor held (it goes up now, as it would through no gate).
+      const bytes = frame.raw.length;
+      let held = Boolean(holds?.covers(facts));
+      if (held && !budgets.retained.take(bytes)) { held = false; onLimit('retained_bytes', { limitBytes: budgets.retained.limit, held: true }); }
+      let { retry } = verdict;
+      if (retry && !budgets.retained.take(bytes)) { retry = null; onLimit('retained_bytes', { limitBytes: budgets.retained.limit }); }
+      metrics.query(retry ? 'retryable' : 'not_retryable');
+      const raw = held || retry ? Buffer.from(frame.raw) : null;
+      if (held) { enqueue({ key, raw, bytes, kind: 'start', facts }); metrics.heldQuery(); }
+      if (isNoreplyQuery(query)) {
+        if (retry) budgets.retained.give(bytes);
+        noreplyOutstanding = true;
+        return !held;
+      }
       inFlight.set(key, {
-        raw: verdict.retryable ? raw : null, retryable: verdict.retryable, attempts: 0, firstSentAt: clock.now(), timer: null, lastError: null,
-        streaming: false, awaiting: false, facts, held,
+        raw: retry ? raw : null, retainedBytes: retry ? bytes : 0, retry, attempts: 0, firstSentAt: clock.now(), heldMs: 0, timer: null,
+        lastError: null, streaming: false, awaiting: false, facts, held,
       });
       return !held;
     }
@@ -206,18 +265,20 @@ export function createSession({
     // sent, and the client gets the error that query met (the write was not performed), as if the gate had not held it.
     const heldRetry = entry?.held && queued.some((q) => q.key === key && q.kind === 'retry');
     if (type === QUERY.STOP && (entry?.timer || heldRetry)) {
-      if (entry.timer) clearTimeout(entry.timer);
       if (heldRetry) dequeue((q) => q.key !== key);
-      inFlight.delete(key);
+      forget(key, entry);
       metrics.gaveUp('stopped');
-      write(client, entry.lastError, upstream);
+      write(client, entry.lastError);
       return false;
     }
     // A frame of a held query, or a NOREPLY_WAIT behind held queries, waits its turn.
     if (entry?.held || (type === QUERY.NOREPLY_WAIT && queued.length > 0)) {
       if (type === QUERY.NOREPLY_WAIT) inFlight.set(key, { ...waitEntry(), held: true });
       if (type === QUERY.CONTINUE && entry) entry.awaiting = true;
-      enqueue({ key, raw: Buffer.from(frame.raw), kind: type === QUERY.NOREPLY_WAIT ? 'wait' : 'follow' });
+      // Kept whatever the budget says (a query's later frames cannot go up before it); per connection, at most
+      // maxQueuedBytes before the client is no longer read.
+      budgets.retained.add(frame.raw.length);
+      enqueue({ key, raw: Buffer.from(frame.raw), bytes: frame.raw.length, kind: type === QUERY.NOREPLY_WAIT ? 'wait' : 'follow' });
       return false;
     }
     if (type === QUERY.CONTINUE && entry) entry.awaiting = true;
@@ -225,26 +286,59 @@ export function createSession({
     return true;
   }
 
+  function refuse(frame, message) {
+    metrics.protocolError('refused_query');
+    write(client, clientErrorFrame(frame.raw, message));
+  }
+
   function waitEntry() {
     return {
-      raw: null, retryable: false, attempts: 0, firstSentAt: clock.now(), timer: null, lastError: null, streaming: false, awaiting: false, facts: null, held: false,
+      raw: null, retainedBytes: 0, retry: null, attempts: 0, firstSentAt: clock.now(), heldMs: 0, timer: null, lastError: null, streaming: false,
+      awaiting: false, facts: null, held: false,
     };
+  }
+
+  // An entry is over: its timer stopped, its copy's bytes given back to the budget.
+  function forget(key, entry) {
+    if (entry.timer) clearTimeout(entry.timer);
+    budgets.retained.give(entry.retainedBytes);
+    entry.retainedBytes = 0;
+    entry.raw = null;
+    inFlight.delete(key);
+  }
+
+  // Reading follows writing: the client is not read while the gate holds too much for it, or while either side has
+  // not taken what was written to it (a client that never reads gets no more of its queries read); the upstream is
+  // not read while the client has not taken its answers.
+  function flow() {
+    if (closed) return;
+    if (queuedBytes > maxQueuedBytes || client.writableNeedDrain || upstream?.writableNeedDrain) client.pause();
+    else client.resume();
+    if (!upstream) return;
+    if (client.writableNeedDrain) upstream.pause();
+    else upstream.resume();
   }
 
   // Queues a held frame; past maxQueuedBytes the client is not read until the queue empties (a client cannot make the
   // gate hold more than that, whatever it sends while a hold lasts).
   function enqueue(item) {
-    queued.push({ ...item, since: clock.now() });
+    const now = clock.now();
+    queued.push({ since: now, ...item, queuedAt: now });
     queuedBytes += item.raw.length;
-    if (queuedBytes > maxQueuedBytes) client.pause();
+    if (queuedBytes > maxQueuedBytes) flow();
     scheduleQueueExpiry();
   }
 
-  // Keeps the queued items `keep` says to keep.
+  // Keeps the queued items `keep` says to keep; those not kept give their bytes back to the budget.
   function dequeue(keep) {
-    queued = queued.filter(keep);
+    const left = [];
+    for (const item of queued) {
+      if (keep(item)) left.push(item);
+      else budgets.retained.give(item.bytes);
+    }
+    queued = left;
     queuedBytes = queued.reduce((n, item) => n + item.raw.length, 0);
-    if (queuedBytes <= maxQueuedBytes && !closed) client.resume();
+    flow();
     scheduleQueueExpiry();
   }
 
@@ -278,11 +372,12 @@ export function createSession({
       const entry = inFlight.get(item.key);
       if (entry && !staying.has(item.key)) {
         entry.held = false;
-        // The time held does not count against the retry budget.
+        // The time held does not count against the retry budget; it counts against GATE_HOLD_MAX_MS in all.
         if (item.kind === 'start') entry.firstSentAt = now;
-        if (item.kind === 'retry') entry.firstSentAt += now - item.since;
+        if (item.kind === 'retry') entry.firstSentAt += now - item.queuedAt;
+        if (item.kind === 'start' || item.kind === 'retry') entry.heldMs = now - item.since;
       }
-      write(upstream, item.raw, client);
+      write(upstream, item.raw);
     }
     process.nextTick(() => upstream.uncork());
   }
@@ -298,18 +393,20 @@ export function createSession({
     const { key } = frame;
     const entry = inFlight.get(key);
     const type = peekResponseType(frame.body);
-    if (entry?.retryable && type === RESPONSE.RUNTIME_ERROR && errorTypeOf(frame.body) === ERROR_TYPE.OP_FAILED && retryLater(key, entry, frame)) return;
+    if (entry?.retry && type === RESPONSE.RUNTIME_ERROR && retryAfter(entry.retry, frame.body) && retryLater(key, entry, frame)) return;
     if (entry && type === RESPONSE.SUCCESS_PARTIAL) {
       // Streaming: never sent again, its bytes no longer kept; it holds a drain only while a CONTINUE is out.
-      Object.assign(entry, { retryable: false, raw: null, streaming: true, awaiting: false });
+      budgets.retained.give(entry.retainedBytes);
+      Object.assign(entry, {
+        retry: null, raw: null, retainedBytes: 0, streaming: true, awaiting: false,
+      });
     }
     if (type === RESPONSE.WAIT_COMPLETE) noreplyOutstanding = false;
     if (entry && (type === null || TERMINAL.has(type))) {
-      if (entry.timer) clearTimeout(entry.timer);
-      inFlight.delete(key);
+      forget(key, entry);
       if (entry.attempts > 0) metrics.held(clock.now() - entry.firstSentAt, type === RESPONSE.RUNTIME_ERROR ? 'gave_up' : 'answered');
     }
-    write(client, frame.raw, upstream);
+    write(client, frame.raw);
     if (draining && pendingCount() === 0) close('drained', { graceful: true });
   }
 
@@ -333,27 +430,37 @@ export function createSession({
     entry.timer = setTimeout(() => {
       entry.timer = null;
       if (closed) return;
-      // A hold that began meanwhile keeps the retry back too.
-      if (holds?.covers(entry.facts)) { entry.held = true; enqueue({ key, raw: entry.raw, kind: 'retry', facts: entry.facts }); metrics.heldQuery(); return; }
-      write(upstream, entry.raw, client);
+      // A hold that began meanwhile keeps the retry back too, for what is left of GATE_HOLD_MAX_MS after its earlier
+      // holds (its copy is the entry's, counted there).
+      if (holds?.covers(entry.facts)) {
+        entry.held = true;
+        enqueue({ key, raw: entry.raw, bytes: 0, kind: 'retry', facts: entry.facts, since: clock.now() - entry.heldMs });
+        metrics.heldQuery();
+        return;
+      }
+      write(upstream, entry.raw);
     }, delayMs);
     return true;
   }
 
-  // Writes, and stops reading the other side while the receiver's buffer is full (a client that never reads holds
-  // only its own connection, never the gate's memory).
-  function write(to, bytes, from) {
+  // Writes; while the receiver's buffer is full, reading stops as flow() says (a client that never reads holds only
+  // its own connection, never the gate's memory).
+  function write(to, bytes) {
     if (closed || !to || to.destroyed) return;
-    if (!to.write(bytes) && from) from.pause();
+    if (!to.write(bytes)) flow();
   }
 
   function close(reason, { graceful = false } = {}) {
     if (closed) return;
     closed = true;
-    for (const entry of inFlight.values()) if (entry.timer) clearTimeout(entry.timer);
-    inFlight.clear();
+    clearTimeout(handshakeTimer);
+    for (const [key, entry] of [...inFlight]) forget(key, entry);
+    for (const item of queued) budgets.retained.give(item.bytes);
     queued = [];
     queuedBytes = 0;
+    budgets.partial.add(-(partial.client + partial.upstream));
+    partial.client = 0;
+    partial.upstream = 0;
     if (queueTimer) clearTimeout(queueTimer);
     if (graceful) {
       client.end();
@@ -380,6 +487,13 @@ export function createSession({
     releaseHeld: () => guard(releaseHeld),
     inFlightTouching,
     heldCount: () => queued.length,
+    // A frame begun and not completed within config.frameTimeoutMs closes the connection (the gate calls this each second).
+    sweep(now) {
+      if (closed || partialSince === null || now - partialSince <= (config.frameTimeoutMs ?? 60000)) return;
+      onLimit('frame_timeout', { timeoutMs: config.frameTimeoutMs, bufferedBytes: fromClient.buffered() });
+      close('a frame did not arrive whole within the time-out');
+    },
+    openedAt,
   };
 }
 

@@ -12,8 +12,8 @@ const insert = (doc) => [56, [table, doc]];
 describe('classifyQuery', () => {
   test.each([
     ['a read', [QUERY.START, [16, [table, 'k1']], {}], true, 'read-only'],
-    ['one insert', [QUERY.START, insert({ id: 'k1' }), {}], true, 'one write term'],
-    ['one update with a nested read in its document', [QUERY.START, [53, [[16, [table, 'k1']], { n: [16, [table, 'k2']] }]], {}], true, 'one write term'],
+    ['one insert', [QUERY.START, insert({ id: 'k1' }), {}], true, 'one write of one row'],
+    ['one update with a nested read in its document', [QUERY.START, [53, [[16, [table, 'k1']], { n: [16, [table, 'k2']] }]], {}], true, 'one write of one row'],
     ['two inserts in one array', [QUERY.START, [2, [insert({ id: 'a' }), insert({ id: 'b' })]], {}], false, '2 write terms'],
     ['an insert inside an object', [QUERY.START, { a: insert({ id: 'a' }), b: insert({ id: 'b' }) }, {}], false, '2 write terms'],
     ['a forEach', [QUERY.START, [68, [table, [69, [[2, [1]], insert({ id: 'c' })]]]], {}], false, 'forEach'],

@@ -13,6 +13,8 @@ const logger = pino({ level: 'silent' });
 const clock = { now: () => Date.now(), sleep: (ms) => new Promise((resolve) => { setTimeout(resolve, ms); }) };
 const OP_FAILED = { t: 18, e: 4100000, r: ['Cannot perform write: The primary replica is currently changing from one replica to another.'], b: [] };
 const OP_INDETERMINATE = { t: 18, e: 4200000, r: ['Cannot perform write: lost contact with primary replica'], b: [] };
+const READ_NOT_AVAILABLE = { t: 18, e: 4100000, r: ['Cannot perform read: primary replica for shard ["", +inf) not available'], b: [] };
+const TABLE_MISSING = { t: 18, e: 4100000, r: ['Table `ycsb.usertable` does not exist.'], b: [0] };
 const table = [15, [[14, ['ycsb']], 'usertable']];
 const insert = (id) => [56, [table, { id }]];
 
@@ -182,6 +184,11 @@ describe('the query gate', () => {
     ['an OP_INDETERMINATE answer', [1, insert('k1'), {}], OP_INDETERMINATE],
     ['a query with two write terms', [1, [2, [insert('a'), insert('b')]], {}], OP_FAILED],
     ['a forEach', [1, [68, [table, [69, [[2, [1]], insert('c')]]]], {}], OP_FAILED],
+    // The write may have committed before the read failed: RethinkDB's OP_FAILED speaks of the term that failed.
+    ['a write followed by a read', [1, [64, [[69, [[2, []], [16, [table, 'x']]]], insert('w')]], {}], READ_NOT_AVAILABLE],
+    ['an insert of many rows', [1, [56, [table, [2, [{ id: 'a' }, { id: 'b' }]]]], {}], OP_FAILED],
+    ['a table that does not exist', [1, insert('k1'), {}], TABLE_MISSING],
+    ['a read of a table that does not exist', [1, [16, [table, 'k1']], {}], TABLE_MISSING],
   ])('when %s meets a handover, then the answer passes through and the query is sent once', async (_, query, answer) => {
     const up = await scriptedUpstream(() => answer);
     const { port } = await startGate(up.port);
@@ -244,7 +251,7 @@ describe('the query gate', () => {
     expect(await good.next()).toEqual({ token: 1, body: { t: 1, r: ['fine'] } });
   });
 
-  test('when a client sends a frame longer than the limit, then only its connection is closed; garbage where a query starts is relayed (the server answers it)', async () => {
+  test('when a client sends a frame longer than the limit, then only its connection is closed; garbage where a query starts is answered by the gate, never relayed', async () => {
     const up = await scriptedUpstream(() => ({ t: 1, r: ['fine'] }));
     const { port, metrics } = await startGate(up.port, { maxFrameBytes: 1024 });
     const big = await client(port);
@@ -254,9 +261,10 @@ describe('the query gate', () => {
     expect(await big.next()).toBeNull();
     const garbage = await client(port);
     garbage.socket.write(Buffer.concat([Buffer.alloc(8), Buffer.from([5, 0, 0, 0]), Buffer.from('[1,{x')]));
-    expect(await garbage.next()).toEqual({ token: 0, body: { t: 16, r: ['Client is buggy (failed to deserialize query).'] } });
+    expect(await garbage.next()).toEqual({ token: 0, body: { t: 16, r: ['Client is buggy (failed to deserialize query).'], b: [] } });
     garbage.send(9, [1, [16, [table, 'k']], {}]);
     expect(await garbage.next()).toEqual({ token: 9, body: { t: 1, r: ['fine'] } });
+    expect(up.seen.filter((x) => x.corrupt)).toEqual([]);
     expect(await value(metrics, 'rethinkdb_gate_protocol_errors_total', { kind: 'frame_too_large' })).toBe(1);
     const good = await client(port);
     good.send(1, [1, [16, [table, 'k']], {}]);
@@ -528,5 +536,192 @@ describe('holds', () => {
     gone = true;
     expect(await holding).toEqual({ refused: 'the caller went away before the hold answered' });
     expect(gate.holds()).toEqual([]);
+  });
+});
+
+// The gate-wide bounds: what a client that does not play by the rules can make the gate hold, and for how long.
+describe('bounds', () => {
+  const read = (pad) => [1, [16, [table, pad]], {}];
+
+  test('when a read meets a shard without a primary, then it is sent again; with no room for its copy, it is not', async () => {
+    const up = await scriptedUpstream((q, attempt) => (attempt === 1 ? READ_NOT_AVAILABLE : { t: 1, r: ['read'] }));
+    const { port } = await startGate(up.port);
+    const c = await client(port);
+    c.send(1, read('k'));
+    expect(await c.next()).toEqual({ token: 1, body: { t: 1, r: ['read'] } });
+    expect(up.seen.map((x) => x.attempt)).toEqual([1, 2]);
+    const full = await startGate(up.port, { maxRetainedBytes: 0 });
+    const d = await client(full.port);
+    d.send(2, read('k2'));
+    expect(await d.next()).toEqual({ token: 2, body: READ_NOT_AVAILABLE });
+    expect(await value(full.metrics, 'rethinkdb_gate_limit_hits_total', { limit: 'retained_bytes' })).toBe(1);
+  });
+
+  test('when a client sends queries and never reads, then the gate stops reading it, keeps no more than its budget, and serves a bystander', async () => {
+    const answer = 'y'.repeat(256 * 1024);
+    const up = await scriptedUpstream(() => ({ t: 1, r: [answer] }));
+    const { port, gate } = await startGate(up.port, { maxRetainedBytes: 2 * 1024 * 1024 });
+    const hostile = await client(port);
+    hostile.socket.pause();
+    const pad = 'x'.repeat(64 * 1024);
+    for (let i = 1; i <= 300; i += 1) hostile.send(i, read(`${i}-${pad}`));
+    await sleep(500);
+    const seenWhileNotReading = up.seen.length;
+    expect(seenWhileNotReading).toBeLessThan(300);
+    expect(gate.budgets.retained.used()).toBeLessThanOrEqual(2 * 1024 * 1024);
+    const bystander = await client(port);
+    bystander.send(1, read('fine'));
+    expect((await bystander.next()).body.t).toBe(1);
+    hostile.socket.resume();
+    const tokens = [];
+    for (let i = 0; i < 300; i += 1) tokens.push((await hostile.next()).token);
+    expect(tokens.sort((a, b) => a - b)).toEqual(Array.from({ length: 300 }, (_, i) => i + 1));
+    expect(gate.budgets.retained.used()).toBe(0);
+  });
+
+  test('when a client does not finish its handshake, then it is closed at the time-out and counted', async () => {
+    const up = await scriptedUpstream(() => ({ t: 1, r: ['fine'] }));
+    const { port, metrics } = await startGate(up.port, { handshakeTimeoutMs: 100 });
+    const silent = connect(port, '127.0.0.1');
+    const magicOnly = connect(port, '127.0.0.1');
+    const magic = Buffer.alloc(4);
+    magic.writeUInt32LE(V1_0, 0);
+    magicOnly.write(magic);
+    silent.resume();
+    magicOnly.resume();
+    await Promise.all([once(silent, 'close'), once(magicOnly, 'close')]);
+    expect(await value(metrics, 'rethinkdb_gate_limit_hits_total', { limit: 'handshake_timeout' })).toBe(2);
+  });
+
+  test('when a frame is begun and not finished within the time-out, then its connection is closed; one making progress is not', async () => {
+    let offset = 0;
+    const up = await scriptedUpstream(() => ({ t: 1, r: ['fine'] }));
+    const metrics = createGateMetrics();
+    const gate = createGate({
+      config: {
+        port: 0, host: '127.0.0.1', upstream: { host: '127.0.0.1', port: up.port }, retry: { budgetMs: 3000, minMs: 5, maxMs: 20 }, maxFrameBytes: 1024 * 1024,
+        connectTimeoutMs: 1000, drainSeconds: 1, tls: { enabled: false }, upstreamTls: { enabled: false }, frameTimeoutMs: 1000,
+      },
+      metrics, clock: { now: () => Date.now() + offset, sleep }, logger,
+    });
+    const { port } = await gate.start();
+    closers.push(() => gate.stop(0));
+    const stalled = await client(port);
+    const busy = await client(port);
+    const half = frame(1, read('k'));
+    stalled.socket.write(half.subarray(0, 20));
+    busy.socket.write(half.subarray(0, 20));
+    await until(() => gate.budgets.partial.used() === 40);
+    offset += 900;
+    // The busy one completes a frame and begins another: its time starts again.
+    busy.socket.write(Buffer.concat([half.subarray(20), half.subarray(0, 20)]));
+    expect((await busy.next()).token).toBe(1);
+    offset += 200;
+    gate.sweep();
+    expect(await stalled.next()).toBeNull();
+    busy.socket.write(half.subarray(20));
+    expect((await busy.next()).token).toBe(1);
+    expect(await value(metrics, 'rethinkdb_gate_limit_hits_total', { limit: 'frame_timeout' })).toBe(1);
+  });
+
+  test('when half-received frames would go over the gate-wide limit, then the connection that crosses it is closed and the others finish', async () => {
+    const up = await scriptedUpstream(() => ({ t: 1, r: ['fine'] }));
+    const { port, gate, metrics } = await startGate(up.port, { maxFrameBytes: 64 * 1024, maxPartialFrameBytes: 100 * 1024 });
+    const first = await client(port);
+    const second = await client(port);
+    const big = frame(1, read('z'.repeat(60 * 1024)));
+    first.socket.write(big.subarray(0, 50 * 1024));
+    await until(() => gate.budgets.partial.used() === 50 * 1024);
+    second.socket.write(big.subarray(0, 55 * 1024));
+    expect(await second.next()).toBeNull();
+    first.socket.write(big.subarray(50 * 1024));
+    expect(await first.next()).toEqual({ token: 1, body: { t: 1, r: ['fine'] } });
+    expect(gate.budgets.partial.used()).toBe(0);
+    expect(await value(metrics, 'rethinkdb_gate_limit_hits_total', { limit: 'partial_frame_bytes' })).toBe(1);
+  });
+
+  test('when the gate has its limit of connections, then the next one is told so and closed; one closing makes room', async () => {
+    const up = await scriptedUpstream(() => ({ t: 1, r: ['fine'] }));
+    const { port, metrics } = await startGate(up.port, { maxConnections: 2 });
+    const a = await client(port);
+    await client(port);
+    const refused = connect(port, '127.0.0.1');
+    let text = '';
+    refused.on('data', (chunk) => { text += chunk; });
+    await once(refused, 'close');
+    expect(text).toMatch(/^ERROR: rethinkdb-query-gate has 2 connections open, its limit \(GATE_MAX_CONNECTIONS\)/);
+    expect(await value(metrics, 'rethinkdb_gate_limit_hits_total', { limit: 'connections' })).toBe(1);
+    a.socket.destroy();
+    await sleep(50);
+    const next = await client(port);
+    next.send(1, read('k'));
+    expect(await next.next()).toEqual({ token: 1, body: { t: 1, r: ['fine'] } });
+  });
+
+  test('when a query\'s type is not a plain integer, then the gate answers it and never relays it; whitespace and a NUL are read as the server reads them', async () => {
+    const up = await scriptedUpstream((q, attempt, token) => ({ t: 1, r: [token] }));
+    const { port } = await startGate(up.port);
+    const c = await client(port);
+    const raw = (token, text) => {
+      const body = Buffer.from(text);
+      const header = Buffer.alloc(12);
+      header.writeBigUInt64LE(BigInt(token), 0);
+      header.writeUInt32LE(body.length, 8);
+      c.socket.write(Buffer.concat([header, body]));
+    };
+    raw(1, '[4294967297,[16,[[15,[[14,["ycsb"]],"usertable"]],"k"]],{}]');
+    expect(await c.next()).toMatchObject({ token: 1, body: { t: 16, r: [expect.stringMatching(/plain integer/)] } });
+    raw(2, '[1.0000000000000002,[16,[[15,[[14,["ycsb"]],"usertable"]],"k"]],{}]');
+    expect(await c.next()).toMatchObject({ token: 2, body: { t: 16 } });
+    raw(3, ' [ 1 ,[16,[[15,[[14,["ycsb"]],"usertable"]],"k"]],{}]');
+    expect(await c.next()).toEqual({ token: 3, body: { t: 1, r: [3] } });
+    expect(up.seen.map((x) => x.token)).toEqual([3]);
+  });
+
+  test('when a query repeats a key, then it is relayed untracked: a noreply the server takes first leaves nothing waiting', async () => {
+    const up = await scriptedUpstream((q, attempt, token) => (token === 1 ? null : { t: 1, r: [token] }));
+    const { port, gate } = await startGate(up.port);
+    const c = await client(port);
+    const body = Buffer.from('[1,[56,[[15,[[14,["ycsb"]],"usertable"]],{"id":"d"}]],{"noreply":true,"noreply":false}]');
+    const header = Buffer.alloc(12);
+    header.writeBigUInt64LE(1n, 0);
+    header.writeUInt32LE(body.length, 8);
+    c.socket.write(Buffer.concat([header, body]));
+    await until(() => up.seen.length === 1);
+    const hold = await gate.hold({ tables: ['ycsb.usertable'], ttlMs: 5000, drainMs: 2000 });
+    expect(hold.inFlight).toBe(0);
+    gate.release(hold.id);
+    expect(await gate.stop(2000)).toEqual({ closedWithQueriesInFlight: 0 });
+  });
+
+  test('when a retried write meets holds again, then its time held in all is bounded by GATE_HOLD_MAX_MS', async () => {
+    let offset = 0;
+    const up = await scriptedUpstream((q, attempt, token) => (attempt === 1 ? OP_FAILED : { t: 1, r: [token] }));
+    const metrics = createGateMetrics();
+    const gate = createGate({
+      config: {
+        port: 0, host: '127.0.0.1', upstream: { host: '127.0.0.1', port: up.port }, retry: { budgetMs: 3000, minMs: 300, maxMs: 300 }, maxFrameBytes: 1024 * 1024,
+        connectTimeoutMs: 1000, drainSeconds: 1, tls: { enabled: false }, upstreamTls: { enabled: false }, hold: { maxMs: 60000 },
+      },
+      metrics, clock: { now: () => Date.now() + offset, sleep }, logger,
+    });
+    const { port } = await gate.start();
+    closers.push(() => gate.stop(0));
+    const c = await client(port);
+    const first = await gate.hold({ tables: ['ycsb.usertable'], ttlMs: 60000, drainMs: 0 });
+    c.send(1, [1, insert('held-twice'), {}]);
+    await until(() => gate.heldQueries() === 1);
+    offset += 40000;
+    // Held 40 s; answered OP_FAILED; its retry (300 ms later) comes due under a second hold.
+    gate.release(first.id);
+    await until(() => up.seen.length === 1);
+    const second = await gate.hold({ tables: ['ycsb.usertable'], ttlMs: 60000, drainMs: 0 });
+    await until(() => gate.heldQueries() === 1);
+    offset += 20001;
+    // Any hold's end looks at the queue again: the retry has been held 60 s in all, so it goes up under the second hold.
+    const other = await gate.hold({ tables: ['other.t'], ttlMs: 60000, drainMs: 0 });
+    gate.release(other.id);
+    expect(await c.next()).toEqual({ token: 1, body: { t: 1, r: [1] } });
+    expect(gate.holds().map((h) => h.id)).toEqual([second.id]);
   });
 });
