@@ -98,7 +98,7 @@ export function createSession({
     const frames = reader.push(chunk);
     const pending = reader.buffered();
     if (side === 'client') {
-      if (pending === 0) partialSince = null;
+      if (pending === 0 || client.isPaused()) partialSince = null;
       else if (frames.length > 0 || partialSince === null) partialSince = clock.now();
     }
     if (pending !== partial[side]) {
@@ -312,8 +312,15 @@ export function createSession({
   // not read while the client has not taken its answers.
   function flow() {
     if (closed) return;
-    if (queuedBytes > maxQueuedBytes || client.writableNeedDrain || upstream?.writableNeedDrain) client.pause();
-    else client.resume();
+    // While the gate does not read the client, its half-received frame is not its fault: the frame's time-out starts
+    // again when reading does.
+    if (queuedBytes > maxQueuedBytes || client.writableNeedDrain || upstream?.writableNeedDrain) {
+      client.pause();
+      partialSince = null;
+    } else {
+      if (client.isPaused() && fromClient.buffered() > 0) partialSince = clock.now();
+      client.resume();
+    }
     if (!upstream) return;
     if (client.writableNeedDrain) upstream.pause();
     else upstream.resume();
