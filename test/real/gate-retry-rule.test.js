@@ -10,6 +10,7 @@ import fc from 'fast-check';
 import { jest } from '@jest/globals';
 import pino from 'pino';
 import r from 'rethinkdb';
+import { loadGateConfig } from '../../gate/src/config.js';
 import { createGate } from '../../gate/src/gate.js';
 import { createGateMetrics } from '../../gate/src/metrics.js';
 import { eventually, startRealCluster } from '../helpers/real-cluster.js';
@@ -44,14 +45,11 @@ beforeAll(async () => {
   });
   const server = cluster.servers[0];
   metrics = createGateMetrics();
-  gate = createGate({
-    config: {
-      // A short budget: a query the gate may send again and that keeps failing comes back after 0.4 s.
-      port: 0, host: '127.0.0.1', upstream: { host: server.host, port: server.driverPort }, retry: { budgetMs: 400, minMs: 20, maxMs: 100 },
-      maxFrameBytes: 64 * 1024 * 1024, connectTimeoutMs: 5000, drainSeconds: 5, tls: { enabled: false }, upstreamTls: { enabled: false },
-    },
-    metrics, clock, logger: pino({ level: 'silent' }),
+  // The gate's defaults but a short budget: a query it may send again that keeps failing comes back after 0.4 s.
+  const config = loadGateConfig({
+    GATE_UPSTREAM: `${server.host}:${server.driverPort}`, GATE_PORT: '0', GATE_HOST: '127.0.0.1', GATE_METRICS_PORT: '0', GATE_RETRY_BUDGET_MS: '400', GATE_RETRY_MAX_MS: '100',
   });
+  gate = createGate({ config, metrics, clock, logger: pino({ level: 'silent' }) });
   const { port } = await gate.start();
   direct = await r.connect({ host: server.host, port: server.driverPort });
   gated = await r.connect({ host: '127.0.0.1', port });
