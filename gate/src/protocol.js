@@ -11,6 +11,8 @@
 // inserts in one r.expr([...]), a forEach): each is classified on its own, so the query can answer OP_FAILED after an
 // earlier term was applied. Those queries are never sent again.
 
+import { isUtf8 } from 'node:buffer';
+
 export const V1_0 = 0x34c2bdc3;
 export const QUERY = Object.freeze({ START: 1, CONTINUE: 2, STOP: 3, NOREPLY_WAIT: 4, SERVER_INFO: 5 });
 export const RESPONSE = Object.freeze({
@@ -53,23 +55,27 @@ const isObject = (value) => value !== null && typeof value === 'object' && !Arra
 // query: the parsed JSON [type, term, globalOptargs]; memberColons: countMemberColons() of its bytes, when known.
 export function classifyQuery(query, memberColons = null) {
   const none = {
-    retry: null, retryable: false, tables: [], unknownTables: false, writes: false, duplicateKeys: false,
+    retry: null, retryable: false, tables: [], unknownTables: false, writes: false, duplicateKeys: false, untracked: false,
   };
   if (!Array.isArray(query) || typeof query[0] !== 'number') return { ...none, reason: 'not a query' };
   if (query[0] !== QUERY.START) return { ...none, reason: 'not a START' };
   const options = isObject(query[2]) ? query[2] : {};
   const found = {
     writes: 0, never: null, tables: new Set(), unknownTables: false, majority: datumOf(options.read_mode) === 'majority',
-    defaultDb: literalDb(options.db) ?? (options.db === undefined ? 'test' : null), members: 0,
+    defaultDb: literalDb(options.db) ?? (options.db === undefined ? 'test' : null), members: 0, oddType: false,
   };
-  walk(query, found);
+  walk(query.slice(1), found, true);
   const tables = [...found.tables];
   const duplicateKeys = memberColons !== null && memberColons !== found.members;
+  // untracked: the gate cannot know whether the server runs it or answers it (a duplicate key; a term type that is
+  // not a plain integer, which the server reads by its low 32 bits, e.g. 4294967352 is an INSERT to it).
+  const untracked = duplicateKeys || found.oddType;
   const facts = {
-    tables, unknownTables: found.unknownTables, writes: found.writes > 0 || found.majority, duplicateKeys,
+    tables, unknownTables: found.unknownTables, writes: found.writes > 0 || found.majority, duplicateKeys, untracked,
   };
   const no = (reason) => ({ retry: null, retryable: false, reason, ...facts });
   if (duplicateKeys) return no('a duplicate object key');
+  if (found.oddType) return no('a term type that is not a plain integer');
   if (isNoreplyQuery(query)) return no('noreply');
   if (found.never) return no(found.never);
   if (found.writes === 0) return { retry: 'read', retryable: true, reason: 'read-only', ...facts };
@@ -128,16 +134,24 @@ function tableName(term, defaultDb) {
   return db === null ? null : `${db}.${name}`;
 }
 
-// Every node of the query's JSON, once, with an explicit stack. An array whose first element is a number is read as a
-// term ([type, args, optargs]); any such array counts, wherever it is (inside a DATUM too): reading too many terms
-// only makes the gate retry less and hold more. Every object's keys are counted (`members`), for the duplicate check.
-function walk(root, found) {
-  const stack = [root];
+// Every node of the query's JSON, once, with an explicit stack, read where the server reads terms: a term is
+// [type, args, optargs], each of its args and each optarg's value a term, a JSON object's values terms. Whatever else
+// a term array holds is read as terms too (reading too many only makes the gate retry less and hold more). Every
+// object's keys are counted (`members`), for the duplicate check. roots: the term positions to start from.
+function walk(roots, found) {
+  const stack = [...roots].reverse();
   while (stack.length > 0) {
     const node = stack.pop();
     if (Array.isArray(node)) {
-      for (let i = node.length - 1; i >= 0; i -= 1) stack.push(node[i]);
-      if (typeof node[0] === 'number') noteTerm(node, found);
+      if (typeof node[0] === 'number') {
+        noteTerm(node, found);
+        for (let i = node.length - 1; i >= 2; i -= 1) stack.push(node[i]);
+        const args = node[1];
+        if (Array.isArray(args)) for (let i = args.length - 1; i >= 0; i -= 1) stack.push(args[i]);
+        else if (args !== undefined) stack.push(args);
+      } else {
+        for (let i = node.length - 1; i >= 0; i -= 1) stack.push(node[i]);
+      }
     } else if (node !== null && typeof node === 'object') {
       for (const key in node) {
         found.members += 1;
@@ -149,6 +163,12 @@ function walk(root, found) {
 
 function noteTerm(term, found) {
   const type = term[0];
+  if (!Number.isInteger(type) || type < 0 || type > 0xffff) {
+    found.oddType = true;
+    found.unknownTables = true;
+    found.writes += 1;
+    return;
+  }
   if (NEVER_RETRIED.has(type)) found.never ??= NEVER_RETRIED.get(type);
   // The system tables (users, permissions, table_config...) are administration too.
   if (type === DB_TERM && Array.isArray(term[1]) && term[1][0] === SYSTEM_DB) found.never ??= 'the rethinkdb system database';
@@ -166,7 +186,10 @@ function noteTerm(term, found) {
 export function countMemberColons(body) {
   let n = 0;
   let inString = false;
-  for (let i = 0; i < body.length; i += 1) {
+  // As parseQuery reads it: up to a NUL.
+  const nul = body.indexOf(0);
+  const end = nul >= 0 ? nul : body.length;
+  for (let i = 0; i < end; i += 1) {
     const byte = body[i];
     if (inString) {
       if (byte === 0x5c) i += 1; // a backslash: the next byte is escaped
@@ -207,6 +230,8 @@ function skipWhitespace(body, from) {
 // NUL ends its input: "[1,...]\0anything" runs). -> the parsed value, or undefined when it is not JSON.
 export function parseQuery(body) {
   const nul = body.indexOf(0);
+  // Not UTF-8: two different byte strings could decode to one key; refused rather than guessed at.
+  if (!isUtf8(nul >= 0 ? body.subarray(0, nul) : body)) return undefined;
   try {
     return JSON.parse((nul >= 0 ? body.subarray(0, nul) : body).toString('utf8'));
   } catch {

@@ -16,6 +16,7 @@ import {
 import { createByteBudget } from './budget.js';
 
 const CLIENT_HANDSHAKE_MESSAGES = 2;
+const TOKEN_IN_USE = 'Client is buggy: rethinkdb-query-gate got a START on a token whose query is still in flight.';
 // What a client may send after its handshake before the server has finished its side; more is not a driver.
 const MAX_HELD_BYTES = 1024 * 1024;
 // A connection closed gracefully (its last bytes sent) is destroyed if it has not closed by itself after this.
@@ -44,6 +45,7 @@ export function createSession({
   // without completing a frame (a frame must arrive whole within config.frameTimeoutMs).
   const partial = { client: 0, upstream: 0 };
   let partialSince = null;
+  let readingHeld = false;
   const openedAt = clock.now();
   // token (tokenKey) -> { raw, retainedBytes, retry, attempts, firstSentAt, heldMs, timer, lastError, streaming, awaiting, facts,
   // held }: the queries sent (or held) and not finally answered. raw: the bytes kept for a retry (retainedBytes of them
@@ -98,7 +100,7 @@ export function createSession({
     const frames = reader.push(chunk);
     const pending = reader.buffered();
     if (side === 'client') {
-      if (pending === 0 || client.isPaused()) partialSince = null;
+      if (pending === 0 || readingHeld) partialSince = null;
       else if (frames.length > 0 || partialSince === null) partialSince = clock.now();
     }
     if (pending !== partial[side]) {
@@ -229,15 +231,16 @@ export function createSession({
     // 4294967297 and 1.0000000000000002 are a START to it): refused here, never relayed.
     if (type === null && typeof parseQuery(frame.body)?.[0] === 'number') { refuse(frame, TYPE_NOT_PLAIN); return false; }
     if (type === QUERY.START) {
-      // A token used again: whatever was kept for it is over (a retry still waiting is not sent).
-      if (entry) forget(key, entry);
+      // A token whose query is still in flight or held: refused (an answer to the old query could not be told from one
+      // to the new, nor a held retry of it from the new query). Drivers use a token again only once it is answered.
+      if (entry || (queued.length > 0 && queued.some((q) => q.key === key))) { refuse(frame, TOKEN_IN_USE); return false; }
       const query = parseQuery(frame.body);
       // Not JSON to the gate: refused here, as the server words it (whatever the gate cannot read, it does not relay).
       if (query === undefined) { refuse(frame, NOT_JSON); return false; }
       const verdict = classifyQuery(query, countMemberColons(frame.body));
       // A key twice in one object: the server refuses to run it, and answers or not as the first noreply says.
       // Relayed untracked: never sent again, never held, its answer (if any) passed on as it comes.
-      if (verdict.duplicateKeys) { metrics.query('not_retryable'); return true; }
+      if (verdict.untracked) { metrics.query('not_retryable'); return true; }
       const facts = verdict.writes && (verdict.tables.length > 0 || verdict.unknownTables)
         ? { tables: verdict.tables, unknownTables: verdict.unknownTables, writes: true } : null;
       // One copy of the bytes, kept for a retry and for the queue alike, each counted in the gate's budget: past it the
@@ -312,13 +315,17 @@ export function createSession({
   // not read while the client has not taken its answers.
   function flow() {
     if (closed) return;
-    // While the gate does not read the client, its half-received frame is not its fault: the frame's time-out starts
-    // again when reading does.
-    if (queuedBytes > maxQueuedBytes || client.writableNeedDrain || upstream?.writableNeedDrain) {
+    // While the gate holds back reading for its own reasons (held queries, the upstream not taking more), a
+    // half-received frame is not the client's fault: its time-out starts again when reading does. A client that does
+    // not read its answers gets no such pause of its time-out.
+    const held = queuedBytes > maxQueuedBytes || Boolean(upstream?.writableNeedDrain);
+    if (held || client.writableNeedDrain) {
       client.pause();
-      partialSince = null;
+      if (held) partialSince = null;
+      readingHeld = held;
     } else {
-      if (client.isPaused() && fromClient.buffered() > 0) partialSince = clock.now();
+      if (readingHeld && fromClient.buffered() > 0) partialSince = clock.now();
+      readingHeld = false;
       client.resume();
     }
     if (!upstream) return;

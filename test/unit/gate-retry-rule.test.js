@@ -137,3 +137,21 @@ describe('reading a frame as the server does', () => {
     expect(parseQuery(Buffer.from('[1,{x'))).toBeUndefined();
   });
 });
+
+describe('what a review found', () => {
+  const classify = (text) => {
+    const body = Buffer.from(text);
+    return classifyQuery(parseQuery(body), countMemberColons(body));
+  };
+  test('a term type that is not a plain integer (the server reads its low 32 bits: 2^32 + 56 is an INSERT) is untracked, never retried', () => {
+    expect(classify('[1,[2,[[4294967352,[[15,["a"]],[2,[{"x":1},{"x":2}]]]],[43,[[15,["b"]]]]]],{}]')).toMatchObject({ retry: null, untracked: true });
+    expect(classify('[1,[56,[[15,["t"]],{"a":[4294967352,[[15,["u"]],[2,[{},{}]]]]}]],{}]')).toMatchObject({ retry: null, untracked: true });
+    expect(classify('[1,[2,[1]],{"noreply":[4294967297,true]}]')).toMatchObject({ untracked: true });
+    // Plain data that only looks odd (an array of floats as a term's args) is not.
+    expect(classify('[1,[2,[0.5,4294967352]],{}]')).toMatchObject({ retry: 'read', untracked: false });
+  });
+  test('colons after a NUL are not counted; bytes that are not UTF-8 are not read', () => {
+    expect(classify('[1,[56,[[15,[[14,["app"]],"t"]],{"a":1}]],{}]\0:')).toMatchObject({ retry: 'write', duplicateKeys: false });
+    expect(parseQuery(Buffer.concat([Buffer.from('[1,[2,[{"'), Buffer.from([0xff]), Buffer.from('":1}]],{}]')]))).toBeUndefined();
+  });
+});

@@ -724,4 +724,15 @@ describe('bounds', () => {
     expect(await c.next()).toEqual({ token: 1, body: { t: 1, r: [1] } });
     expect(gate.holds().map((h) => h.id)).toEqual([second.id]);
   });
+
+  test('when a START reuses the token of a query still in flight, then the gate refuses it and sends nothing', async () => {
+    const up = await scriptedUpstream((q, attempt, token) => ({ response: { t: 1, r: [token] }, delayMs: 100 }));
+    const { port } = await startGate(up.port);
+    const c = await client(port);
+    c.send(1, read('first'));
+    c.send(1, read('second'));
+    expect(await c.next()).toMatchObject({ token: 1, body: { t: 16, r: [expect.stringMatching(/still in flight/)] } });
+    expect(await c.next()).toEqual({ token: 1, body: { t: 1, r: [1] } });
+    expect(up.seen).toHaveLength(1);
+  });
 });
