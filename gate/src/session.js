@@ -238,8 +238,9 @@ export function createSession({
       // Not JSON to the gate: refused here, as the server words it (whatever the gate cannot read, it does not relay).
       if (query === undefined) { refuse(frame, NOT_JSON); return false; }
       const verdict = classifyQuery(query, countMemberColons(frame.body));
-      // A key twice in one object: the server refuses to run it, and answers or not as the first noreply says.
-      // Relayed untracked: never sent again, never held, its answer (if any) passed on as it comes.
+      // A key twice in one object (the server refuses to run it, and answers or not as the first noreply says), or a
+      // term type that is not a plain integer (the gate cannot know what the server reads). Relayed untracked: never
+      // sent again, never held, its answer (if any) passed on as it comes.
       if (verdict.untracked) { metrics.query('not_retryable'); return true; }
       const facts = verdict.writes && (verdict.tables.length > 0 || verdict.unknownTables)
         ? { tables: verdict.tables, unknownTables: verdict.unknownTables, writes: true } : null;
