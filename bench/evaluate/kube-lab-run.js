@@ -255,6 +255,7 @@ export async function runOnKubeLab(scenario, arm, {
   const mark = (label) => { wallEvents.push({ label, wall: Date.now() }); log({}, label); };
   let rows;
   let start;
+  let summary;
   // Seconds the client waited for the table to take its first writes (what ran before left it unwritable).
   let loadRetries = 0;
   let watched;
@@ -273,7 +274,9 @@ export async function runOnKubeLab(scenario, arm, {
       watched = await watch.stop();
     }
     let lines;
-    ({ records: rows, start, lines } = await stopClientPod(kubectl, name, { withRecords: true, timeoutMs: 120000 }));
+    ({
+      records: rows, start, lines, summary,
+    } = await stopClientPod(kubectl, name, { withRecords: true, timeoutMs: 120000 }));
     loadRetries = lines.filter((l) => l.loadRetry).length;
   } finally {
     // A failed run leaves no client behind; lab.sh up also puts the manager back to 2 replicas.
@@ -308,7 +311,7 @@ export async function runOnKubeLab(scenario, arm, {
     notes: {
       lab: 'kube', t0Wall: new Date(start.t0Wall).toISOString(), entries: hosts ?? ['rethinkdb-client:28015'], loadRetries, rollout, ...(onTheNode ? { node: avoidNode, podsOnTheNode: onTheNode } : {}),
     },
-    phases: [], window: null,
+    phases: [], window: null, counters: summary?.counters ?? null,
   };
 }
 

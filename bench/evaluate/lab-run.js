@@ -69,7 +69,10 @@ export async function runOnce(scenario, arm, options) {
         via: entryServers[0], env: { ...scenario.managerEnv, ...options.managerEnv, ...holdEnv }, kube: scenario.coresPerNode ? createLabKube(cluster) : null,
       });
     }
-    const load = createLoadGenerator({ r, entries, db: 'ycsb', table: 'usertable', rateOpsPerSec: rate, keyCount, seed, opTimeoutMs: 5000 });
+    // Every update an increment of its record's counter, read back at the end (report: "counted writes").
+    const load = createLoadGenerator({
+      r, entries, db: 'ycsb', table: 'usertable', rateOpsPerSec: rate, keyCount, seed, opTimeoutMs: 5000, countWrites: true,
+    });
     const { t0 } = await load.start();
     log({}, 'load running');
     const events = [];
@@ -81,9 +84,11 @@ export async function runOnce(scenario, arm, options) {
     await scenario.timeline({ cluster, manager, at, now, mark, arm, hotServer, layout, notes, log });
     await at(scenario.durationSeconds);
     log({ progress: load.progress() }, 'stopping the load');
-    const { records, examples } = await load.stop();
+    const { records, examples, counters } = await load.stop();
     if (cluster.cpu?.cpus) notes.cpus = cluster.cpu.cpus;
-    return { scenario: scenario.name, arm, t0, records, events, examples, layout, notes, window: scenario.window ?? null, phases: scenario.phases ?? [] };
+    return {
+      scenario: scenario.name, arm, t0, records, events, examples, layout, notes, counters, window: scenario.window ?? null, phases: scenario.phases ?? [],
+    };
   } finally {
     await manager?.stop();
     for (const gate of gates) gate.child.kill('SIGTERM');

@@ -176,7 +176,7 @@ function createOpRunner({ tableTerm, pool, timers, opTimeoutMs, onSettled }) {
       (err) => {
         const errorKind = classifyError(err);
         if (errorKind === 'connection') pool.reportBroken(slot, conn, errorMessage(err));
-        settle({ errorKind, message: errorMessage(err) });
+        settle({ errorKind, message: errorMessage(err), errorType: err?.name ?? null });
       },
     );
   };
@@ -250,10 +250,11 @@ function createRecorder({ clock }) {
     examples,
     inFlight,
     opened(record) { records.push(record); inFlight.add(); },
-    settled(record, { errorKind, message }) {
+    settled(record, { errorKind, message, errorType = null }) {
       record.endMs = clock.now();
       record.ok = errorKind === null;
       record.errorKind = errorKind;
+      if (errorType) record.errorType = errorType;
       if (errorKind !== null && !(errorKind in examples)) examples[errorKind] = message;
       inFlight.done();
     },
@@ -261,8 +262,11 @@ function createRecorder({ clock }) {
 }
 
 // Op i: its connection by round robin, then from the seeded streams its kind, its key and an update's value.
-function createOpIssuer({ pool, keys, random, readFraction, clock, recorder, runOp }) {
-  const buildValue = () => ({ field0: randomString(random, FIELD_LENGTH) });
+// countWrites: every update also adds 1 to the record's counter `n` (checkCounters below reads them back).
+function createOpIssuer({ pool, keys, random, readFraction, clock, recorder, runOp, counter = null }) {
+  const buildValue = counter
+    ? () => ({ field0: randomString(random, FIELD_LENGTH), n: counter() })
+    : () => ({ field0: randomString(random, FIELD_LENGTH) });
   return function issue(i, dueMs) {
     const slot = pool.slotFor(i);
     const kind = random() < readFraction ? 'read' : 'update';
@@ -287,7 +291,7 @@ async function drain(inFlight, timers, opTimeoutMs) {
 export function createLoadGenerator({
   r, entries, db, table, rateOpsPerSec, readFraction = 0.5, keyCount, connectionsPerEntry = 4, opTimeoutMs = 5000,
   seed, clock = { now: () => performance.now() }, timers = { setTimeout, clearTimeout },
-  connectTimeoutMs = 5000, reconnectMinMs = 100, reconnectMaxMs = 500,
+  connectTimeoutMs = 5000, reconnectMinMs = 100, reconnectMaxMs = 500, countWrites = false,
 }) {
   validateOptions({ entries, rateOpsPerSec, readFraction, keyCount, connectionsPerEntry, opTimeoutMs });
   const pool = createConnectionPool({ r, entries, connectionsPerEntry, connectTimeoutMs, reconnectMinMs, reconnectMaxMs, timers });
@@ -295,7 +299,7 @@ export function createLoadGenerator({
   const runOp = createOpRunner({ tableTerm: r.db(db).table(table), pool, timers, opTimeoutMs, onSettled: recorder.settled });
   const issue = createOpIssuer({
     pool, keys: createKeyChooser({ keyCount, seed }), random: createSeededRandom((Number(seed) ^ 0x2545f491) >>> 0),
-    readFraction, clock, recorder, runOp,
+    readFraction, clock, recorder, runOp, counter: countWrites ? () => r.row('n').default(0).add(1) : null,
   });
   const scheduler = createOpenLoopScheduler({ rateOpsPerSec, clock, timers, issue });
   let state = 'new';
@@ -315,9 +319,26 @@ export function createLoadGenerator({
     state = 'stopping';
     scheduler.stop();
     await drain(recorder.inFlight, timers, opTimeoutMs);
+    const counters = countWrites ? await readCounters() : null;
     await pool.close();
     state = 'stopped';
-    return { records: recorder.records, t0, examples: recorder.examples, reconnects: pool.reconnects() };
+    return {
+      records: recorder.records, t0, examples: recorder.examples, reconnects: pool.reconnects(), ...(counters ? { counters } : {}),
+    };
+  }
+
+  // The counters of every key updated, read back (majority) and checked against what the clients were told.
+  async function readCounters() {
+    const updates = recorder.records.filter((rec) => rec.kind === 'update');
+    const keys = [...new Set(updates.map((rec) => rec.key))];
+    const conn = pool.anyConnection();
+    if (!conn) return { error: 'no open connection to read the counters back' };
+    try {
+      const rows = keys.length === 0 ? [] : await r.db(db).table(table).getAll(r.args(keys)).pluck('id', 'n').coerceTo('array').run(conn, { readMode: 'majority' });
+      return checkCounters(updates, new Map(rows.map((row) => [row.id, row.n ?? 0])));
+    } catch (err) {
+      return { error: `the counters could not be read back: ${errorMessage(err)}` };
+    }
   }
 
   const load = (count = keyCount, { batch = 500, seed: loadSeed = seed } = {}) => loadDocuments({
@@ -325,6 +346,34 @@ export function createLoadGenerator({
   });
   const progress = () => ({ state, issued: scheduler.issuedCount(), inFlight: recorder.inFlight.count() });
   return { start, stop, load, progress };
+}
+
+// Pure: the counted writes' check. updates: the update records ({ key, ok, errorType }); applied: key -> the counter
+// read back. An update answered OP_FAILED was not applied; one that timed out, lost its connection or answered
+// OP_INDETERMINATE may have been. missing: acknowledged increments not found; beyond: increments found beyond the
+// acknowledged and the unknown ones (a write applied twice, or one applied that was said not to be).
+export function checkCounters(updates, applied) {
+  const perKey = new Map();
+  for (const rec of updates) {
+    const k = perKey.get(rec.key) ?? { acked: 0, unknown: 0, failed: 0 };
+    if (rec.ok) k.acked += 1;
+    else if (rec.errorType === 'ReqlOpFailedError') k.failed += 1;
+    else k.unknown += 1;
+    perKey.set(rec.key, k);
+  }
+  const totals = {
+    keys: perKey.size, acked: 0, failed: 0, unknown: 0, unknownApplied: 0, missing: 0, beyond: 0,
+  };
+  for (const [key, k] of perKey) {
+    const n = applied.get(key) ?? 0;
+    totals.acked += k.acked;
+    totals.failed += k.failed;
+    totals.unknown += k.unknown;
+    totals.missing += Math.max(0, k.acked - n);
+    totals.beyond += Math.max(0, n - k.acked - k.unknown);
+    totals.unknownApplied += Math.min(k.unknown, Math.max(0, n - k.acked));
+  }
+  return { ...totals, ok: totals.missing === 0 && totals.beyond === 0 };
 }
 
 // Inserts user0 .. user(count - 1) in batches with conflict 'replace', so a rerun resets the records.

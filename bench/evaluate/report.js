@@ -23,6 +23,7 @@ export function runFigures(run, { steadySeconds = 10 } = {}) {
     phases: (run.phases ?? []).map((phase) => phaseFigures(run, phase)),
     events: run.events,
     notes: run.notes,
+    counters: run.counters ?? null,
   };
 }
 
@@ -191,6 +192,7 @@ export function compareAllArms(figures) {
       rows.push({
         scenario, arm, runs: runs.length, failed: runs.map((f) => f.failed), medianFailed: median(runs.map((f) => f.failed)), failedByKind: byKind,
         slowestMs: Math.max(...runs.map((f) => f.maxMs ?? 0)), medianP99Ms: median(runs.map((f) => f.p99Ms)),
+        counters: runs.map((f) => f.counters ?? null),
       });
     }
   }
@@ -198,14 +200,24 @@ export function compareAllArms(figures) {
 }
 
 export function formatArmsTable(rows) {
-  const head = ['scenario', 'arm', 'runs', 'failed ops (each run)', 'median', 'failed by kind (all runs)', 'slowest op ms', 'p99 ms (median)'];
+  const head = ['scenario', 'arm', 'runs', 'failed ops (each run)', 'median', 'failed by kind (all runs)', 'slowest op ms', 'p99 ms (median)', 'counted writes (each run)'];
   const lines = rows.map((row) => [
     row.scenario, ARM_LABELS[row.arm] ?? row.arm, String(row.runs), row.failed.join(', '), fmt(row.medianFailed),
     Object.entries(row.failedByKind).map(([k, n]) => `${k} ${n}`).join(', ') || '-', fmt(row.slowestMs), fmt(row.medianP99Ms),
+    (row.counters ?? []).map(formatCounters).join('; ') || '-',
   ]);
   const widths = head.map((h, i) => Math.max(h.length, ...lines.map((l) => l[i].length)));
   const row = (cells) => `| ${cells.map((c, i) => c.padEnd(widths[i])).join(' | ')} |`;
   return [row(head), `|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`, ...lines.map(row)].join('\n');
+}
+
+// A run's counted writes (load-generator.js checkCounters): "ok" or what is wrong, and how many of the writes whose
+// fate the client did not learn were applied.
+export function formatCounters(c) {
+  if (!c) return '-';
+  if (c.error) return `not read (${c.error})`;
+  const verdict = c.ok ? 'ok' : `${c.missing} acknowledged missing, ${c.beyond} beyond`;
+  return `${verdict}, ${c.unknownApplied}/${c.unknown} unknown applied`;
 }
 
 const fmt = (x) => (x === null || x === undefined ? 'n/a' : x.toFixed(1));

@@ -29,7 +29,7 @@ const sleep = (ms) => new Promise((resolve) => { setTimeout(resolve, ms); });
 
 const load = createLoadGenerator({
   r, entries, db, table, rateOpsPerSec: Number(env('RATE', '200')), readFraction: 0.5, keyCount,
-  connectionsPerEntry: 4, opTimeoutMs: 5000, seed: 7,
+  connectionsPerEntry: 4, opTimeoutMs: 5000, seed: 7, countWrites: true,
 });
 // The documents first, once the table takes writes: a shard left without a primary by what ran before (seen after a
 // rolling restart) would otherwise end the client before it measures anything. Up to LOAD_WAIT_SECONDS (120).
@@ -49,12 +49,14 @@ const { t0 } = await load.start();
 console.log(JSON.stringify({ started: true, t0, t0Wall: Date.now() }));
 const began = Date.now();
 while (!existsSync(stopFile) && Date.now() - began < maxMs) await sleep(250);
-const { records, examples, reconnects } = await load.stop();
+const {
+  records, examples, reconnects, counters,
+} = await load.stop();
 const all = summarize(records, { t0 });
 const lines = [JSON.stringify({
   summary: {
     attempted: all.attempted, ok: all.ok, failed: all.failed, failedByKind: all.failedByKind, latencyMs: all.latency,
-    examples, reconnects, seconds: Math.round((Date.now() - began) / 1000),
+    examples, reconnects, counters, seconds: Math.round((Date.now() - began) / 1000),
   },
 })];
 // RECORDS=1: every op, 80 a line (under 4 KiB: longer writes reached kubectl logs cut into lines of their own):

@@ -39,7 +39,7 @@ describe('load generator on a real RethinkDB server', () => {
     await createTable(server);
     const generator = createLoadGenerator({
       r, entries: [{ name: 'rethinkdb_0', host: server.host, port: server.driverPort }], db: DB, table: TABLE,
-      rateOpsPerSec: RATE_OPS_PER_SEC, keyCount: KEY_COUNT, seed: 1,
+      rateOpsPerSec: RATE_OPS_PER_SEC, keyCount: KEY_COUNT, seed: 1, countWrites: true,
     });
     loaded = await generator.load(KEY_COUNT, { batch: 250 });
     await generator.start();
@@ -76,6 +76,19 @@ describe('load generator on a real RethinkDB server', () => {
     expect({ failed: summary.failed, examples: run.examples }).toEqual({ failed: 0, examples: {} });
     expect(summary.byKind.read.attempted).toBeGreaterThan(200);
     expect(summary.byKind.update.attempted).toBeGreaterThan(200);
+  });
+
+  test('when every update counts, then the counters read back are the updates acknowledged, one for one', async () => {
+    const updates = run.records.filter((rec) => rec.kind === 'update');
+    expect(run.counters).toMatchObject({
+      ok: true, missing: 0, beyond: 0, acked: updates.length, unknown: 0, failed: 0,
+    });
+    const conn = await r.connect({ host: server.host, port: server.driverPort });
+    try {
+      expect(await r.db(DB).table(TABLE).sum((d) => d('n').default(0)).run(conn)).toBe(updates.length);
+    } finally {
+      await conn.close();
+    }
   });
 
   // The evaluation's hotspot-proxy scenario sends every client through a query router.
