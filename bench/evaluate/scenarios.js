@@ -2,6 +2,7 @@
 // A timeline gets { cluster, manager, at, now, mark, arm, hotServer, layout, notes } and awaits its events at fixed
 // times (now(): seconds since the load started).
 
+import r from 'rethinkdb';
 import { pinRaftLeader, raftLeaderOn } from '../../test/lab/raft-leader.js';
 
 const RETURN_AFTER_SECONDS = 15;
@@ -22,6 +23,16 @@ async function interferenceAt({ cluster, at, mark, hotServer, notes }, seconds) 
 // config, so a starved leader may slow writes wherever the primaries are. Null if it cannot be read.
 async function raftLeaderOf(cluster) {
   return cluster.withConnection((c) => raftLeaderOn(c, 'ycsb', 'usertable')).catch(() => null);
+}
+
+// The cluster's heartbeat_timeout_secs now (null if it cannot be read), through a server that is up.
+async function heartbeatOf(cluster) {
+  return cluster.withConnection((c) => r.db('rethinkdb').table('cluster_config').get('heartbeat')('heartbeat_timeout_secs').run(c)).catch(() => null);
+}
+
+async function setHeartbeat(cluster, seconds) {
+  await cluster.withConnection((c) => r.db('rethinkdb').table('cluster_config').get('heartbeat').update({ heartbeat_timeout_secs: seconds }).run(c));
+  return { heartbeatTimeoutSecs: seconds };
 }
 
 // The pod's preStop hook then the stop itself; with the manager, PRESTOP first, as the StatefulSet's hook does.
@@ -110,6 +121,38 @@ export const SCENARIOS = {
       mark('server back');
       await poststart(ctx);
     },
+  },
+  // Unplanned: the node of the server holding the busiest shard's primary drops off the network without notice (no
+  // PRESTOP, no FIN: packets are dropped), and is back 15 s later. Nothing tells anyone; RethinkDB finds out by its
+  // heartbeat (heartbeat_timeout_secs, 10 s by default: a link dies 1.4-1.6 times that after its last byte).
+  'node-loss': {
+    name: 'node-loss',
+    title: 'Unplanned: a silent network loss of the busiest primary\'s server, back after 15 s',
+    durationSeconds: 45,
+    needs: 'netns',
+    window: { from: 'network cut', to: 'network back' },
+    async timeline(ctx) {
+      const { cluster, at, mark, hotServer, notes } = ctx;
+      await at(10);
+      notes.raftLeaderAtStop = await raftLeaderOf(cluster);
+      notes.heartbeatTimeoutSecs = await heartbeatOf(cluster);
+      cluster.cutNetwork(hotServer);
+      mark('network cut');
+      await at(10 + RETURN_AFTER_SECONDS);
+      cluster.restoreNetwork(hotServer);
+      mark('network back');
+    },
+  },
+  // The same with the cluster's heartbeat timeout at its minimum, 2 s, set before the load in every arm (as an operator
+  // would set it beforehand): a link dies 2.8-3.2 s after its last byte instead of 14-16 s.
+  'node-loss-heartbeat-2': {
+    name: 'node-loss-heartbeat-2',
+    title: 'Unplanned: a silent network loss, the heartbeat timeout at 2 s beforehand',
+    durationSeconds: 45,
+    needs: 'netns',
+    window: { from: 'network cut', to: 'network back' },
+    prepare: ({ cluster }) => setHeartbeat(cluster, 2),
+    timeline: (ctx) => SCENARIOS['node-loss'].timeline(ctx),
   },
   // IV-B3: a noisy neighbour on rethinkdb_1's node from t=10 s to t=45 s (busy loops sharing the node's CPU quota).
   // The manager's monitor polls the lab's metrics (cgroup usage) every 2 s and raises PERFWARNING for a skewed
