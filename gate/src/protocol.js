@@ -282,9 +282,12 @@ function parseAnswer(body) {
 
 // The answers after which a query may be sent again: OP_FAILED with one of the messages RethinkDB gives when it could
 // not reach a shard's primary, or the primary refused the operation before acting on it (see the top of this file).
+// "primary replica ... not available" and "too many primary replicas available" (two servers claim a shard for a
+// moment, as when a lost server comes back) are raised while table_query_client.cc chooses the shards, before any is
+// contacted.
 // Nothing else: not a table or database that does not exist (it will not exist 3 s later either), not a user's error.
-const READ_REFUSED = /^Cannot perform read: (?:primary replica for shard .* not available|The primary replica is currently changing|The primary replica isn't connected to a quorum of replicas|lost contact with primary replica|no replica is available)/s;
-const WRITE_REFUSED = /^Cannot perform write: (?:primary replica for shard .* not available|The primary replica is currently changing|The primary replica isn't connected to a quorum of replicas\. The write was not performed)/s;
+const READ_REFUSED = /^Cannot perform read: (?:primary replica for shard .* not available|too many primary replicas available|The primary replica is currently changing|The primary replica isn't connected to a quorum of replicas|lost contact with primary replica|no replica is available)/s;
+const WRITE_REFUSED = /^Cannot perform write: (?:primary replica for shard .* not available|too many primary replicas available|The primary replica is currently changing|The primary replica isn't connected to a quorum of replicas\. The write was not performed)/s;
 
 // Whether a query of this `retry` kind (classifyQuery) may be sent again after this answer (a response body).
 export function retryAfter(retry, body) {

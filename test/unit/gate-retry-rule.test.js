@@ -103,6 +103,8 @@ describe('after which answers', () => {
     ['read', 'Cannot perform read: primary replica for shard ["", +inf) not available', FAILED, true],
     ['read', 'Cannot perform read: lost contact with primary replica', FAILED, true],
     ['read', 'Cannot perform read: no replica is available', FAILED, true],
+    ['read', 'Cannot perform read: too many primary replicas available', FAILED, true],
+    ['write', 'Cannot perform write: too many primary replicas available', FAILED, true],
     ['read', 'Cannot perform read: The primary replica isn\'t connected to a quorum of replicas. The read was not performed.', FAILED, true],
     ['read', 'Table `app.missing` does not exist.', FAILED, false],
     ['read', 'Database `nodb` does not exist.', FAILED, false],
