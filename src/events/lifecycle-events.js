@@ -9,12 +9,15 @@ import { hookActor, managerActor } from '../audit/actor.js';
 import { appError } from '../errors.js';
 import { findServerForPod } from '../cluster/cluster-model.js';
 import { createDeadline } from '../lib/clock.js';
-import { decideHeartbeatAtShutdown, decideHeartbeatRestore } from '../policy/heartbeat.js';
+import { decideHeartbeatAtShutdown, decideHeartbeatRestore, decideSteadyHeartbeat } from '../policy/heartbeat.js';
 import { decidePoststart, decidePrestop, primariesOffAfter } from '../policy/lifecycle.js';
 import { OPERATOR, releasableDrain } from '../policy/requesters.js';
 import { decideRolloutLevelling, prestopPreference, rolloutOf } from '../policy/rollout.js';
 import { resultOf } from './executor.js';
 import { describeDecision } from './intent-types.js';
+
+// How often the configured heartbeat timeout (HEARTBEAT_TIMEOUT_SECONDS) is checked while no departure owns it.
+const STEADY_HEARTBEAT_CHECK_MS = 30000;
 
 export function createLifecycleEvents({
   store, marks, operations, kube, executor, targets, config, clock, logger, audit = null, metrics = null,
@@ -170,10 +173,12 @@ export function createLifecycleEvents({
   }
 
   // Called periodically: ends the departures of servers that have left (or outstayed their window), and puts the
-  // heartbeat timeout back once none is left. Reads the cluster only while a departure exists.
+  // heartbeat timeout back once none is left. Reads the cluster while a departure exists; with none, and
+  // HEARTBEAT_TIMEOUT_SECONDS set, at most every STEADY_HEARTBEAT_CHECK_MS, to keep the configured value.
+  let steadyCheckedAt = -Infinity;
   async function restoreHeartbeatDue() {
     const departures = await marks.departures();
-    if (departures.length === 0) return null;
+    if (departures.length === 0) return keepSteadyHeartbeat();
     const cluster = await store.readCluster();
     const decision = decideHeartbeatRestore(cluster, { departures, now: clock.now() });
     if (decision.intents.length === 0) return null;
@@ -181,6 +186,18 @@ export function createLifecycleEvents({
     log.info({ reason: decision.reason }, 'departures ended');
     const set = decision.intents.find((i) => i.type === 'set-heartbeat');
     return { event: 'HEARTBEAT_RESTORE', reason: decision.reason, heartbeatTimeoutSecs: set?.seconds ?? null };
+  }
+
+  async function keepSteadyHeartbeat() {
+    const seconds = config.heartbeat?.timeoutSeconds ?? 0;
+    if (!seconds || clock.now() - steadyCheckedAt < STEADY_HEARTBEAT_CHECK_MS) return null;
+    steadyCheckedAt = clock.now();
+    const cluster = await store.readCluster();
+    const decision = decideSteadyHeartbeat({ current: cluster.heartbeatTimeoutSecs, departures: [], seconds });
+    if (decision.intents.length === 0) return null;
+    await executor.run(decision.intents, { actor: managerActor('heartbeat'), pod: null });
+    log.info({ reason: decision.reason }, 'heartbeat timeout set to the configured value');
+    return { event: 'HEARTBEAT_STEADY', reason: decision.reason, heartbeatTimeoutSecs: seconds };
   }
 
   // At shutdown, while still leading: departures no successor can read give the heartbeat timeout back now

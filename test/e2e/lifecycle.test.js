@@ -273,6 +273,37 @@ describe('PERFWARNING', () => {
   });
 });
 
+describe('HEARTBEAT_TIMEOUT_SECONDS', () => {
+  const heartbeatOf = async (h) => (await h.store.readCluster()).heartbeatTimeoutSecs;
+  test('when it is set, then the leading manager keeps the cluster at it, checked every 30 s; a PRESTOP\'s lowering comes first and gives it back', async () => {
+    const h = createSandboxHarness({ env: { HEARTBEAT_TIMEOUT_SECONDS: '3' } });
+    expect(await heartbeatOf(h)).not.toBe(3);
+    expect((await h.tick()).heartbeat).toMatchObject({ event: 'HEARTBEAT_STEADY', heartbeatTimeoutSecs: 3 });
+    expect(await heartbeatOf(h)).toBe(3);
+    // Changed by hand: put back at the next check, not before.
+    await h.store.writeHeartbeatTimeout(10);
+    expect((await h.tick()).heartbeat).toBeNull();
+    h.clock.advance(30000);
+    expect((await h.tick()).heartbeat).toMatchObject({ event: 'HEARTBEAT_STEADY' });
+    expect(await heartbeatOf(h)).toBe(3);
+    // A PRESTOP lowers it to 2 until its server has left; the steady value does not fight it.
+    const prestop = await request(h.app).post('/v1/hooks/prestop?pod=rethinkdb-2');
+    expect(prestop.body.heartbeat).toMatchObject({ lowered: true, from: 3, to: 2 });
+    h.clock.advance(30000);
+    await h.tick();
+    expect(await heartbeatOf(h)).toBe(2);
+    expect(h.logs.filter((l) => l.msg === 'heartbeat timeout set to the configured value')).toHaveLength(2);
+  });
+
+  test('when it is off (the default), then the cluster\'s value is left alone', async () => {
+    const h = createSandboxHarness();
+    const before = await heartbeatOf(h);
+    h.clock.advance(60000);
+    expect((await h.tick()).heartbeat).toBeNull();
+    expect(await heartbeatOf(h)).toBe(before);
+  });
+});
+
 describe('PRESTOP with no eligible replica left', () => {
   test('when a stopping server holds the last eligible replica of a shard, then it demotes what it can and reports the rest', async () => {
     const h = createSandboxHarness();

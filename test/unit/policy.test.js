@@ -1,7 +1,7 @@
 // The policy is pure: table-driven tests of which action each event leads to, and why.
 
 import {
-  decideHeartbeatAtShutdown, decideHeartbeatLowering, decideHeartbeatRestore, heartbeatWriteBudgetMs,
+  decideHeartbeatAtShutdown, decideHeartbeatLowering, decideHeartbeatRestore, decideSteadyHeartbeat, heartbeatWriteBudgetMs,
 } from '../../src/policy/heartbeat.js';
 import {
   decideOperatorDrain, decidePoststart, decidePrestop, decideRelease, prestopActionSeconds, primariesOffAfter,
@@ -183,6 +183,20 @@ describe('decideHeartbeatRestore', () => {
   ])('when the last departure ends with the timeout %s, then the reason says so', (_, heartbeat, said) => {
     expect(decideHeartbeatRestore(at(heartbeat, [server('a', false)]), { departures: [dep('a')], now }).reason).toContain(said);
     expect(decideHeartbeatAtShutdown({ current: heartbeat, departures: [{ ...dep('a'), persisted: 'memory-only' }] }).reason).toContain(said);
+  });
+});
+
+describe('decideSteadyHeartbeat', () => {
+  test.each([
+    ['off', { current: 10, seconds: 0 }, null, /is off/],
+    ['unknown now', { current: null, seconds: 3 }, null, /unknown/],
+    ['a departure owns it', { current: 2, seconds: 3, departures: [{ originalSecs: 3 }] }, null, /1 departing servers/],
+    ['already there', { current: 3, seconds: 3 }, null, /is 3 s, as configured/],
+    ['RethinkDB\'s default', { current: 10, seconds: 3 }, 3, /10 s → 3 s .* within about 5 s/],
+  ])('%s', (_, input, write, reason) => {
+    const d = decideSteadyHeartbeat(input);
+    expect(d.reason).toMatch(reason);
+    expect(d.intents).toEqual(write === null ? [] : [{ type: 'set-heartbeat', seconds: write, reason: d.reason }]);
   });
 });
 
