@@ -333,9 +333,18 @@ export function createLoadGenerator({
     const keys = [...new Set(updates.map((rec) => rec.key))];
     const conn = pool.anyConnection();
     if (!conn) return { error: 'no open connection to read the counters back' };
-    try {
+    const read = async () => {
       const rows = keys.length === 0 ? [] : await r.db(db).table(table).getAll(r.args(keys)).pluck('id', 'n').coerceTo('array').run(conn, { readMode: 'majority' });
       return checkCounters(updates, new Map(rows.map((row) => [row.id, row.n ?? 0])));
+    };
+    try {
+      const first = await read();
+      if (first.ok) return first;
+      // Not what was acknowledged: read once more after the cluster has had time to settle, to tell a read that came
+      // too early from a write that is not there.
+      await new Promise((resolve) => { timers.setTimeout(resolve, COUNTERS_REREAD_MS); });
+      const again = await read();
+      return { ...again, firstRead: { missing: first.missing, beyond: first.beyond, wrongKeys: first.wrongKeys } };
     } catch (err) {
       return { error: `the counters could not be read back: ${errorMessage(err)}` };
     }
@@ -347,6 +356,9 @@ export function createLoadGenerator({
   const progress = () => ({ state, issued: scheduler.issuedCount(), inFlight: recorder.inFlight.count() });
   return { start, stop, load, progress };
 }
+
+// How long after a first read-back that does not add up the counters are read again.
+const COUNTERS_REREAD_MS = 3000;
 
 // Pure: the counted writes' check. updates: the update records ({ key, ok, errorType }); applied: key -> the counter
 // read back. An update answered OP_FAILED was not applied; one that timed out, lost its connection or answered
@@ -364,16 +376,19 @@ export function checkCounters(updates, applied) {
   const totals = {
     keys: perKey.size, acked: 0, failed: 0, unknown: 0, unknownApplied: 0, missing: 0, beyond: 0,
   };
+  const wrong = [];
   for (const [key, k] of perKey) {
     const n = applied.get(key) ?? 0;
     totals.acked += k.acked;
     totals.failed += k.failed;
     totals.unknown += k.unknown;
+    if (n < k.acked || n > k.acked + k.unknown) wrong.push({ key, n, ...k });
     totals.missing += Math.max(0, k.acked - n);
     totals.beyond += Math.max(0, n - k.acked - k.unknown);
     totals.unknownApplied += Math.min(k.unknown, Math.max(0, n - k.acked));
   }
-  return { ...totals, ok: totals.missing === 0 && totals.beyond === 0 };
+  // The keys that do not add up (at most 20), to look them up afterwards.
+  return { ...totals, ok: totals.missing === 0 && totals.beyond === 0, ...(wrong.length > 0 ? { wrongKeys: wrong.slice(0, 20) } : {}) };
 }
 
 // Inserts user0 .. user(count - 1) in batches with conflict 'replace', so a rerun resets the records.
