@@ -387,8 +387,13 @@ export function checkCounters(updates, applied) {
     totals.beyond += Math.max(0, n - k.acked - k.unknown);
     totals.unknownApplied += Math.min(k.unknown, Math.max(0, n - k.acked));
   }
-  // The keys that do not add up (at most 20), to look them up afterwards.
-  return { ...totals, ok: totals.missing === 0 && totals.beyond === 0, ...(wrong.length > 0 ? { wrongKeys: wrong.slice(0, 20) } : {}) };
+  // The keys that do not add up (at most 20), each with its updates (issued at, answered at, ok, error), to look them
+  // up afterwards.
+  const listed = wrong.slice(0, 20).map((w) => ({
+    ...w,
+    updates: updates.filter((rec) => rec.key === w.key).map((rec) => [Math.round(rec.issuedMs ?? 0), rec.endMs === null || rec.endMs === undefined ? null : Math.round(rec.endMs), rec.ok ? 1 : 0, rec.errorType ?? rec.errorKind ?? null]),
+  }));
+  return { ...totals, ok: totals.missing === 0 && totals.beyond === 0, ...(listed.length > 0 ? { wrongKeys: listed } : {}) };
 }
 
 // Inserts user0 .. user(count - 1) in batches with conflict 'replace', so a rerun resets the records.
