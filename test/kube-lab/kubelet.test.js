@@ -332,6 +332,10 @@ test('kubectl rollout restart under client load through rethinkdb-client: each p
   // above and reported by npm run evaluate -- --lab kube --scenarios rolling-restart, not a bound here.
   expect(summary.ok).toBeGreaterThan(0);
   expect(summary.attempted).toBeGreaterThan(0);
+  // Every update an increment of its record's counter (lab/kube/client.js): read back, each acknowledged one is there
+  // and nothing beyond the acknowledged and the unknown ones (the gate applied nothing twice).
+  expect(summary.counters).toMatchObject({ missing: 0, beyond: 0 });
+  expect(summary.counters.acked).toBeGreaterThan(0);
   await conn.close();
 });
 
