@@ -2,14 +2,32 @@
 // are; what is decided here is where the handshake ends, how frames are cut, whether a query may be sent again, and
 // whether an answer is the refusal that makes it so. Constants from the rethinkdb driver's proto-def (ql2.proto).
 //
-// Why a retry of OP_FAILED is safe (RethinkDB 2.4.4's source): a write that meets a primary handover is refused
-// before it is queued (src/clustering/table_contract/executor/exec_primary.cc, primary_execution_t::on_write) and
-// answered OP_FAILED, "The write was not performed"; "primary replica for shard ... not available"
-// (src/clustering/query_routing/table_query_client.cc) is refused the same way. A write that may have been applied
-// is answered OP_INDETERMINATE: a multi-shard write some shards of which succeeded, a batched write an earlier batch
-// of which committed. The one case the error type does not cover is a query with several independent write terms (two
-// inserts in one r.expr([...]), a forEach): each is classified on its own, so the query can answer OP_FAILED after an
-// earlier term was applied. Those queries are never sent again.
+// The retry rule (classifyQuery, singleRowWrite, retryAfter), and why it is safe, from RethinkDB 2.4.4's source (paths
+// under src/) and what a real 2.4.4 server did:
+// - OP_FAILED speaks of the term that failed, not of the query. A datum_exc_t from a table access gets the backtrace
+//   of the term whose evaluation caught it (rdb_protocol/term.cc), and availability errors came back with b: [] from
+//   anywhere in a query (measured): neither the error type nor the backtrace says whether an earlier write committed.
+//   So the gate decides by the query's shape, and sends again only a query that cannot have written anything when it
+//   is refused for availability:
+// - A read-only query (no write term anywhere, global optargs included: the server evaluates them again on every use,
+//   rdb_protocol/optargs.cc) changes nothing.
+// - One write of one row at the query's root: its arguments (the table, the object, the key, the update's function)
+//   are evaluated before the write, and nothing after it. It is one dispatch to one shard
+//   (clustering/query_routing/table_query_client.cc, dispatch_immediate_op). "primary replica for shard ... not
+//   available" and "too many primary replicas available" are raised there while the shards are chosen, before any is
+//   contacted; "The primary replica is currently changing ... The write was not performed" and "isn't connected to a
+//   quorum of replicas. The write was not performed" are the primary's refusals before it applies the write
+//   (clustering/table_contract/executor/exec_primary.cc, primary_execution_t::on_write). Each is query_state_t::FAILED,
+//   which rdb_protocol/real_table.cc turns into OP_FAILED "Cannot perform write: ..."; a primary that lost contact
+//   during the write is INDETERMINATE (OP_INDETERMINATE), never sent again.
+// - Nothing larger. An insert is cut into batches of 128 documents (real_table.cc), a stream or a selection into
+//   stream batches (rdb_protocol/terms/writes.cc), and a later batch's refusal is a plain OP_FAILED after earlier
+//   batches committed: on a real server an insert of a 5,000-row stream into a table with one of its two shards down
+//   answered OP_FAILED "Cannot perform write: primary replica ... not available" after writing 3,968 rows. Terms over
+//   sequences or grouped data run a write term once per element or group (rdb_protocol/op.cc, obj_or_seq.cc).
+// - The server reads a term's or a query's type as the low 32 bits of any JSON number (rapidjson GetInt), so a type
+//   that is not a plain integer is refused (a query's) or makes the query untracked (a term's): 4294967352 is an
+//   INSERT to the server.
 
 import { isUtf8 } from 'node:buffer';
 

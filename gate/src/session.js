@@ -1,7 +1,8 @@
 // One client connection through the gate: one upstream connection of its own, the handshake relayed byte for byte
 // (the gate holds no credentials; permissions stay the user's), then frames relayed both ways. A START query that
-// may be sent again (protocol.js classifyQuery) and is answered OP_FAILED is sent again after a short backoff, until
-// it is answered otherwise or the retry budget runs out (then the client gets the last error). Everything else passes
+// may be sent again (protocol.js classifyQuery: read-only, or one write of one row at its root) and is answered
+// OP_FAILED with an availability refusal (protocol.js retryAfter) is sent again after a short backoff, until it is
+// answered otherwise or the retry budget runs out (then the client gets the last error). Everything else passes
 // as it came; other tokens flow meanwhile. If the upstream connection breaks, the client's is closed: the gate cannot
 // know what was applied. While a hold (./holds.js) covers a write's tables, the write (or its retry) waits in the
 // session's queue and goes up when no hold covers it any more, in the order it came, and at
