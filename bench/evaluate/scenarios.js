@@ -400,6 +400,14 @@ SCENARIOS['planned-stop-raft-leader'] = {
   phases: [{ name: 'after the stop', from: 'SIGTERM', to: 'server back' }],
   prepare: leadingHotServer,
 };
+// node-loss-heartbeat-2 with the lost server leading the table's Raft group (pinned before the load, in every arm):
+// every write reads the table's config (its write hook) from that leader, so writes wait for an election too.
+SCENARIOS['node-loss-heartbeat-2-raft-leader'] = {
+  ...SCENARIOS['node-loss-heartbeat-2'],
+  name: 'node-loss-heartbeat-2-raft-leader',
+  title: 'Unplanned: a silent network loss of the table\'s Raft leader, the heartbeat timeout at 2 s beforehand',
+  prepare: async (ctx) => ({ ...(await setHeartbeat(ctx.cluster, 2)), ...(await leadingHotServer(ctx)) }),
+};
 SCENARIOS['prestop-then-cut-raft-leader'] = {
   ...SCENARIOS['prestop-then-cut'],
   name: 'prestop-then-cut-raft-leader',

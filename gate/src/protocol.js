@@ -20,6 +20,9 @@
 //   (clustering/table_contract/executor/exec_primary.cc, primary_execution_t::on_write). Each is query_state_t::FAILED,
 //   which rdb_protocol/real_table.cc turns into OP_FAILED "Cannot perform write: ..."; a primary that lost contact
 //   during the write is INDETERMINATE (OP_INDETERMINATE), never sent again.
+//   The one refusal that is not OP_FAILED: "Unexpected exception: The attempt to read or modify the table's
+//   configuration failed because none of the servers were accessible." (INTERNAL), when the table's config cannot be
+//   read for the write's write hook, which real_table.cc does before dispatching anything (CONFIG_UNREACHABLE below).
 // - Nothing larger. An insert is cut into batches of 128 documents (real_table.cc), a stream or a selection into
 //   stream batches (rdb_protocol/terms/writes.cc), and a later batch's refusal is a plain OP_FAILED after earlier
 //   batches committed: on a real server an insert of a 5,000-row stream into a table with one of its two shards down
@@ -36,7 +39,7 @@ export const QUERY = Object.freeze({ START: 1, CONTINUE: 2, STOP: 3, NOREPLY_WAI
 export const RESPONSE = Object.freeze({
   SUCCESS_ATOM: 1, SUCCESS_SEQUENCE: 2, SUCCESS_PARTIAL: 3, WAIT_COMPLETE: 4, SERVER_INFO: 5, CLIENT_ERROR: 16, COMPILE_ERROR: 17, RUNTIME_ERROR: 18,
 });
-export const ERROR_TYPE = Object.freeze({ OP_FAILED: 4100000, OP_INDETERMINATE: 4200000 });
+export const ERROR_TYPE = Object.freeze({ INTERNAL: 1000000, OP_FAILED: 4100000, OP_INDETERMINATE: 4200000 });
 
 // Terms that write documents.
 const WRITE_TERMS = new Set([53, 54, 55, 56]); // UPDATE, DELETE, REPLACE, INSERT
@@ -307,14 +310,22 @@ function parseAnswer(body) {
 const READ_REFUSED = /^Cannot perform read: (?:primary replica for shard .* not available|too many primary replicas available|The primary replica is currently changing|The primary replica isn't connected to a quorum of replicas|lost contact with primary replica|no replica is available)/s;
 const WRITE_REFUSED = /^Cannot perform write: (?:primary replica for shard .* not available|too many primary replicas available|The primary replica is currently changing|The primary replica isn't connected to a quorum of replicas\. The write was not performed)/s;
 
+// The table's config could not be read (src/clustering/table_manager/table_meta_client.hpp, failed_table_op_exc_t:
+// no server of the table answered, as while the table's Raft leader is lost and no new one is elected). A write reads
+// its table's config first, for its write hook (src/rdb_protocol/real_table.cc, get_write_hook at the top of
+// write_batched_replace and write_batched_insert), before any batch is dispatched; the exception is not caught on the
+// way and reaches the client as INTERNAL, "Unexpected exception: ..." (src/rdb_protocol/query_cache.cc).
+const CONFIG_UNREACHABLE = /^Unexpected exception: The attempt to read or modify the table's configuration failed because none of the servers were accessible\./;
+
 // Whether a query of this `retry` kind (classifyQuery) may be sent again after this answer (a response body).
 export function retryAfter(retry, body) {
   if (retry !== 'read' && retry !== 'write') return false;
   const answer = parseAnswer(body);
-  if (answer?.t !== RESPONSE.RUNTIME_ERROR || answer.e !== ERROR_TYPE.OP_FAILED || !Array.isArray(answer.r)) return false;
+  if (answer?.t !== RESPONSE.RUNTIME_ERROR || !Array.isArray(answer.r)) return false;
   const message = answer.r[0];
   if (typeof message !== 'string') return false;
-  return (retry === 'read' ? READ_REFUSED : WRITE_REFUSED).test(message);
+  if (answer.e === ERROR_TYPE.INTERNAL) return CONFIG_UNREACHABLE.test(message);
+  return answer.e === ERROR_TYPE.OP_FAILED && (retry === 'read' ? READ_REFUSED : WRITE_REFUSED).test(message);
 }
 
 // A short class of an error's text, for the retry metric's label (a handover's two messages, or other).

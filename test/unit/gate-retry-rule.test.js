@@ -99,11 +99,16 @@ describe('which queries may be sent again', () => {
 describe('after which answers', () => {
   const answer = (e, message, t = 18) => Buffer.from(JSON.stringify({ t, e, r: [message], b: [] }));
   const FAILED = 4100000;
+  const CONFIG = 'Unexpected exception: The attempt to read or modify the table\'s configuration failed because none of the servers were accessible.  If it was an attempt to modify, the modification did not take place.';
   test.each([
     ['read', 'Cannot perform read: primary replica for shard ["", +inf) not available', FAILED, true],
     ['read', 'Cannot perform read: lost contact with primary replica', FAILED, true],
     ['read', 'Cannot perform read: no replica is available', FAILED, true],
     ['read', 'Cannot perform read: too many primary replicas available', FAILED, true],
+    ['read', CONFIG, 1000000, true],
+    ['write', CONFIG, 1000000, true],
+    ['write', 'Unexpected exception: something else', 1000000, false],
+    ['write', CONFIG, 4200000, false],
     ['write', 'Cannot perform write: too many primary replicas available', FAILED, true],
     ['read', 'Cannot perform read: The primary replica isn\'t connected to a quorum of replicas. The read was not performed.', FAILED, true],
     ['read', 'Table `app.missing` does not exist.', FAILED, false],
