@@ -642,7 +642,7 @@ describe('bounds', () => {
 
   test('when the gate has its limit of connections, then the next one is told so and closed; one closing makes room', async () => {
     const up = await scriptedUpstream(() => ({ t: 1, r: ['fine'] }));
-    const { port, metrics } = await startGate(up.port, { maxConnections: 2 });
+    const { port, metrics, gate } = await startGate(up.port, { maxConnections: 2 });
     const a = await client(port);
     await client(port);
     const refused = connect(port, '127.0.0.1');
@@ -652,7 +652,7 @@ describe('bounds', () => {
     expect(text).toMatch(/^ERROR: rethinkdb-query-gate has 2 connections open, its limit \(GATE_MAX_CONNECTIONS\)/);
     expect(await value(metrics, 'rethinkdb_gate_limit_hits_total', { limit: 'connections' })).toBe(1);
     a.socket.destroy();
-    await sleep(50);
+    await until(() => gate.connections() < 2);
     const next = await client(port);
     next.send(1, read('k'));
     expect(await next.next()).toEqual({ token: 1, body: { t: 1, r: ['fine'] } });
