@@ -46,6 +46,9 @@ export function createSession({
   // without completing a frame (a frame must arrive whole within config.frameTimeoutMs).
   const partial = { client: 0, upstream: 0 };
   let partialSince = null;
+  // The same for an answer half-received from the upstream: it stays half while the client does not read (the gate
+  // stops reading the upstream then), and holds gate-wide budget meanwhile.
+  let upstreamPartialSince = null;
   let readingHeld = false;
   const openedAt = clock.now();
   // token (tokenKey) -> { raw, retainedBytes, retry, attempts, firstSentAt, heldMs, timer, lastError, streaming, awaiting, facts,
@@ -103,7 +106,8 @@ export function createSession({
     if (side === 'client') {
       if (pending === 0 || readingHeld) partialSince = null;
       else if (frames.length > 0 || partialSince === null) partialSince = clock.now();
-    }
+    } else if (pending === 0) upstreamPartialSince = null;
+    else if (frames.length > 0 || upstreamPartialSince === null) upstreamPartialSince = clock.now();
     if (pending !== partial[side]) {
       budgets.partial.add(pending - partial[side]);
       partial[side] = pending;
@@ -504,10 +508,15 @@ export function createSession({
     inFlightTouching,
     heldCount: () => queued.length,
     // A frame begun and not completed within config.frameTimeoutMs closes the connection (the gate calls this each second).
+    // An answer half-received from the upstream for as long closes it too.
     sweep(now) {
-      if (closed || partialSince === null || now - partialSince <= (config.frameTimeoutMs ?? 60000)) return;
-      onLimit('frame_timeout', { timeoutMs: config.frameTimeoutMs, bufferedBytes: fromClient.buffered() });
-      close('a frame did not arrive whole within the time-out');
+      if (closed) return;
+      const limitMs = config.frameTimeoutMs ?? 60000;
+      const stalled = [['query', partialSince, fromClient], ['answer', upstreamPartialSince, fromUpstream]]
+        .find(([, since]) => since !== null && now - since > limitMs);
+      if (!stalled) return;
+      onLimit('frame_timeout', { timeoutMs: limitMs, frame: stalled[0], bufferedBytes: stalled[2].buffered() });
+      close(`a ${stalled[0]} frame did not arrive whole within the time-out`);
     },
     openedAt,
   };

@@ -64,6 +64,8 @@ async function scriptedUpstream(answer) {
   const sockets = new Set();
   const server = createServer((socket) => {
     sockets.add(socket);
+    // The gate may close its side while an answer is still being written (a connection it closes for a bound).
+    socket.on('error', () => {});
     let buffer = Buffer.alloc(0);
     let stage = 0;
     const attempts = new Map();
@@ -734,5 +736,32 @@ describe('bounds', () => {
     expect(await c.next()).toMatchObject({ token: 1, body: { t: 16, r: [expect.stringMatching(/still in flight/)] } });
     expect(await c.next()).toEqual({ token: 1, body: { t: 1, r: [1] } });
     expect(up.seen).toHaveLength(1);
+  });
+
+  test('when a client asks for a large answer and does not read it, then the answer half-received from the upstream closes it at the frame time-out', async () => {
+    let offset = 0;
+    const answer = 'z'.repeat(4 * 1024 * 1024);
+    const up = await scriptedUpstream(() => ({ t: 1, r: [answer] }));
+    const metrics = createGateMetrics();
+    const gate = createGate({
+      config: {
+        port: 0, host: '127.0.0.1', upstream: { host: '127.0.0.1', port: up.port }, retry: { budgetMs: 3000, minMs: 5, maxMs: 20 }, maxFrameBytes: 16 * 1024 * 1024,
+        connectTimeoutMs: 1000, drainSeconds: 1, tls: { enabled: false }, upstreamTls: { enabled: false }, frameTimeoutMs: 1000,
+      },
+      metrics, clock: { now: () => Date.now() + offset, sleep }, logger,
+    });
+    const { port } = await gate.start();
+    closers.push(() => gate.stop(0));
+    const c = await client(port);
+    c.socket.on('error', () => {});
+    c.socket.pause();
+    for (let i = 1; i <= 4; i += 1) c.send(i, read(`big-${i}`));
+    await until(() => gate.budgets.partial.used() > 0);
+    offset += 1001;
+    gate.sweep();
+    c.socket.resume();
+    for (;;) { if ((await c.next()) === null) break; }
+    expect(await value(metrics, 'rethinkdb_gate_limit_hits_total', { limit: 'frame_timeout' })).toBe(1);
+    expect(gate.budgets.partial.used()).toBe(0);
   });
 });
