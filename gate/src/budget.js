@@ -17,3 +17,25 @@ export function createByteBudget({ limit }) {
     used: () => used,
   };
 }
+
+// One connection's share of a gate-wide budget: the same calls, and take(n) also refuses past `limit` for this
+// connection alone, so that one client cannot spend the whole budget. shortOf(): 'connection' or 'gate', which limit
+// the last refused take() met.
+export function createShare(budget, { limit }) {
+  let own = 0;
+  let short = null;
+  return {
+    limit,
+    take(n) {
+      if (own + n > limit) { short = 'connection'; return false; }
+      if (!budget.take(n)) { short = 'gate'; return false; }
+      own += n;
+      return true;
+    },
+    add(n) { own += n; budget.add(n); },
+    give(n) { own -= n; budget.give(n); },
+    used: () => own,
+    shortOf: () => short,
+  };
+}
+

@@ -24,6 +24,7 @@ const KEYS = [
   { env: 'GATE_HANDSHAKE_TIMEOUT_MS', field: 'handshakeTimeoutMs', parse: integer(100, 600000), default: 10000 },
   { env: 'GATE_FRAME_TIMEOUT_MS', field: 'frameTimeoutMs', parse: integer(1000, 3600000), default: 60000 },
   { env: 'GATE_MAX_RETAINED_BYTES', field: 'maxRetainedBytes', parse: integer(0, 16 * 1024 * 1024 * 1024), default: 64 * 1024 * 1024 },
+  { env: 'GATE_MAX_RETAINED_BYTES_PER_CONNECTION', field: 'maxRetainedBytesPerConnection', parse: integer(0, 16 * 1024 * 1024 * 1024), default: 16 * 1024 * 1024 },
   { env: 'GATE_MAX_PARTIAL_FRAME_BYTES', field: 'maxPartialFrameBytes', parse: integer(1024, 16 * 1024 * 1024 * 1024), default: 192 * 1024 * 1024 },
   { env: 'LOG_LEVEL', field: 'logLevel', parse: oneOf(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']), default: 'info' },
 ];

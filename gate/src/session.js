@@ -14,7 +14,7 @@ import {
   NOT_JSON, QUERY, RESPONSE, SERVER_HANDSHAKE_MESSAGES, TYPE_NOT_PLAIN, V1_0, classifyQuery, clientErrorFrame, countMemberColons, createFrameReader,
   errorClassOf, handshakeFailed, isNoreplyQuery, parseQuery, peekResponseType, queryTypeOf, retryAfter, retryDelayMs, splitNullTerminated,
 } from './protocol.js';
-import { createByteBudget } from './budget.js';
+import { createByteBudget, createShare } from './budget.js';
 
 const CLIENT_HANDSHAKE_MESSAGES = 2;
 const TOKEN_IN_USE = 'Client is buggy: rethinkdb-query-gate got a START on a token whose query is still in flight.';
@@ -35,6 +35,9 @@ export function createSession({
   budgets = { retained: createByteBudget({ limit: Infinity }), partial: createByteBudget({ limit: Infinity }) }, onLimit = () => {},
 }) {
   const log = logger;
+  // This connection's share of the gate-wide retained budget (GATE_MAX_RETAINED_BYTES_PER_CONNECTION).
+  const retained = createShare(budgets.retained, { limit: config.maxRetainedBytesPerConnection ?? 16 * 1024 * 1024 });
+  const retainedLimit = () => ({ limitBytes: retained.shortOf() === 'connection' ? retained.limit : budgets.retained.limit, per: retained.shortOf() });
   let upstream = null;
   let phase = 'magic';
   let magic = Buffer.alloc(0);
@@ -253,14 +256,14 @@ export function createSession({
       // query is neither kept for a retry nor held (it goes up now, as it would through no gate).
       const bytes = frame.raw.length;
       let held = Boolean(holds?.covers(facts));
-      if (held && !budgets.retained.take(bytes)) { held = false; onLimit('retained_bytes', { limitBytes: budgets.retained.limit, held: true }); }
+      if (held && !retained.take(bytes)) { held = false; onLimit('retained_bytes', { ...retainedLimit(), held: true }); }
       let { retry } = verdict;
-      if (retry && !budgets.retained.take(bytes)) { retry = null; onLimit('retained_bytes', { limitBytes: budgets.retained.limit }); }
+      if (retry && !retained.take(bytes)) { retry = null; onLimit('retained_bytes', retainedLimit()); }
       metrics.query(retry ? 'retryable' : 'not_retryable');
       const raw = held || retry ? Buffer.from(frame.raw) : null;
       if (held) { enqueue({ key, raw, bytes, kind: 'start', facts }); metrics.heldQuery(); }
       if (isNoreplyQuery(query)) {
-        if (retry) budgets.retained.give(bytes);
+        if (retry) retained.give(bytes);
         noreplyOutstanding = true;
         return !held;
       }
@@ -286,7 +289,7 @@ export function createSession({
       if (type === QUERY.CONTINUE && entry) entry.awaiting = true;
       // Kept whatever the budget says (a query's later frames cannot go up before it); per connection, at most
       // maxQueuedBytes before the client is no longer read.
-      budgets.retained.add(frame.raw.length);
+      retained.add(frame.raw.length);
       enqueue({ key, raw: Buffer.from(frame.raw), bytes: frame.raw.length, kind: type === QUERY.NOREPLY_WAIT ? 'wait' : 'follow' });
       return false;
     }
@@ -310,7 +313,7 @@ export function createSession({
   // An entry is over: its timer stopped, its copy's bytes given back to the budget.
   function forget(key, entry) {
     if (entry.timer) clearTimeout(entry.timer);
-    budgets.retained.give(entry.retainedBytes);
+    retained.give(entry.retainedBytes);
     entry.retainedBytes = 0;
     entry.raw = null;
     inFlight.delete(key);
@@ -354,7 +357,7 @@ export function createSession({
     const left = [];
     for (const item of queued) {
       if (keep(item)) left.push(item);
-      else budgets.retained.give(item.bytes);
+      else retained.give(item.bytes);
     }
     queued = left;
     queuedBytes = queued.reduce((n, item) => n + item.raw.length, 0);
@@ -416,7 +419,7 @@ export function createSession({
     if (entry?.retry && type === RESPONSE.RUNTIME_ERROR && retryAfter(entry.retry, frame.body) && retryLater(key, entry, frame)) return;
     if (entry && type === RESPONSE.SUCCESS_PARTIAL) {
       // Streaming: never sent again, its bytes no longer kept; it holds a drain only while a CONTINUE is out.
-      budgets.retained.give(entry.retainedBytes);
+      retained.give(entry.retainedBytes);
       Object.assign(entry, {
         retry: null, raw: null, retainedBytes: 0, streaming: true, awaiting: false,
       });
@@ -475,7 +478,7 @@ export function createSession({
     closed = true;
     clearTimeout(handshakeTimer);
     for (const [key, entry] of [...inFlight]) forget(key, entry);
-    for (const item of queued) budgets.retained.give(item.bytes);
+    for (const item of queued) retained.give(item.bytes);
     queued = [];
     queuedBytes = 0;
     budgets.partial.add(-(partial.client + partial.upstream));

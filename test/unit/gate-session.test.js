@@ -559,6 +559,23 @@ describe('bounds', () => {
     expect(await value(full.metrics, 'rethinkdb_gate_limit_hits_total', { limit: 'retained_bytes' })).toBe(1);
   });
 
+  test('when one connection has kept its share of the budget, then its next query gets no copy while another connection\'s does', async () => {
+    const up = await scriptedUpstream((q, attempt) => (q[1][1][1].startsWith('slow') ? null : attempt === 1 ? READ_NOT_AVAILABLE : { t: 1, r: ['read'] }));
+    const { port, metrics, gate } = await startGate(up.port, { maxRetainedBytesPerConnection: 2048, maxRetainedBytes: 1024 * 1024 });
+    const greedy = await client(port);
+    // Two reads of about 0.95 KiB never answered: of this connection's 2 KiB share, too little is left for the next.
+    greedy.send(1, read(`slow-${'x'.repeat(900)}`));
+    greedy.send(2, read(`slow-${'y'.repeat(900)}`));
+    await until(() => up.seen.length === 2);
+    greedy.send(3, read(`k-${'z'.repeat(200)}`));
+    expect(await greedy.next()).toEqual({ token: 3, body: READ_NOT_AVAILABLE });
+    expect(await value(metrics, 'rethinkdb_gate_limit_hits_total', { limit: 'retained_bytes' })).toBe(1);
+    const other = await client(port);
+    other.send(1, read('k2'));
+    expect(await other.next()).toEqual({ token: 1, body: { t: 1, r: ['read'] } });
+    expect(gate.budgets.retained.used()).toBeGreaterThan(1000);
+  });
+
   test('when a client sends queries and never reads, then the gate stops reading it, keeps no more than its budget, and serves a bystander', async () => {
     const answer = 'y'.repeat(256 * 1024);
     const up = await scriptedUpstream(() => ({ t: 1, r: [answer] }));
