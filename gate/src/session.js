@@ -53,7 +53,6 @@ export function createSession({
   // stops reading the upstream then), and holds gate-wide budget meanwhile.
   let upstreamPartialSince = null;
   let readingHeld = false;
-  const openedAt = clock.now();
   // token (tokenKey) -> { raw, retainedBytes, retry, attempts, firstSentAt, heldMs, timer, lastError, streaming, awaiting, facts,
   // held }: the queries sent (or held) and not finally answered. raw: the bytes kept for a retry (retainedBytes of them
   // counted in budgets.retained); retry: classifyQuery's kind, null when it is never sent again; heldMs: how long holds
@@ -262,8 +261,8 @@ export function createSession({
       metrics.query(retry ? 'retryable' : 'not_retryable');
       const raw = held || retry ? Buffer.from(frame.raw) : null;
       if (held) { enqueue({ key, raw, bytes, kind: 'start', facts }); metrics.heldQuery(); }
+      // (classifyQuery never gives a noreply query a retry: its copy, if any, is the queue's.)
       if (isNoreplyQuery(query)) {
-        if (retry) retained.give(bytes);
         noreplyOutstanding = true;
         return !held;
       }
@@ -521,7 +520,6 @@ export function createSession({
       onLimit('frame_timeout', { timeoutMs: limitMs, frame: stalled[0], bufferedBytes: stalled[2].buffered() });
       close(`a ${stalled[0]} frame did not arrive whole within the time-out`);
     },
-    openedAt,
   };
 }
 

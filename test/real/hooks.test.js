@@ -202,6 +202,28 @@ describe('hooks on a real RethinkDB cluster', () => {
   });
 });
 
+describe('HEARTBEAT_TIMEOUT_SECONDS on a real cluster', () => {
+  test('when it is set, then the leading manager sets the cluster to it; a PRESTOP lowers it below and gives it back once the server has left', async () => {
+    const steady = createRealManager(cluster, { via: 0, env: { HEARTBEAT_TIMEOUT_SECONDS: '3' } });
+    try {
+      await waitConnected(steady);
+      await steady.tick({ poll: false });
+      expect(await heartbeatSecs()).toBe(3);
+      const res = await request(steady.app).post('/v1/hooks/prestop?pod=rethinkdb-3');
+      expect(res.body).toMatchObject({ primariesOff: true, heartbeat: { lowered: true, from: 3, to: 2 } });
+      expect(await heartbeatSecs()).toBe(2);
+      await cluster.stopServer(3, 'SIGTERM');
+      await eventually(async () => { await steady.tick({ poll: false }); return (await heartbeatSecs()) === 3; }, { what: 'heartbeat timeout back to 3 s' });
+      expect(await steady.marks.departures()).toEqual([]);
+    } finally {
+      await steady.close();
+      await releaseDraining(m);
+      // What every test starts from: RethinkDB's own 10 s (this manager keeps 3 s, and nothing gives that back).
+      await cluster.withConnection((c) => r.db('rethinkdb').table('cluster_config').get('heartbeat').update({ heartbeat_timeout_secs: 10 }).run(c));
+    }
+  });
+});
+
 describe('POSTSTART_GIVE_BACK never and balance on a real cluster', () => {
   test('when a drained server returns, then it is released but keeps no primary, and no table_config changes', async () => {
     const keep = createRealManager(cluster, { via: 0, env: { POSTSTART_GIVE_BACK: 'never' } });

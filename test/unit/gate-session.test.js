@@ -113,13 +113,14 @@ async function scriptedUpstream(answer) {
   return { port: server.address().port, seen };
 }
 
-async function startGate(upstreamPort, overrides = {}) {
+// gateClock: the gate's clock (a test that moves time on gives one of its own).
+async function startGate(upstreamPort, overrides = {}, { gateClock = clock } = {}) {
   const config = {
     port: 0, host: '127.0.0.1', upstream: { host: '127.0.0.1', port: upstreamPort }, retry: { budgetMs: 3000, minMs: 5, maxMs: 20 },
     maxFrameBytes: 1024 * 1024, connectTimeoutMs: 1000, drainSeconds: 1, tls: { enabled: false }, upstreamTls: { enabled: false }, hold: { maxMs: 5000 }, ...overrides,
   };
   const metrics = createGateMetrics();
-  const gate = createGate({ config, metrics, clock, logger });
+  const gate = createGate({ config, metrics, clock: gateClock, logger });
   const { port } = await gate.start();
   closers.push(() => gate.stop(0));
   return { port, metrics, gate };
@@ -615,16 +616,9 @@ describe('bounds', () => {
   test('when a frame is begun and not finished within the time-out, then its connection is closed; one making progress is not', async () => {
     let offset = 0;
     const up = await scriptedUpstream(() => ({ t: 1, r: ['fine'] }));
-    const metrics = createGateMetrics();
-    const gate = createGate({
-      config: {
-        port: 0, host: '127.0.0.1', upstream: { host: '127.0.0.1', port: up.port }, retry: { budgetMs: 3000, minMs: 5, maxMs: 20 }, maxFrameBytes: 1024 * 1024,
-        connectTimeoutMs: 1000, drainSeconds: 1, tls: { enabled: false }, upstreamTls: { enabled: false }, frameTimeoutMs: 1000,
-      },
-      metrics, clock: { now: () => Date.now() + offset, sleep }, logger,
-    });
-    const { port } = await gate.start();
-    closers.push(() => gate.stop(0));
+    const { port, gate, metrics } = await startGate(up.port, {
+      retry: { budgetMs: 3000, minMs: 5, maxMs: 20 }, maxFrameBytes: 1024 * 1024, frameTimeoutMs: 1000,
+    }, { gateClock: { now: () => Date.now() + offset, sleep } });
     const stalled = await client(port);
     const busy = await client(port);
     const half = frame(1, read('k'));
@@ -716,16 +710,9 @@ describe('bounds', () => {
   test('when a retried write meets holds again, then its time held in all is bounded by GATE_HOLD_MAX_MS', async () => {
     let offset = 0;
     const up = await scriptedUpstream((q, attempt, token) => (attempt === 1 ? OP_FAILED : { t: 1, r: [token] }));
-    const metrics = createGateMetrics();
-    const gate = createGate({
-      config: {
-        port: 0, host: '127.0.0.1', upstream: { host: '127.0.0.1', port: up.port }, retry: { budgetMs: 3000, minMs: 300, maxMs: 300 }, maxFrameBytes: 1024 * 1024,
-        connectTimeoutMs: 1000, drainSeconds: 1, tls: { enabled: false }, upstreamTls: { enabled: false }, hold: { maxMs: 60000 },
-      },
-      metrics, clock: { now: () => Date.now() + offset, sleep }, logger,
-    });
-    const { port } = await gate.start();
-    closers.push(() => gate.stop(0));
+    const { port, gate, metrics } = await startGate(up.port, {
+      retry: { budgetMs: 3000, minMs: 300, maxMs: 300 }, maxFrameBytes: 1024 * 1024, hold: { maxMs: 60000 },
+    }, { gateClock: { now: () => Date.now() + offset, sleep } });
     const c = await client(port);
     const first = await gate.hold({ tables: ['ycsb.usertable'], ttlMs: 60000, drainMs: 0 });
     c.send(1, [1, insert('held-twice'), {}]);
@@ -759,16 +746,9 @@ describe('bounds', () => {
     let offset = 0;
     const answer = 'z'.repeat(4 * 1024 * 1024);
     const up = await scriptedUpstream(() => ({ t: 1, r: [answer] }));
-    const metrics = createGateMetrics();
-    const gate = createGate({
-      config: {
-        port: 0, host: '127.0.0.1', upstream: { host: '127.0.0.1', port: up.port }, retry: { budgetMs: 3000, minMs: 5, maxMs: 20 }, maxFrameBytes: 16 * 1024 * 1024,
-        connectTimeoutMs: 1000, drainSeconds: 1, tls: { enabled: false }, upstreamTls: { enabled: false }, frameTimeoutMs: 1000,
-      },
-      metrics, clock: { now: () => Date.now() + offset, sleep }, logger,
-    });
-    const { port } = await gate.start();
-    closers.push(() => gate.stop(0));
+    const { port, gate, metrics } = await startGate(up.port, {
+      retry: { budgetMs: 3000, minMs: 5, maxMs: 20 }, maxFrameBytes: 16 * 1024 * 1024, frameTimeoutMs: 1000,
+    }, { gateClock: { now: () => Date.now() + offset, sleep } });
     const c = await client(port);
     c.socket.on('error', () => {});
     c.socket.pause();
