@@ -42,6 +42,8 @@ const KEYS = [
   { env: 'WAIT_POLL_INTERVAL_MS', field: 'waitPollIntervalMs', parse: integer(10, 60000), default: 250 },
   { env: 'TABLE_WRITE_CONCURRENCY', field: 'tableWriteConcurrency', parse: integer(1, 64), default: 8 },
   { env: 'HEARTBEAT_TIMEOUT_SECONDS', field: 'heartbeat.timeoutSeconds', parse: offOrInteger(2, 3600), default: 0 },
+  { env: 'FAILOVER_ADOPT', field: 'failover.adopt', parse: boolean, default: true },
+  { env: 'FAILOVER_CHECK_MS', field: 'failover.checkMs', parse: integer(200, 600000), default: 2000 },
   { env: 'PRESTOP_HEARTBEAT_TIMEOUT_SECONDS', field: 'prestop.heartbeatTimeoutSeconds', parse: offOrInteger(2, 3600), default: 2 },
   { env: 'PRESTOP_HEARTBEAT_WINDOW_SECONDS', field: 'prestop.heartbeatWindowSeconds', parse: integer(1, 86400), default: 120 },
   { env: 'PRESTOP_MOVE_RAFT_LEADER', field: 'prestop.moveRaftLeader', parse: boolean, default: true },

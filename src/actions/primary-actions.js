@@ -1,5 +1,5 @@
 // The actions that move primaries: moving them off servers (the paper's movePrimariesFromServer and -Node) and
-// levelling them (rebalancePrimaries). Each plans (src/planner/primary-planner.js), commits through the reconfigurer
+// levelling them (rebalancePrimaries), and naming the primaries RethinkDB elected after a failover (adoptActingPrimaries). Each plans (src/planner/primary-planner.js), commits through the reconfigurer
 // and waits until the new primaries act, and returns a report; none writes a mark on a server.
 
 import { resolveServer, shardLoads } from '../cluster/cluster-model.js';
@@ -8,7 +8,7 @@ import { timePlanning } from '../lib/trace.js';
 import { clusterOf, marksOf } from './operation-context.js';
 import { settledSkips } from '../planner/eligibility.js';
 import {
-  needsWriteOrder, orderBusiestFirst, planMovePrimariesFromServers, planRebalancePrimaries,
+  needsWriteOrder, orderBusiestFirst, planAdoptActingPrimaries, planMovePrimariesFromServers, planRebalancePrimaries,
 } from '../planner/primary-planner.js';
 import {
   namedItems, outcomeOf, plannedPrimaryChanges, primaryChanges,
@@ -205,5 +205,14 @@ export function createPrimaryActions({
     }, ctx);
   }
 
-  return { movePrimariesFromServers, rebalancePrimaries };
+  // After RethinkDB has failed over from a disconnected server: the shards' acting primaries become their configured
+  // ones (planAdoptActingPrimaries), which hands nothing over.
+  async function adoptActingPrimaries({ reason } = {}, ctx = {}) {
+    const planFn = (c, draining) => planAdoptActingPrimaries(c, { draining });
+    return runPrimaryPlan({
+      action: 'adopt-acting-primaries', target: {}, planFn, reason, pod: ctx.pod ?? null,
+    }, ctx);
+  }
+
+  return { movePrimariesFromServers, rebalancePrimaries, adoptActingPrimaries };
 }

@@ -200,6 +200,18 @@ export const INTENT_STEPS = Object.freeze({
       });
     },
   },
+  // After a failover RethinkDB did on its own (a server crashed or vanished): its acting primaries become the
+  // configured ones, so that the lost server's return hands nothing back unplanned.
+  'adopt-acting-primaries': {
+    reconfigures: true, dryRun: true, action: true,
+    async run({ reason }, {
+      actor, pod, dryRun, deadline, snapshot,
+    }, { actions, marks }) {
+      return actions.adoptActingPrimaries({ reason }, {
+        actor, pod, dryRun, deadline, snapshot, marks,
+      });
+    },
+  },
   // PRESTOP, once the server is marked: wait while stopping it would leave a shard without a ready voting majority,
   // within prestopWaitBudgetMs. The demotion then plans on the last read. A read that fails ends the wait (the
   // demotion matters more). A dry run says whether it would wait, and does not. After the demotion (phase

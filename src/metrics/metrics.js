@@ -44,6 +44,15 @@ export function createMetrics({ prefix = DEFAULT_METRICS_PREFIX, processMetrics 
   const prestopMajorityWaits = counter('prestop_majority_waits_total', 'PRESTOPs that waited, before demoting, because stopping the server would have left a shard without a ready voting majority, by outcome (waited: the majority came back; gave_up: the budget ran out; unread: the cluster could not be read, so the wait ended).', ['outcome']);
   const prestopMajorityWaitSeconds = counter('prestop_majority_wait_seconds_total', 'Seconds PRESTOPs spent waiting for a ready voting majority, by outcome.', ['outcome']);
   const podReplicasReady = gauge('pod_replicas_ready', 'The readiness gate the manager sets on each RethinkDB pod that has one: 1 when its server is connected and every replica it holds is ready (or it was held past READINESS_MAX_WAIT_SECONDS), else 0.', ['pod']);
+  const workQueueDepth = gauge('work_queue_depth', 'Keys waiting in a work queue (not those delayed, nor the one being reconciled).', ['queue']);
+  const workQueueAdds = counter('work_queue_adds_total', 'Keys added to a work queue (a key already waiting is not counted again).', ['queue']);
+  const workQueueRetries = counter('work_queue_retries_total', 'Keys added back after a failed reconcile, to wait for their backoff.', ['queue']);
+  const workQueueWait = new Histogram({
+    name: `${prefix}work_queue_wait_seconds`, help: 'How long a key waited in a work queue before its reconcile started.', labelNames: ['queue'], buckets: ACTION_DURATION_BUCKETS_SECONDS, registers,
+  });
+  const workQueueReconcile = new Histogram({
+    name: `${prefix}work_queue_reconcile_seconds`, help: 'How long a work queue\'s reconciles took, by outcome (done, failed).', labelNames: ['queue', 'outcome'], buckets: ACTION_DURATION_BUCKETS_SECONDS, registers,
+  });
   const handBacksOwed = gauge('hand_backs_owed', 'Servers that came back during a rollout and are owed their primaries at its end.');
   const queryHolds = counter('query_holds_total', 'Holds taken on the query gates around a table_config write that moved primaries, by how they ended (handed_over: no old primary acted any more; late: taken after the write (GATE_HOLD_DELAY_MS), it found no old primary acting at its first read, so it may have come too late; ttl: GATE_HOLD_TTL_MS passed first; write_failed; not_taken: no gate was held; skipped: the deadline left no time).', ['how']);
   const queryHoldSeconds = counter('query_hold_seconds_total', 'Seconds the query gates held queries for the manager, by how the holds ended.', ['how']);
@@ -124,6 +133,13 @@ export function createMetrics({ prefix = DEFAULT_METRICS_PREFIX, processMetrics 
       for (const { pod, ready } of readiness) podReplicasReady.set({ pod }, ready ? 1 : 0);
     },
     setHandBacksOwed(count) { handBacksOwed.set(count); },
+    workQueueDepth(queue, depth) { workQueueDepth.set({ queue }, depth); },
+    workQueueAdded(queue) { workQueueAdds.inc({ queue }); },
+    workQueueRetried(queue) { workQueueRetries.inc({ queue }); },
+    workQueueReconciled(queue, outcome, waitedSeconds, tookSeconds) {
+      workQueueWait.observe({ queue }, Math.max(0, waitedSeconds));
+      workQueueReconcile.observe({ queue, outcome }, Math.max(0, tookSeconds));
+    },
     queryHoldEnded(how, ms) {
       queryHolds.inc({ how });
       queryHoldSeconds.inc({ how }, ms / 1000);

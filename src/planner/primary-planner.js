@@ -54,6 +54,44 @@ export function planMovePrimariesFromServers(cluster, serverIds, { draining = []
   return { changes, skipped };
 }
 
+// After RethinkDB has failed over: each shard whose configured primary is disconnected and for which one other server
+// acts (RethinkDB elected it) is written with that server as its primary, so that the config names who acts. No
+// handover: the new primary already acts, and the write only makes it the configured one. Without it, RethinkDB hands
+// the shard back to its configured primary the moment that server returns, a handover nobody planned (clients meet
+// "too many primary replicas" and "lost contact" meanwhile); with it, the returning server comes back a secondary and
+// the manager gives primaries back, under holds, when it decides to (POSTSTART).
+// A shard with no acting primary yet (RethinkDB still electing, or no live majority) is skipped with the reason, as is
+// one whose acting primary may not be primary here (draining, not ready): it is not made the configured one.
+export function planAdoptActingPrimaries(cluster, { draining = [] } = {}) {
+  const view = createView(cluster, { draining });
+  const changes = [];
+  const skipped = [];
+  for (const table of cluster.tables) {
+    const moves = [];
+    for (const shard of table.shards) {
+      const from = shard.primary;
+      if (view.isConnected(from)) continue;
+      const acting = shard.acting.filter((id) => id !== from);
+      if (acting.length !== 1) {
+        const reason = acting.length === 0
+          ? `${view.nameOf(from)} is disconnected and no other server acts for the shard yet (RethinkDB elects one once it has dropped ${view.nameOf(from)}, with a live majority)`
+          : `${view.nameOf(from)} is disconnected and ${acting.length} servers claim the shard`;
+        skipped.push({ tableId: table.id, shard: shard.index, reason });
+        continue;
+      }
+      const [to] = acting;
+      const why = primaryIneligibility(view, shard, to);
+      if (why) {
+        skipped.push({ tableId: table.id, shard: shard.index, reason: `${view.nameOf(to)} acts for disconnected ${view.nameOf(from)} but may not be its primary (${why})` });
+        continue;
+      }
+      moves.push({ shard: shard.index, from, to });
+    }
+    if (moves.length > 0) changes.push(changeFor(table, moves));
+  }
+  return { changes, skipped };
+}
+
 // The least loaded candidate, of the preferred targets if any is a candidate; a candidate home wins among those.
 function pickPreferred(view, candidates, counts, { targets, home }) {
   if (targets.size === 0 && home === undefined) return pickLeastLoaded(view, candidates, counts);

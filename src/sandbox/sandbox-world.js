@@ -8,9 +8,9 @@ import { createSandboxKube } from './sandbox-kube.js';
 
 // existing: { model, kube } of an earlier world, to start a new manager over the same cluster (a restart).
 // modelOptions, kubeOptions: more options for a new model and Kubernetes (the rolling-restart scenario's catch-up
-// backfill and readiness gates).
+// backfill and readiness gates). timers: the manager's work queue's (the tests' never fire: they add keys themselves).
 export function createSandboxWorld({
-  config, clock, logger, existing = null, wrapSource = (s) => s, metrics, staticToken = null, modelOptions = {}, kubeOptions = {},
+  config, clock, logger, existing = null, wrapSource = (s) => s, metrics, staticToken = null, modelOptions = {}, kubeOptions = {}, timers,
 }) {
   const model = existing?.model ?? createSandboxCluster({
     clock, electionTimeoutMs: config.sandbox.electionTimeoutMs, backfillMsPer1000Docs: config.sandbox.backfillMsPer1000Docs, ...modelOptions,
@@ -19,7 +19,8 @@ export function createSandboxWorld({
   const source = wrapSource(createSandboxSource(model));
   const store = createDataStore({ source, managedTables: config.managedTables });
   // A fresh sandbox has no persisted state; one built over an earlier world's pods must reconcile first.
-  const manager = createManager({ config, store, kube, clock, logger, sandboxModel: model, metrics, staticToken, stateLoaded: !existing?.kube });
+  const manager = createManager({ config, store, kube, clock, logger, sandboxModel: model, metrics, staticToken, stateLoaded: !existing?.kube, timers,
+  });
   return { model, kube, source, store, manager };
 }
 

@@ -29,6 +29,8 @@ export function createSandboxHarness({
   const logger = createLogger({ level: config.logLevel, destination: sink.stream });
   const world = createSandboxWorld({
     config, clock, logger, wrapSource, staticToken, kubeOptions,
+    // The work queue's delayed looks never fire on their own here (the clock is virtual): a test adds the key.
+    timers: { setTimeout: () => null, clearTimeout: () => {} },
     existing: existing ?? (Object.keys(modelOptions).length ? { model: createSandboxCluster({ clock, ...modelOptions }) } : null),
   });
   // The sandbox's pods call their hooks through the app's routes, as the real pods' curl commands do.

@@ -107,7 +107,8 @@ describe('PRESTOP of a server that acts for a lost primary (defect 6)', () => {
     // usertable shard 0's configured primary, which the manager is not connected through.
     const lost = primariesOf(before)[0];
     const via = cluster.servers.find((s) => s.name !== lost).index;
-    const m = createRealManager(cluster, { via, env: { ACTION_DEADLINE_SECONDS: '30' } });
+    // FAILOVER_ADOPT off: the config keeps naming the lost primary, which is the state this PRESTOP plans on.
+    const m = createRealManager(cluster, { via, env: { ACTION_DEADLINE_SECONDS: '30', FAILOVER_ADOPT: 'false' } });
     managers.push(m);
     await waitConnected(m);
     await cluster.stopServer(indexOf(lost), 'SIGKILL');

@@ -1,0 +1,117 @@
+// A keyed work queue, as client-go's rate-limited delaying queue: work is a key, reconciled by one function that
+// reads the world and acts on what it finds (level-triggered: a key says what to look at, not what happened).
+//   add(key)            reconcile it soon; a key already waiting is not queued twice, and one being reconciled is
+//                       reconciled once more after (so that nothing added meanwhile is missed);
+//   addAfter(key, ms)   reconcile it after ms (the earlier of two delays wins);
+//   addRateLimited(key) after the key's backoff, which doubles with each failure in a row (backoff.baseMs to maxMs);
+//   forget(key)         the key's failures are forgotten (its next backoff is the first).
+// One key is reconciled at a time, in the order added. reconcile(key) may return { requeueAfterMs } (look again
+// then: a resync); a reconcile that throws is logged and its key added rate-limited. Nothing runs before start() or
+// after stop(). Time comes from the injected clock and timers (tests drive them).
+
+export function createWorkQueue({
+  name, reconcile, clock, logger, metrics = null, backoff = { baseMs: 500, maxMs: 60000 }, timers = { setTimeout, clearTimeout },
+}) {
+  const log = logger.child({ module: 'work-queue', queue: name });
+  const order = [];
+  const queued = new Map(); // key -> when it was added (for the wait metric)
+  const delayed = new Map(); // key -> { at, timer }
+  const failures = new Map(); // key -> failures in a row
+  const dirty = new Set();
+  let current = null; // the key being reconciled
+  let running = null; // the loop's promise while it runs
+  let started = false;
+  const depth = () => metrics?.workQueueDepth(name, order.length);
+
+  function add(key) {
+    if (!started) return;
+    cancelDelay(key);
+    if (current === key) { dirty.add(key); return; }
+    if (queued.has(key)) return;
+    queued.set(key, clock.now());
+    order.push(key);
+    metrics?.workQueueAdded(name);
+    depth();
+    running ??= loop().finally(() => { running = null; });
+  }
+
+  function addAfter(key, ms) {
+    if (!started) return;
+    if (!(ms > 0)) { add(key); return; }
+    const at = clock.now() + ms;
+    const existing = delayed.get(key);
+    if (existing && existing.at <= at) return;
+    if (existing) timers.clearTimeout(existing.timer);
+    const timer = timers.setTimeout(() => { delayed.delete(key); add(key); }, ms);
+    timer?.unref?.();
+    delayed.set(key, { at, timer });
+  }
+
+  function cancelDelay(key) {
+    const existing = delayed.get(key);
+    if (!existing) return;
+    timers.clearTimeout(existing.timer);
+    delayed.delete(key);
+  }
+
+  // The key's next backoff, counting this failure.
+  function addRateLimited(key) {
+    const n = (failures.get(key) ?? 0) + 1;
+    failures.set(key, n);
+    metrics?.workQueueRetried(name);
+    addAfter(key, Math.min(backoff.maxMs, backoff.baseMs * 2 ** (n - 1)));
+  }
+
+  async function loop() {
+    while (started && order.length > 0) {
+      const key = order.shift();
+      const addedAt = queued.get(key);
+      queued.delete(key);
+      depth();
+      current = key;
+      const startedAt = clock.now();
+      let outcome = 'done';
+      try {
+        const answer = await reconcile(key);
+        failures.delete(key);
+        if (answer?.requeueAfterMs > 0) addAfter(key, answer.requeueAfterMs);
+      } catch (err) {
+        outcome = 'failed';
+        log.warn({ key, err: err.message, failures: (failures.get(key) ?? 0) + 1 }, 'reconcile failed; the key is retried after its backoff');
+        addRateLimited(key);
+      } finally {
+        current = null;
+        metrics?.workQueueReconciled(name, outcome, (startedAt - addedAt) / 1000, (clock.now() - startedAt) / 1000);
+      }
+      if (dirty.delete(key)) add(key);
+    }
+  }
+
+  return {
+    add,
+    addAfter,
+    addRateLimited,
+    forget: (key) => failures.delete(key),
+    // Starts taking work; returns the stop function (the runner's part).
+    start() {
+      started = true;
+      return () => stop();
+    },
+    // Takes no more work, drops what waits, and resolves once the reconcile under way (if any) has returned.
+    async stop() {
+      started = false;
+      for (const { timer } of delayed.values()) timers.clearTimeout(timer);
+      delayed.clear();
+      order.length = 0;
+      queued.clear();
+      dirty.clear();
+      depth();
+      await running;
+    },
+    // What waits now (GET /v1/cluster may show it; tests do).
+    view: () => ({
+      queued: [...order], delayed: [...delayed.entries()].map(([key, d]) => ({ key, inMs: Math.max(0, d.at - clock.now()) })), current, failures: Object.fromEntries(failures),
+    }),
+    idle: () => running ?? Promise.resolve(),
+  };
+}
