@@ -11,6 +11,8 @@ import { createAuthenticator } from './auth/authenticator.js';
 import { createRelayCredentials } from './auth/relay-credentials.js';
 import { createEvents } from './events/events.js';
 import { FAILOVER_KEY, createFailoverEvents } from './events/failover-events.js';
+import { SUSPICION_KEY, createSuspicionEvents } from './events/suspicion-events.js';
+import { createProber } from './rethinkdb/prober.js';
 import { createExecutor } from './events/executor.js';
 import { fenceWrites } from './events/leader-election.js';
 import { createLeadership } from './events/leadership.js';
@@ -45,10 +47,11 @@ import { createReviewRelay } from './webhook-server.js';
 // GATE_HOLD_* (null, holds off, without GATE_HOLD_TOKEN_FILE).
 // stateLoaded: the caller vouches that there is no persisted state to load (a fresh sandbox), so the manager
 // takes work at once; otherwise it takes none until reconcile() has loaded the state.
-// timers: the work queue's, for its delayed looks and backoffs.
+// timers: the work queue's, for its delayed looks and backoffs, and the prober's rounds.
+// probeTargets: what the prober needs of a real RethinkDB (src/rethinkdb/connect.js); null (the sandbox): no probes.
 export function createManager({
   config, store: dataStore, kube: kubePort = null, clock, logger, sandboxModel = null, extraRoutes = [], metrics = createMetrics(), staticToken = null, stateLoaded = false,
-  gates = gateClientFrom(config, kubePort), timers = { setTimeout, clearTimeout },
+  gates = gateClientFrom(config, kubePort), timers = { setTimeout, clearTimeout, setInterval, clearInterval }, probeTargets = null,
 }) {
   const work = createWorkTracker({ started: stateLoaded });
   // Who leads (src/events/leadership.js): this replica alone until startElection() (src/server.js, with
@@ -101,17 +104,25 @@ export function createManager({
     work, marks, events, actions, maintenance, readinessGate, monitor, metrics, config, logger,
   });
   const nodeWatch = createNodeWatch({ kube, maintenance, work, config, logger });
-  // The work queue (src/lib/work-queue.js): each key is one kind of work reconciled while this replica leads. Today
-  // one key: `failover`, a look every FAILOVER_CHECK_MS for shards RethinkDB failed over on its own.
-  const failover = createFailoverEvents({ store, marks, executor, config, logger });
+  // The work queue (src/lib/work-queue.js): each key is one kind of work reconciled while this replica leads:
+  //   `failover`   a look every FAILOVER_CHECK_MS for shards RethinkDB failed over on its own;
+  //   `suspicion`  the servers the prober finds silent changed (or a hold is in force): hold or release their tables.
+  const failover = createFailoverEvents({ store, marks, executor, config, clock, logger });
+  const prober = probeTargets && config.suspicion.probeIntervalMs > 0 ? createProber({
+    ...probeTargets, clock, logger, timers, intervalMs: config.suspicion.probeIntervalMs, suspectAfterMs: config.suspicion.afterMs,
+    onChange: () => queue.add(SUSPICION_KEY),
+  }) : null;
+  const suspicion = prober ? createSuspicionEvents({
+    prober, store, gates, recentCluster: failover.lastRead, config, clock, logger, metrics,
+  }) : null;
+  // Nothing acts before the persisted state is loaded (or while shutting down): the key looks again later.
+  const whenStarted = async (fn, laterMs) => (work.started() && !work.shuttingDown() ? work.track(fn) : { requeueAfterMs: laterMs });
   const reconcilers = {
-    // Nothing acts before the persisted state is loaded (or while shutting down): the key looks again later.
-    [FAILOVER_KEY]: async () => ({
-      ...(work.started() && !work.shuttingDown() ? await work.track(() => failover.reconcileFailover()) : {}), requeueAfterMs: config.failover.checkMs,
-    }),
+    [FAILOVER_KEY]: async () => ({ ...(await whenStarted(() => failover.reconcileFailover())), requeueAfterMs: config.failover.checkMs }),
+    [SUSPICION_KEY]: () => whenStarted(() => suspicion.reconcileSuspicion(), 200),
   };
   const queue = createWorkQueue({
-    name: 'manager', clock, logger, metrics, timers, backoff: { baseMs: config.retry.minMs, maxMs: config.retry.maxMs },
+    name: 'manager', clock, logger, metrics, timers, workers: 2, backoff: { baseMs: config.retry.minMs, maxMs: config.retry.maxMs },
     reconcile: (key) => reconcilers[key](),
   });
   // The parts that start and stop: the timers from start() (src/server.js) to shutdown, the node watch while leading.
@@ -120,6 +131,7 @@ export function createManager({
   runner.add({
     name: 'work-queue', group: 'leading', start: () => { const stop = queue.start(); queue.add(FAILOVER_KEY); return stop; },
   });
+  runner.add({ name: 'prober', group: 'leading', start: () => prober?.start() ?? null });
   runner.add({ name: 'node-watch', group: 'leading', start: () => { const watch = nodeWatch.start(); return watch && (() => watch.stop()); } });
   // The query gates asked once when this replica starts leading (not waited for): a gate that refuses the token shows
   // now, not at the first handover, and that first hold is not the HTTP client's first request.
@@ -186,7 +198,7 @@ export function createManager({
 
   return {
     app, webhookApp, watchNodes: nodeWatch.start, lead: leadership.lead, startElection: leadership.startElection, leadership: elector, maintenance, actions, commands, events, monitor, marks, audit, authenticator, operations, work, store, metrics, reconcile: leadership.reconcile,
-    tick: periodic.tick, queue, failover, start: runner.start, running: runner.running, shutdown,
+    tick: periodic.tick, queue, failover, prober, suspicion, start: runner.start, running: runner.running, shutdown,
     // The ports (src/listeners.js), added by src/server.js to the runner's serving group: tests serve the apps themselves.
     serve: (part) => runner.add({ ...part, group: 'serving' }),
   };

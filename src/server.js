@@ -137,8 +137,8 @@ function sandboxPost(base, logger, token) {
 async function buildRethinkDb(config, clock, logger, { staticToken, metrics }) {
   const kube = await buildKube(config, clock, logger);
   const [{ default: r }, { createRethinkDbStore }] = await Promise.all([import('rethinkdb'), import('./rethinkdb/connect.js')]);
-  const { store, close } = createRethinkDbStore({ r, config, clock, logger });
-  return { manager: createManager({ config, store, kube, clock, logger, metrics, staticToken }), close };
+  const { store, probeTargets, close } = createRethinkDbStore({ r, config, clock, logger });
+  return { manager: createManager({ config, store, kube, clock, logger, metrics, staticToken, probeTargets }), close };
 }
 
 async function buildKube(config, clock, logger) {

@@ -25,11 +25,12 @@ export function createQueryHolds({
   const log = logger.child({ module: 'query-holds' });
   const ending = new Set();
 
-  // before: the table as read; shards: as written; write(): the write; deadline: the action's. -> { result, hold }: hold
+  // before: the table as read; shards: as written; write(): the write; deadline: the action's; isConnected(id): as the
+  // read saw the server (a disconnected configured primary is no old primary). -> { result, hold }: hold
   // is null when the write moves no primary or holds are off, else { gates, unreachable: [{ endpoint, error }],
   // inFlight, tookMs } as taken, or { skipped } when the deadline left no time for it.
-  async function around(before, shards, write, { deadline = null } = {}) {
-    const handovers = gates ? handoversOf(before, shards) : [];
+  async function around(before, shards, write, { deadline = null, isConnected = () => true } = {}) {
+    const handovers = gates ? handoversOf(before, shards, { isConnected }) : [];
     const decision = decideHold({ handovers, remainingMs: deadline ? deadline.remainingMs() : null, holdLimitMs: gates ? gates.holdLimitMs(drainMs) + delayMs : 0 });
     if (!decision.hold && !decision.skipped) return { result: await write(), hold: null };
     if (!decision.hold) {

@@ -66,7 +66,8 @@ export function createReconfigurer({
       }
       safe.push({ change, before: table });
     }
-    const writes = await timeWriting(() => writeAll(safe, deadline));
+    const connected = new Set(cluster.servers.filter((s) => s.connected).map((s) => s.id));
+    const writes = await timeWriting(() => writeAll(safe, deadline, (id) => connected.has(id)));
     return { cluster, plan, written: writes.written, notDone: [...notDone, ...writes.notDone], draining };
   }
 
@@ -74,7 +75,8 @@ export function createReconfigurer({
   // deadline is nearer than the slowest write so far took (a write started then would end after it), no further
   // write starts; each table not written says why (`unavailable`: because RethinkDB was, which may pass, so a caller
   // with time left may plan it again). `written` keeps the plan's order.
-  async function writeAll(items, deadline) {
+  // isConnected: as the cluster read saw each server (the holds' old primaries).
+  async function writeAll(items, deadline, isConnected) {
     const outcomes = new Array(items.length).fill(null);
     let stopped = null;
     let slowestMs = 0;
@@ -91,7 +93,7 @@ export function createReconfigurer({
         const startedAt = clock.now();
         try {
           const write = () => store.writeTableShards(change.tableId, change.shards);
-          const { hold } = queryHolds ? await queryHolds.around(before, change.shards, write, { deadline }) : { result: await write(), hold: null };
+          const { hold } = queryHolds ? await queryHolds.around(before, change.shards, write, { deadline, isConnected }) : { result: await write(), hold: null };
           slowestMs = Math.max(slowestMs, clock.now() - startedAt);
           outcomes[i] = { written: hold ? { ...items[i], hold } : items[i] };
         } catch (err) {

@@ -11,14 +11,16 @@ import { describeDecision } from './intent-types.js';
 export const FAILOVER_KEY = 'failover';
 
 export function createFailoverEvents({
-  store, marks, executor, config, logger,
+  store, marks, executor, config, clock, logger,
 }) {
   const log = logger.child({ module: 'events' });
   // What the last look found waiting (logged when it changes, not at every look).
   let lastWaiting = '';
+  let last = null; // { at, cluster }: the last read, which the suspicion key may use
 
   async function reconcileFailover() {
     const cluster = await store.readCluster();
+    last = { at: clock.now(), cluster };
     const decision = decideFailover(cluster, { draining: await marks.drainingIds(), enabled: config.failover.adopt });
     const waiting = JSON.stringify(decision.waiting);
     if (waiting !== lastWaiting && decision.waiting.length > 0) log.info({ reason: decision.reason, waiting: decision.waiting }, 'failover: shards of a lost server wait');
@@ -32,5 +34,5 @@ export function createFailoverEvents({
     };
   }
 
-  return { reconcileFailover };
+  return { reconcileFailover, lastRead: () => last };
 }

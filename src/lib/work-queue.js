@@ -5,12 +5,12 @@
 //   addAfter(key, ms)   reconcile it after ms (the earlier of two delays wins);
 //   addRateLimited(key) after the key's backoff, which doubles with each failure in a row (backoff.baseMs to maxMs);
 //   forget(key)         the key's failures are forgotten (its next backoff is the first).
-// One key is reconciled at a time, in the order added. reconcile(key) may return { requeueAfterMs } (look again
+// Keys are reconciled in the order added, by up to `workers` at once, never one key twice at once. reconcile(key) may return { requeueAfterMs } (look again
 // then: a resync); a reconcile that throws is logged and its key added rate-limited. Nothing runs before start() or
 // after stop(). Time comes from the injected clock and timers (tests drive them).
 
 export function createWorkQueue({
-  name, reconcile, clock, logger, metrics = null, backoff = { baseMs: 500, maxMs: 60000 }, timers = { setTimeout, clearTimeout },
+  name, reconcile, clock, logger, metrics = null, backoff = { baseMs: 500, maxMs: 60000 }, timers = { setTimeout, clearTimeout }, workers = 1,
 }) {
   const log = logger.child({ module: 'work-queue', queue: name });
   const order = [];
@@ -18,21 +18,24 @@ export function createWorkQueue({
   const delayed = new Map(); // key -> { at, timer }
   const failures = new Map(); // key -> failures in a row
   const dirty = new Set();
-  let current = null; // the key being reconciled
-  let running = null; // the loop's promise while it runs
+  const current = new Set(); // the keys being reconciled
+  const running = new Set(); // the workers' promises while they run
   let started = false;
   const depth = () => metrics?.workQueueDepth(name, order.length);
 
   function add(key) {
     if (!started) return;
     cancelDelay(key);
-    if (current === key) { dirty.add(key); return; }
+    if (current.has(key)) { dirty.add(key); return; }
     if (queued.has(key)) return;
     queued.set(key, clock.now());
     order.push(key);
     metrics?.workQueueAdded(name);
     depth();
-    running ??= loop().finally(() => { running = null; });
+    if (running.size < workers) {
+      const worker = loop().finally(() => running.delete(worker));
+      running.add(worker);
+    }
   }
 
   function addAfter(key, ms) {
@@ -68,7 +71,7 @@ export function createWorkQueue({
       const addedAt = queued.get(key);
       queued.delete(key);
       depth();
-      current = key;
+      current.add(key);
       const startedAt = clock.now();
       let outcome = 'done';
       try {
@@ -80,11 +83,23 @@ export function createWorkQueue({
         log.warn({ key, err: err.message, failures: (failures.get(key) ?? 0) + 1 }, 'reconcile failed; the key is retried after its backoff');
         addRateLimited(key);
       } finally {
-        current = null;
+        current.delete(key);
         metrics?.workQueueReconciled(name, outcome, (startedAt - addedAt) / 1000, (clock.now() - startedAt) / 1000);
       }
       if (dirty.delete(key)) add(key);
     }
+  }
+
+  // Takes no more work, drops what waits, and resolves once the reconciles under way (if any) have returned.
+  async function stop() {
+    started = false;
+    for (const { timer } of delayed.values()) timers.clearTimeout(timer);
+    delayed.clear();
+    order.length = 0;
+    queued.clear();
+    dirty.clear();
+    depth();
+    await Promise.all([...running]);
   }
 
   return {
@@ -95,23 +110,16 @@ export function createWorkQueue({
     // Starts taking work; returns the stop function (the runner's part).
     start() {
       started = true;
-      return () => stop();
+      return stop;
     },
-    // Takes no more work, drops what waits, and resolves once the reconcile under way (if any) has returned.
-    async stop() {
-      started = false;
-      for (const { timer } of delayed.values()) timers.clearTimeout(timer);
-      delayed.clear();
-      order.length = 0;
-      queued.clear();
-      dirty.clear();
-      depth();
-      await running;
-    },
+    stop,
     // What waits now (GET /v1/cluster may show it; tests do).
     view: () => ({
-      queued: [...order], delayed: [...delayed.entries()].map(([key, d]) => ({ key, inMs: Math.max(0, d.at - clock.now()) })), current, failures: Object.fromEntries(failures),
+      queued: [...order], delayed: [...delayed.entries()].map(([key, d]) => ({ key, inMs: Math.max(0, d.at - clock.now()) })), current: [...current], failures: Object.fromEntries(failures),
     }),
-    idle: () => running ?? Promise.resolve(),
+    // Until no worker runs (what a reconcile adds meanwhile included).
+    async idle() {
+      while (running.size > 0) await Promise.all([...running]);
+    },
   };
 }

@@ -8,13 +8,15 @@
 import { tableLabel } from '../cluster/cluster-model.js';
 
 // The shards whose primary the write changes: [{ shard, from, to }], `from` the servers whose primary execution may end
-// (the configured primary before and whoever acts now, if not the new one). before: the table as read; shards: the
-// shards as written.
-export function handoversOf(before, shards) {
+// (the configured primary before, unless it is disconnected, and whoever acts now, if not the new one). before: the
+// table as read; shards: the shards as written; isConnected(id): whether the read saw the server connected. A write
+// that names the server already acting for a disconnected primary (after a failover) hands nothing over.
+export function handoversOf(before, shards, { isConnected = () => true } = {}) {
   return shards.flatMap((shard, index) => {
     const was = before.shards[index];
     if (!was || shard.primary === was.primary) return [];
-    const from = [...new Set([was.primary, ...(was.acting ?? [])])].filter((id) => id && id !== shard.primary);
+    const configured = was.primary && isConnected(was.primary) ? [was.primary] : [];
+    const from = [...new Set([...configured, ...(was.acting ?? [])])].filter((id) => id && id !== shard.primary);
     return from.length > 0 ? [{ shard: index, from, to: shard.primary }] : [];
   });
 }

@@ -11,7 +11,7 @@ import { createConnectionManager, createQueryRunner, createRethinkDbSource } fro
 // PRESTOP's reconnect tried a frozen server's two addresses for 12 s before reaching a live server).
 const CONNECT_STAGGER_MS = 500;
 
-// r: the `rethinkdb` driver module. Returns the store, the connection manager (status) and close().
+// r: the `rethinkdb` driver module. Returns the store, the connection manager (status), the prober's targets and close().
 export function createRethinkDbStore({ r, config, clock, logger }) {
   const rc = config.rethinkdb;
   const ssl = rc.tls ? {
@@ -35,7 +35,11 @@ export function createRethinkDbStore({ r, config, clock, logger }) {
   logger.info({ seeds: rc.seeds, user: rc.user, tls: rc.tls }, 'connecting to RethinkDB');
   const source = createRethinkDbSource({ r, runQuery: createQueryRunner({ connections, queryTimeoutMs: rc.queryTimeoutMs }), connections });
   const store = createDataStore({ source, managedTables: config.managedTables });
-  return { store, connections, close: () => connections.close() };
+  // What the manager's prober (./prober.js) needs: the servers last listed, a connection of its own to one, a probe.
+  const probeTargets = { listServers: () => connections.servers(), connect, probe: (c) => r.expr(1).run(c) };
+  return {
+    store, connections, probeTargets, close: () => connections.close(),
+  };
 }
 
 // A connection that failed without a RethinkDB answer (the driver says only "operation timed out") may have reached

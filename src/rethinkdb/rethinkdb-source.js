@@ -262,6 +262,8 @@ export function createConnectionManager({
       if (force) c.close({ noreplyWait: false }).catch(() => {});
     },
     learn,
+    // The servers server_status listed at the last read, with their driver addresses: [{ serverId, name, addresses }].
+    servers: () => [...learned.entries()].map(([serverId, s]) => ({ serverId, name: s.name, addresses: s.addresses })),
     steerAwayFrom,
     status: () => ({
       connected: conn !== null, attempts, via: via ? { host: via.host, port: via.port, server: via.name } : null,

@@ -20,8 +20,8 @@ export function createLabManager(cluster, { via = 0, env = {}, destination = pro
   });
   const logger = createLogger({ level: config.logLevel, destination });
   const clock = createSystemClock();
-  const { store, connections, close } = createRethinkDbStore({ r, config, clock, logger });
-  const manager = createManager({ config, store, kube, clock, logger });
+  const { store, connections, probeTargets, close } = createRethinkDbStore({ r, config, clock, logger });
+  const manager = createManager({ config, store, kube, clock, logger, probeTargets });
 
   async function ready(timeoutMs = 10000) {
     const until = Date.now() + timeoutMs;

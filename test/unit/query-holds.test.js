@@ -26,6 +26,13 @@ describe('handoversOf and holdMayEnd (pure)', () => {
     expect(handoversOf(table([shard('b', ['c'])]), [shard('c')])).toEqual([{ shard: 0, from: ['b'], to: 'c' }]);
   });
 
+  test('when the configured primary is disconnected and another server acts (RethinkDB failed over), then naming the acting one is no handover; a connected configured primary still is', () => {
+    const isConnected = (id) => id !== 'b';
+    expect(handoversOf(table([shard('b', ['c'])]), [shard('c')], { isConnected })).toEqual([]);
+    expect(handoversOf(table([shard('b', ['c'])]), [shard('a')], { isConnected })).toEqual([{ shard: 0, from: ['c'], to: 'a' }]);
+    expect(handoversOf(table([shard('b', ['c'])]), [shard('c')], { isConnected: () => true })).toEqual([{ shard: 0, from: ['b'], to: 'c' }]);
+  });
+
   test('when a shard had no primary configured and nobody acts, then its new one is no handover (no old primary to lose contact with)', () => {
     expect(handoversOf(table([shard(null, [])]), [shard('a')])).toEqual([]);
   });

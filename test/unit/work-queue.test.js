@@ -31,13 +31,13 @@ function manualTimers(clock) {
   };
 }
 
-function setup({ reconcile, backoff = { baseMs: 500, maxMs: 4000 } } = {}) {
+function setup({ reconcile, backoff = { baseMs: 500, maxMs: 4000 }, workers = 1 } = {}) {
   const clock = createVirtualClock();
   const timers = manualTimers(clock);
   const metrics = createMetrics();
   const runs = [];
   const queue = createWorkQueue({
-    name: 'test', clock, logger: silent, metrics, backoff, timers,
+    name: 'test', clock, logger: silent, metrics, backoff, timers, workers,
     reconcile: async (key) => { runs.push({ key, at: clock.now() - clock.start }); return reconcile?.(key); },
   });
   return { clock, timers, queue, runs, metrics };
@@ -78,6 +78,32 @@ describe('createWorkQueue', () => {
     await queue.idle();
     expect(runs.map((r) => r.key)).toEqual(['k', 'k']);
     expect(most).toBe(1);
+  });
+
+  test('when there are two workers, then a slow key does not hold another back, and one key still never runs twice at once', async () => {
+    let releaseSlow;
+    const inside = new Map();
+    let twice = false;
+    const { queue, runs } = setup({
+      workers: 2,
+      reconcile: async (key) => {
+        inside.set(key, (inside.get(key) ?? 0) + 1);
+        twice ||= inside.get(key) > 1;
+        if (key === 'slow' && runs.filter((r) => r.key === 'slow').length === 1) await new Promise((resolve) => { releaseSlow = resolve; });
+        inside.set(key, inside.get(key) - 1);
+      },
+    });
+    queue.start();
+    queue.add('slow');
+    queue.add('fast');
+    queue.add('slow');
+    await new Promise((resolve) => { setImmediate(resolve); });
+    expect(runs.map((r) => r.key)).toEqual(['slow', 'fast']);
+    expect(queue.view().current).toEqual(['slow']);
+    releaseSlow();
+    await queue.idle();
+    expect(runs.map((r) => r.key)).toEqual(['slow', 'fast', 'slow']);
+    expect(twice).toBe(false);
   });
 
   test('when a reconcile asks to be looked at again, then the key runs again after that delay (a resync)', async () => {
@@ -124,12 +150,12 @@ describe('createWorkQueue', () => {
     expect(runs.length).toBe(2);
   });
 
-  test('when stopped, then delayed keys are dropped and nothing runs until started again', async () => {
+  test('when stopped (through the function start() returned, as the runner does), then delayed keys are dropped and nothing runs until started again', async () => {
     const { queue, runs, timers } = setup({ reconcile: () => ({ requeueAfterMs: 1000 }) });
-    queue.start();
+    const stop = queue.start();
     queue.add('k');
     await queue.idle();
-    await queue.stop();
+    await stop();
     expect(timers.count()).toBe(0);
     await timers.advance(5000);
     queue.add('k');

@@ -1,0 +1,91 @@
+// The use-case of a server the manager's probes find silent (src/rethinkdb/prober.js) before RethinkDB's heartbeat
+// drops it: reconciled as the work queue's `suspicion` key, added whenever the silent servers change and looked at
+// again every SUSPICION_RECHECK_MS while a hold is in force. The policy (src/policy/suspicion.js) decides; this asks
+// every query gate to hold new writes for the suspect's tables (src/gates/gate-client.js) and ends the hold once
+// another server acts for them (RethinkDB failed over), once the server answers again, or at its ttl.
+
+import { withinMs } from '../lib/clock.js';
+import { decideSuspicion, failedOverFrom } from '../policy/suspicion.js';
+
+export const SUSPICION_KEY = 'suspicion';
+// How often, while a hold is in force, the held tables' acting primaries are read.
+export const SUSPICION_RECHECK_MS = 100;
+// How long one read of a held table's acting primaries may take (RethinkDB may stall it while the suspect is counted in).
+const ACTING_READ_MS = 500;
+// A cluster read this recent (the failover key's, every FAILOVER_CHECK_MS) names the suspect's tables; an older one
+// is read again, within SUSPICION_READ_MS.
+const RECENT_READ_MS = 10000;
+const SUSPICION_READ_MS = 1000;
+
+// prober: ./prober.js's; gates: the gate client, or null (holds off: suspicions are logged only); recentCluster():
+// { at, cluster } of the last read, or null.
+export function createSuspicionEvents({
+  prober, store, gates, recentCluster, config, clock, logger, metrics = null,
+}) {
+  const log = logger.child({ module: 'suspicion' });
+  const held = new Map(); // serverId -> { tables: [{ id, name }], taken: [{ endpoint, id }], since }
+  // Suspects RethinkDB has failed over from: not held again until they stop being suspects (answer, or are dropped).
+  const settled = new Set();
+
+  async function clusterNow() {
+    const recent = recentCluster();
+    if (recent && clock.now() - recent.at < RECENT_READ_MS) return recent.cluster;
+    return withinMs(store.readCluster(), SUSPICION_READ_MS, () => new Error(`the cluster was not read within ${SUSPICION_READ_MS} ms`));
+  }
+
+  async function end(serverId, how, reason) {
+    const hold = held.get(serverId);
+    held.delete(serverId);
+    const notReleased = how === 'ttl' ? [] : await gates.release(hold.taken);
+    const heldMs = clock.now() - hold.since;
+    metrics?.suspicionHoldEnded(how, heldMs);
+    log.info({ server: prober.nameOf(serverId), how, reason, heldMs, tables: hold.tables.map((t) => t.name), notReleased }, 'suspicion hold ended');
+  }
+
+  async function readActing(tableId) {
+    try {
+      return await withinMs(store.readActingPrimaries(tableId), ACTING_READ_MS, () => new Error('not read in time'));
+    } catch {
+      return null;
+    }
+  }
+
+  async function reconcileSuspicion() {
+    const suspects = prober.suspects();
+    metrics?.setSuspectedServers(suspects.length);
+    for (const id of [...settled]) if (!suspects.includes(id)) settled.delete(id);
+    // A hold whose tables others act for now ends as failed over, whether or not the server is still listed (RethinkDB
+    // drops it from server_status when it fails over, and the prober with it).
+    for (const [serverId, hold] of [...held]) {
+      if (clock.now() - hold.since >= config.suspicion.holdTtlMs) await end(serverId, 'ttl', 'the hold reached its ttl; the gates ended it');
+      else if (failedOverFrom(serverId, await Promise.all(hold.tables.map((t) => readActing(t.id))))) {
+        await end(serverId, 'failed_over', 'other servers act for its tables');
+        if (suspects.includes(serverId)) settled.add(serverId);
+      }
+    }
+    if (!gates) return { action: 'none', suspects, reason: 'no query gates to hold (GATE_HOLD_TOKEN_FILE)' };
+    const newSuspects = suspects.filter((id) => !held.has(id) && !settled.has(id));
+    const cluster = newSuspects.length > 0 ? await clusterNow() : null;
+    const decision = decideSuspicion({
+      suspects, probed: prober.probed(), held, cluster, settled, nameOf: prober.nameOf, listed: prober.listed,
+    });
+    for (const { serverId, how, reason } of decision.release) if (held.has(serverId)) await end(serverId, how, reason);
+    for (const { serverId, tables, reason } of decision.hold) {
+      const since = clock.now();
+      const taken = await gates.hold(tables.map((t) => t.name), { ttlMs: config.suspicion.holdTtlMs, drainMs: 0 });
+      if (taken.off || taken.held.length === 0) {
+        metrics?.suspicionHoldEnded('not_taken', 0);
+        log.warn({ server: prober.nameOf(serverId), off: taken.off ?? null, failed: taken.failed }, 'a suspect\'s tables were not held at any gate');
+        continue;
+      }
+      held.set(serverId, { tables, taken: taken.held, since });
+      log.warn({ server: prober.nameOf(serverId), tables: tables.map((t) => t.name), gates: taken.held.length, failed: taken.failed, reason }, 'suspicion: new writes held');
+    }
+    return { action: decision.hold.length > 0 ? 'hold' : 'none', suspects, reason: decision.reason, requeueAfterMs: held.size > 0 ? SUSPICION_RECHECK_MS : 0 };
+  }
+
+  return {
+    reconcileSuspicion,
+    view: () => [...held.entries()].map(([serverId, h]) => ({ server: prober.nameOf(serverId), tables: h.tables.map((t) => t.name), heldMs: clock.now() - h.since })),
+  };
+}

@@ -1,0 +1,179 @@
+// Suspicion of a silently lost server: which servers are silent (pure), what is held and released (pure), the
+// prober's rounds on fake connections, and the use-case's holds at fake gates, on injected clocks and timers.
+
+import { createVirtualClock } from '../../src/lib/clock.js';
+import { createSuspicionEvents } from '../../src/events/suspicion-events.js';
+import { decideSuspicion, failedOverFrom, silentServers, tablesActedForBy } from '../../src/policy/suspicion.js';
+import { createProber } from '../../src/rethinkdb/prober.js';
+
+const silent = { child: () => silent, info() {}, warn() {}, debug() {} };
+const shard = (primary, acting = [primary]) => ({ primary, replicas: ['a', 'b', 'c'], nonvoting: [], acting });
+const cluster = {
+  servers: ['a', 'b', 'c', 'd'].map((id) => ({ id, name: id, connected: true })),
+  tables: [
+    { id: 't1', db: 'ycsb', name: 'usertable', shards: [shard('a'), shard('b')] },
+    { id: 't2', db: 'ycsb', name: 'accounts', shards: [shard('c')] },
+    { id: 't3', db: 'app', name: 'orders', shards: [shard('b')] },
+  ],
+};
+
+describe('the policy (pure)', () => {
+  test('when a probe has waited suspectAfterMs or more, then its server is silent; one answered or waiting less is not', () => {
+    const probes = [
+      { serverId: 'a', waitingSince: null }, { serverId: 'b', waitingSince: 1000 }, { serverId: 'c', waitingSince: 1401 },
+    ];
+    expect(silentServers(probes, 2000, { suspectAfterMs: 600 })).toEqual(['b']);
+    expect(silentServers(probes, 2001, { suspectAfterMs: 600 })).toEqual(['b', 'c']);
+  });
+
+  test('when b is silent, then the tables it acts as primary for are held, and only those', () => {
+    expect(tablesActedForBy(cluster, 'b')).toEqual([{ id: 't1', name: 'ycsb.usertable' }, { id: 't3', name: 'app.orders' }]);
+    const decision = decideSuspicion({ suspects: ['b'], probed: 4, held: new Map(), cluster });
+    expect(decision.hold).toEqual([{ serverId: 'b', tables: [{ id: 't1', name: 'ycsb.usertable' }, { id: 't3', name: 'app.orders' }], reason: expect.stringContaining('b has not answered') }]);
+    expect(decision.release).toEqual([]);
+  });
+
+  test('when half the probed servers are silent at once, then nothing new is held (the manager\'s own network is likelier)', () => {
+    const decision = decideSuspicion({ suspects: ['a', 'b'], probed: 4, held: new Map(), cluster });
+    expect(decision.hold).toEqual([]);
+    expect(decision.reason).toMatch(/2 of 4 servers are silent/);
+  });
+
+  test('when a held server answers again, or RethinkDB has dropped it, then its hold is released, saying which; one still silent and held is not held twice', () => {
+    const held = new Map([['b', { tables: [] }], ['c', { tables: [] }], ['d', { tables: [] }]]);
+    const decision = decideSuspicion({ suspects: ['c'], probed: 4, held, cluster, listed: (id) => id !== 'd' });
+    expect(decision.release).toEqual([
+      { serverId: 'b', how: 'answered', reason: 'b answers again' },
+      { serverId: 'd', how: 'dropped', reason: 'RethinkDB no longer lists d: it dropped it and fails over' },
+    ]);
+    expect(decision.hold).toEqual([]);
+  });
+
+  test('when a silent server acts for no table, or RethinkDB already failed over from it, then nothing is held', () => {
+    expect(decideSuspicion({ suspects: ['d'], probed: 4, held: new Map(), cluster }).hold).toEqual([]);
+    expect(decideSuspicion({ suspects: ['b'], probed: 4, held: new Map(), cluster, settled: new Set(['b']) }).hold).toEqual([]);
+  });
+
+  test.each([
+    [[[['a'], ['c']]], true, 'another server acts for every shard'],
+    [[[['a'], ['b']]], false, 'b still acts'],
+    [[[['a'], []]], false, 'a shard has no acting primary yet'],
+    [[null], false, 'a table not read'],
+  ])('when the held tables\' acting primaries are %j, then failedOverFrom(b) is %s (%s)', (acting, expected) => {
+    expect(failedOverFrom('b', acting)).toBe(expected);
+  });
+});
+
+// Probes answered at once, never (a silent server) or refused at once (a process gone), per server.
+function fakeTargets(behaviour) {
+  const calls = [];
+  return {
+    calls,
+    listServers: () => Object.keys(behaviour).map((name) => ({ serverId: name, name, addresses: [{ host: `${name}.test`, port: 28015 }] })),
+    connect: async (address) => {
+      const name = address.host.split('.')[0];
+      calls.push(`connect ${name}`);
+      if (behaviour[name] === 'refused') throw new Error('ECONNREFUSED');
+      return { name, close: async () => {} };
+    },
+    probe: (conn) => {
+      calls.push(`probe ${conn.name}`);
+      return behaviour[conn.name] === 'silent' ? new Promise(() => {}) : Promise.resolve(1);
+    },
+  };
+}
+
+const flush = () => new Promise((resolve) => { setImmediate(resolve); });
+
+describe('the prober (fake connections)', () => {
+  test('when b stops answering, then b is silent after suspectAfterMs and onChange is called once; a refused connect is not silence', async () => {
+    const clock = createVirtualClock();
+    const behaviour = { a: 'answers', b: 'answers', c: 'refused' };
+    const targets = fakeTargets(behaviour);
+    const changes = [];
+    const prober = createProber({
+      ...targets, clock, logger: silent, intervalMs: 200, suspectAfterMs: 600, onChange: (s) => changes.push(s), timers: { setInterval: () => null, clearInterval: () => {} },
+    });
+    const stop = prober.start();
+    for (let i = 0; i < 3; i += 1) { prober.round(); await flush(); clock.advance(200); }
+    expect(prober.suspects()).toEqual([]);
+    expect(prober.probed()).toBe(3);
+    behaviour.b = 'silent';
+    for (let i = 0; i < 3; i += 1) { prober.round(); await flush(); clock.advance(200); }
+    expect(prober.suspects()).toEqual([]);
+    prober.round();
+    expect(prober.suspects()).toEqual(['b']);
+    expect(changes).toEqual([['b']]);
+    await flush();
+    expect(prober.view().find((v) => v.server === 'c')).toMatchObject({ connected: false, lastError: 'ECONNREFUSED', waitingMs: null });
+    // One probe in flight per server: b was probed once since it went silent.
+    const bProbes = targets.calls.filter((c) => c === 'probe b').length;
+    prober.round();
+    expect(targets.calls.filter((c) => c === 'probe b').length).toBe(bProbes);
+    await stop();
+    expect(changes).toEqual([['b'], []]);
+  });
+
+  test('when RethinkDB no longer lists a silent server (it dropped it), then it is no longer probed nor silent', async () => {
+    const clock = createVirtualClock();
+    const behaviour = { a: 'answers', b: 'silent', c: 'answers' };
+    const targets = fakeTargets(behaviour);
+    const prober = createProber({ ...targets, clock, logger: silent, intervalMs: 200, suspectAfterMs: 600, timers: { setInterval: () => null, clearInterval: () => {} } });
+    prober.round(); await flush(); clock.advance(700);
+    prober.round();
+    expect(prober.suspects()).toEqual(['b']);
+    delete behaviour.b;
+    prober.round();
+    expect(prober.suspects()).toEqual([]);
+    expect(prober.probed()).toBe(2);
+  });
+});
+
+describe('the suspicion use-case (fake gates)', () => {
+  function setup({ suspects = ['b'], acting = { t1: [['a'], ['b']], t3: [['b']] } } = {}) {
+    const clock = createVirtualClock();
+    const calls = [];
+    const state = { suspects, acting };
+    const gates = {
+      hold: async (tables, options) => { calls.push(['hold', tables, options]); return { held: [{ endpoint: 'g1', id: `h${calls.length}`, inFlight: 0 }], failed: [] }; },
+      release: async (held) => { calls.push(['release', held.map((h) => h.id)]); return []; },
+    };
+    const prober = { suspects: () => state.suspects, probed: () => 4, nameOf: (id) => id, listed: () => true };
+    const store = { readActingPrimaries: async (id) => state.acting[id], readCluster: async () => cluster };
+    const events = createSuspicionEvents({
+      prober, store, gates, recentCluster: () => ({ at: clock.now(), cluster }), config: { suspicion: { holdTtlMs: 4000 } }, clock, logger: silent,
+    });
+    return { events, calls, state, clock };
+  }
+
+  test('when b is silent, then its tables are held at the gates with no drain, and looked at again until another server acts; then released', async () => {
+    const { events, calls, state, clock } = setup();
+    const first = await events.reconcileSuspicion();
+    expect(first).toMatchObject({ action: 'hold', requeueAfterMs: 100 });
+    expect(calls).toEqual([['hold', ['ycsb.usertable', 'app.orders'], { ttlMs: 4000, drainMs: 0 }]]);
+    clock.advance(100);
+    expect(await events.reconcileSuspicion()).toMatchObject({ action: 'none', requeueAfterMs: 100 });
+    expect(events.view()).toEqual([{ server: 'b', tables: ['ycsb.usertable', 'app.orders'], heldMs: 100 }]);
+    state.acting = { t1: [['a'], ['c']], t3: [['a']] };
+    expect(await events.reconcileSuspicion()).toMatchObject({ requeueAfterMs: 0 });
+    expect(calls.at(-1)).toEqual(['release', ['h1']]);
+    expect(events.view()).toEqual([]);
+    // Still silent (RethinkDB has not listed it gone yet): not held again.
+    expect(await events.reconcileSuspicion()).toMatchObject({ action: 'none', requeueAfterMs: 0 });
+    expect(calls.length).toBe(2);
+  });
+
+  test('when b answers again, then its hold is released; when the ttl passes first, the gates end it and nothing is released', async () => {
+    const answered = setup();
+    await answered.events.reconcileSuspicion();
+    answered.state.suspects = [];
+    await answered.events.reconcileSuspicion();
+    expect(answered.calls.map((c) => c[0])).toEqual(['hold', 'release']);
+    const expired = setup();
+    await expired.events.reconcileSuspicion();
+    expired.clock.advance(4000);
+    expired.state.suspects = [];
+    await expired.events.reconcileSuspicion();
+    expect(expired.calls.map((c) => c[0])).toEqual(['hold']);
+  });
+});
