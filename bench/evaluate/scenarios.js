@@ -406,6 +406,36 @@ SCENARIOS['node-loss-heartbeat-2-raft-leader'] = {
   title: 'Unplanned: a silent network loss of the table\'s Raft leader, the heartbeat timeout at 2 s beforehand',
   prepare: async (ctx) => ({ ...(await setHeartbeat(ctx.cluster, 2)), ...(await leadingHotServer(ctx)) }),
 };
+// crash-and-return with the crashed server leading the table's Raft group (pinned before the load, in every arm): its
+// shards wait for a Raft election before their new primaries are named.
+SCENARIOS['crash-raft-leader'] = {
+  ...SCENARIOS['crash-and-return'],
+  name: 'crash-raft-leader',
+  title: 'Unplanned: a crash (SIGKILL) of the busiest primary\'s server, which leads the table\'s Raft group, back after 15 s',
+  prepare: leadingHotServer,
+};
+// A partition: the busiest primary's server cut off from every other server and proxy (its own firewall drops the
+// packets, silently) but not from the host's side, where the manager and the gates run; healed 15 s later. The
+// heartbeat timeout at 2 s beforehand, in every arm. The other servers drop it by their heartbeat and fail over, while
+// it still answers the manager's probes.
+SCENARIOS.partition = {
+  name: 'partition',
+  title: 'Unplanned: the busiest primary\'s server cut off from the other servers (not from the manager), healed after 15 s',
+  durationSeconds: 45,
+  needs: 'netns',
+  window: { from: 'partitioned', to: 'healed' },
+  prepare: ({ cluster }) => setHeartbeat(cluster, 2),
+  async timeline(ctx) {
+    const { cluster, at, mark, hotServer, notes } = ctx;
+    await at(10);
+    notes.raftLeaderAtStop = await raftLeaderOf(cluster);
+    cluster.partitionServer(hotServer);
+    mark('partitioned');
+    await at(10 + RETURN_AFTER_SECONDS);
+    cluster.healPartition(hotServer);
+    mark('healed');
+  },
+};
 SCENARIOS['prestop-then-cut-raft-leader'] = {
   ...SCENARIOS['prestop-then-cut'],
   name: 'prestop-then-cut-raft-leader',

@@ -16,6 +16,7 @@ export function createProber({
   const states = new Map(); // serverId -> { serverId, name, conn, waitingSince, busy, next (address index), lastError }
   let suspects = [];
   let interval = null;
+  const names = new Map(); // serverId -> name, kept after a server is dropped (the log names it)
 
   function drop(state) {
     states.delete(state.serverId);
@@ -52,14 +53,15 @@ export function createProber({
       let state = states.get(server.serverId);
       if (!state) {
         state = { serverId: server.serverId, name: server.name, conn: null, waitingSince: null, busy: false, next: 0, lastError: null };
+        names.set(server.serverId, server.name);
         states.set(server.serverId, state);
       }
       if (!state.busy) probeOne(state, server);
     }
     const now = silentServers([...states.values()], clock.now(), { suspectAfterMs });
     if (now.join() !== suspects.join()) {
-      const names = (ids2) => ids2.map((id) => states.get(id)?.name ?? id);
-      log.warn({ silent: names(now), before: names(suspects), suspectAfterMs }, 'servers silent to the manager\'s probes changed');
+      const named = (ids2) => ids2.map((id) => names.get(id) ?? id);
+      log.warn({ silent: named(now), before: named(suspects), suspectAfterMs }, 'servers silent to the manager\'s probes changed');
       suspects = now;
       onChange(now);
     }
@@ -81,7 +83,7 @@ export function createProber({
     suspects: () => [...suspects],
     probed: () => states.size,
     listed: (id) => states.has(id),
-    nameOf: (id) => states.get(id)?.name ?? id,
+    nameOf: (id) => names.get(id) ?? id,
     view: () => [...states.values()].map((s) => ({
       server: s.name, connected: s.conn !== null, waitingMs: s.waitingSince === null ? null : clock.now() - s.waitingSince, lastError: s.lastError,
     })),

@@ -59,6 +59,23 @@ export function createNetworkLab({ labIndex = 0 } = {}) {
     ip('link', 'set', hostSide, 'master', bridge);
   }
 
+  // A partition: host `index` stops hearing from, and reaching, the `peers` (other lab hosts' indexes), silently (its
+  // own firewall drops the packets both ways); the host's side (the bridge: clients, gates, the manager) still reaches
+  // it. heal() removes the rules.
+  function partition(index, peers) {
+    const { netns } = hosts.get(index);
+    for (const peer of peers) {
+      const { host } = hosts.get(peer);
+      execFileSync('ip', ['netns', 'exec', netns, 'iptables', '-A', 'INPUT', '-s', host, '-j', 'DROP'], { stdio: 'ignore' });
+      execFileSync('ip', ['netns', 'exec', netns, 'iptables', '-A', 'OUTPUT', '-d', host, '-j', 'DROP'], { stdio: 'ignore' });
+    }
+  }
+
+  function heal(index) {
+    const { netns } = hosts.get(index);
+    execFileSync('ip', ['netns', 'exec', netns, 'iptables', '-F'], { stdio: 'ignore' });
+  }
+
   function cleanup() {
     for (const line of tryList()) {
       if (line.startsWith(`rk${labIndex}-`)) tryRun('ip', ['netns', 'del', line]);
@@ -70,5 +87,7 @@ export function createNetworkLab({ labIndex = 0 } = {}) {
     try { return ip('netns', 'list').split('\n').map((l) => l.split(' ')[0]).filter(Boolean); } catch { return []; }
   }
 
-  return { addHost, cut, restore, destroy: cleanup, bridge, subnet };
+  return {
+    addHost, cut, restore, partition, heal, destroy: cleanup, bridge, subnet,
+  };
 }

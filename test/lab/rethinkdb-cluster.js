@@ -265,6 +265,13 @@ export function createRethinkDbCluster({
   }
 
   function cutNetwork(index) { requireLab('cutNetwork').cut(servers[index].index); }
+  // Server `index` cut off from every other server and proxy of the lab, not from the host's side (clients entering
+  // there, gates, the manager).
+  function partitionServer(index) {
+    const peers = [...servers, ...proxies].filter((s) => s !== servers[index]).map((s) => s.index);
+    requireLab('partitionServer').partition(servers[index].index, peers);
+  }
+  function healPartition(index) { requireLab('healPartition').heal(servers[index].index); }
   function restoreNetwork(index) { requireLab('restoreNetwork').restore(servers[index].index); }
   function requireLab(what) {
     if (!lab) throw new Error(`${what} needs network: 'netns' (a namespace per server)`);
@@ -284,7 +291,7 @@ export function createRethinkDbCluster({
   }
 
   const api = {
-    start, connect, withConnection, createTables, shardOfKeys, addProxy, stopServer, signalServer, restartServer, addServer, wipeServer, cutNetwork, restoreNetwork,
+    start, connect, withConnection, createTables, shardOfKeys, addProxy, stopServer, signalServer, restartServer, addServer, wipeServer, cutNetwork, restoreNetwork, partitionServer, healPartition,
     waitForServers, destroy, servers, baseDir, network, cpu, pidOf: (i) => servers[i].child?.pid ?? null,
     running: (i) => Boolean(servers[i].child),
   };
