@@ -113,7 +113,7 @@ export function createManager({
     onChange: () => queue.add(SUSPICION_KEY),
   }) : null;
   const suspicion = prober ? createSuspicionEvents({
-    prober, store, gates, recentCluster: failover.lastRead, config, clock, logger, metrics,
+    prober, store, marks, gates, recentCluster: failover.lastRead, config, clock, logger, metrics,
   }) : null;
   // Nothing acts before the persisted state is loaded (or while shutting down): the key looks again later.
   const whenStarted = async (fn, laterMs) => (work.started() && !work.shuttingDown() ? work.track(fn) : { requeueAfterMs: laterMs });

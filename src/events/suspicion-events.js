@@ -20,12 +20,23 @@ const SUSPICION_READ_MS = 1000;
 // prober: ./prober.js's; gates: the gate client, or null (holds off: suspicions are logged only); recentCluster():
 // { at, cluster } of the last read, or null.
 export function createSuspicionEvents({
-  prober, store, gates, recentCluster, config, clock, logger, metrics = null,
+  prober, store, marks, gates, recentCluster, config, clock, logger, metrics = null,
 }) {
   const log = logger.child({ module: 'suspicion' });
   const held = new Map(); // serverId -> { tables: [{ id, name }], taken: [{ endpoint, id }], since }
   // Suspects RethinkDB has failed over from: not held again until they stop being suspects (answer, or are dropped).
   const settled = new Set();
+  let steered = '';
+
+  // The manager's own connection leaves a suspect (as it leaves a server about to be drained): a server cut off from
+  // the others but not from the manager answers the manager fastest, and its view of the cluster is a minority's.
+  async function steer(suspects) {
+    const key = suspects.join();
+    if (key === steered) return;
+    steered = key;
+    const moved = await store.steerAwayFrom(await marks.drainingIds(suspects)).catch((err) => ({ moved: false, reason: err.message }));
+    if (moved.moved) log.info({ from: moved.from, to: moved.to }, 'connection moved off a silent server');
+  }
 
   async function clusterNow() {
     const recent = recentCluster();
@@ -39,7 +50,9 @@ export function createSuspicionEvents({
     const notReleased = how === 'ttl' ? [] : await gates.release(hold.taken);
     const heldMs = clock.now() - hold.since;
     metrics?.suspicionHoldEnded(how, heldMs);
-    log.info({ server: prober.nameOf(serverId), how, reason, heldMs, tables: hold.tables.map((t) => t.name), notReleased }, 'suspicion hold ended');
+    log.info({
+      server: prober.nameOf(serverId), how, reason, heldMs, tables: hold.tables.map((t) => t.name), notReleased, probes: prober.view?.() ?? null,
+    }, 'suspicion hold ended');
   }
 
   async function readActing(tableId) {
@@ -63,6 +76,7 @@ export function createSuspicionEvents({
         if (suspects.includes(serverId)) settled.add(serverId);
       }
     }
+    await steer(suspects.length * 2 < prober.probed() ? suspects : []);
     if (!gates) return { action: 'none', suspects, reason: 'no query gates to hold (GATE_HOLD_TOKEN_FILE)' };
     const newSuspects = suspects.filter((id) => !held.has(id) && !settled.has(id));
     const cluster = newSuspects.length > 0 ? await clusterNow() : null;

@@ -7,10 +7,16 @@
 // the server answers again, or the hold's ttl. A hold only delays writes: a wrong suspicion costs latency, never an
 // answer.
 
-// probes: [{ serverId, name, waitingSince }] (waitingSince: when the probe or connect still unanswered was sent, or
-// null). -> the ids of the servers silent for suspectAfterMs or more.
+// probes: [{ serverId, waitingSince, vias }] (waitingSince: when the direct probe or connect still unanswered was
+// sent, or null; vias: [{ waitingSince, unreachable }] for each probe of the server through another server,
+// src/rethinkdb/prober.js; unreachable: that server answered that it does not reach it).
+// -> the ids of the servers silent for suspectAfterMs or more: their direct probe has waited that long, or a majority
+// of their probes through other servers have, or found it unreachable (one server cut off from the rest leaves only
+// its own probes through it waiting, a minority of every other server's).
 export function silentServers(probes, now, { suspectAfterMs }) {
-  return probes.filter((p) => p.waitingSince !== null && now - p.waitingSince >= suspectAfterMs).map((p) => p.serverId);
+  const waited = (since) => since !== null && since !== undefined && now - since >= suspectAfterMs;
+  const cutOff = (vias = []) => vias.length > 0 && vias.filter((v) => v.unreachable || waited(v.waitingSince)).length * 2 > vias.length;
+  return probes.filter((p) => waited(p.waitingSince) || cutOff(p.vias)).map((p) => p.serverId);
 }
 
 // The tables one of whose shards `serverId` acts as primary for, in a cluster read: [{ id, name: 'db.table' }].

@@ -36,7 +36,11 @@ export function createRethinkDbStore({ r, config, clock, logger }) {
   const source = createRethinkDbSource({ r, runQuery: createQueryRunner({ connections, queryTimeoutMs: rc.queryTimeoutMs }), connections });
   const store = createDataStore({ source, managedTables: config.managedTables });
   // What the manager's prober (./prober.js) needs: the servers last listed, a connection of its own to one, a probe.
-  const probeTargets = { listServers: () => connections.servers(), connect, probe: (c) => r.expr(1).run(c) };
+  // probeVia: a server's row of rethinkdb.stats through another server's connection, which that server fetches over the
+  // cluster's links (it waits for an answer up to 5 s: stats_backend.cc).
+  const probeTargets = {
+    listServers: () => connections.servers(), connect, probe: (c) => r.expr(1).run(c), probeVia: (c, serverId) => r.db('rethinkdb').table('stats').get(['server', serverId]).run(c),
+  };
   return {
     store, connections, probeTargets, close: () => connections.close(),
   };

@@ -1,22 +1,34 @@
-// Probes every server RethinkDB lists, each on a driver connection of its own, so that a server that vanished
-// silently (no FIN, no RST) shows as a probe left unanswered long before RethinkDB's heartbeat drops it. Every
-// intervalMs each server gets one probe (`r.expr(1)`, answered by the server itself) unless the last is still
-// unanswered; a server without a connection gets a connect instead. A probe or connect that fails fast (a refused
-// connection, a closed socket: the process is gone, and RethinkDB knows it as fast) is not silence: only waiting is.
-// After each round the silent servers (src/policy/suspicion.js, silentServers) are compared with the last round's,
-// and onChange() is called when they differ. listServers(): [{ serverId, name, addresses }] (the connection
-// manager's, from the last server_status read); connect(address) -> a driver connection; probe(conn) -> a promise.
+// Probes every server RethinkDB lists, so that a server that vanished silently (no FIN, no RST), or that the other
+// servers can no longer reach, shows as probes left unanswered long before RethinkDB's heartbeat drops it. Two kinds:
+// - direct: every intervalMs, `r.expr(1)` on a driver connection of the prober's own to the server (answered by the
+//   server itself), unless the last is still unanswered; a server without a connection gets a connect instead;
+// - through the cluster: the server's row of `rethinkdb.stats`, read through the direct connections of up to VIAS
+//   other servers (the next ones in the listed order). Each asks the server over the cluster's own links
+//   (stats_backend.cc, fetch_stats_from_server), so a server cut off from the others but not from the manager (a
+//   partition) leaves these waiting while its direct probe answers.
+// A direct probe or connect that fails fast (a refused connection, a closed socket: the process is gone, and RethinkDB
+// knows it as fast) is not silence: only waiting is. A read through another server that comes back without the row
+// means that server does not reach it: it counts as the read waiting would. After each round the silent servers (src/policy/suspicion.js,
+// silentServers) are compared with the last round's, and onChange() is called when they differ. listServers():
+// [{ serverId, name, addresses }] (the connection manager's, from the last server_status read); connect(address) -> a
+// driver connection; probe(conn) and probeVia(conn, serverId) -> promises.
 
 import { silentServers } from '../policy/suspicion.js';
 
+// How many other servers each server is probed through: a majority of them waiting makes it silent, so that one
+// partitioned server does not make the others look silent.
+export const VIAS = 3;
+
 export function createProber({
-  connect, probe, listServers, clock, logger, intervalMs, suspectAfterMs, onChange = () => {}, timers = { setInterval, clearInterval },
+  connect, probe, probeVia = null, listServers, clock, logger, intervalMs, suspectAfterMs, onChange = () => {},
+  timers = { setInterval, clearInterval },
 }) {
   const log = logger.child({ module: 'prober' });
-  const states = new Map(); // serverId -> { serverId, name, conn, waitingSince, busy, next (address index), lastError }
+  // serverId -> { serverId, name, conn, waitingSince, busy, next (address index), lastError, vias: Map viaId -> { waitingSince, busy } }
+  const states = new Map();
+  const names = new Map(); // serverId -> name, kept after a server is dropped (the log names it)
   let suspects = [];
   let interval = null;
-  const names = new Map(); // serverId -> name, kept after a server is dropped (the log names it)
 
   function drop(state) {
     states.delete(state.serverId);
@@ -45,6 +57,36 @@ export function createProber({
     });
   }
 
+  // The server's row of rethinkdb.stats through each of its vias' connections, one in flight per via.
+  function probeThroughCluster(state, vias) {
+    for (const viaId of [...state.vias.keys()]) if (!vias.some((v) => v.serverId === viaId)) state.vias.delete(viaId);
+    for (const via of vias) {
+      let entry = state.vias.get(via.serverId);
+      if (!entry) {
+        entry = { waitingSince: null, busy: false, unreachable: false };
+        state.vias.set(via.serverId, entry);
+      }
+      if (entry.busy || !via.conn) continue;
+      entry.busy = true;
+      entry.waitingSince = clock.now();
+      // No row, a row with an error, or an error the via server answered: it does not reach this one (stats_backend.cc
+      // answers no row for a peer out of its directory). A driver's error is the via's own connection, which says
+      // nothing of this server.
+      probeVia(via.conn, state.serverId).then((row) => {
+        // A row with `error` ("Timed out. Unable to retrieve stats.", stats/request.cc): the server did not answer in time
+        // or its link died meanwhile.
+        entry.unreachable = row === null || row === undefined || row.error !== undefined;
+        entry.last = row === null || row === undefined ? 'no row' : (row.error ?? 'row');
+      }, (err) => {
+        entry.unreachable = !/^Reql(Driver|Timeout)Error$/.test(err?.name ?? '') && err?.name?.startsWith('Reql') === true;
+        entry.last = `${err?.name}: ${err?.message}`.slice(0, 200);
+      }).finally(() => {
+        entry.busy = false;
+        entry.waitingSince = null;
+      });
+    }
+  }
+
   function round() {
     const listed = listServers().filter((s) => s.addresses.length > 0);
     const ids = new Set(listed.map((s) => s.serverId));
@@ -52,15 +94,28 @@ export function createProber({
     for (const server of listed) {
       let state = states.get(server.serverId);
       if (!state) {
-        state = { serverId: server.serverId, name: server.name, conn: null, waitingSince: null, busy: false, next: 0, lastError: null };
-        names.set(server.serverId, server.name);
+        state = {
+          serverId: server.serverId, name: server.name, conn: null, waitingSince: null, busy: false, next: 0, lastError: null, vias: new Map(),
+        };
         states.set(server.serverId, state);
+        names.set(server.serverId, server.name);
       }
       if (!state.busy) probeOne(state, server);
     }
-    const now = silentServers([...states.values()], clock.now(), { suspectAfterMs });
+    if (probeVia) {
+      const order = listed.map((s) => states.get(s.serverId));
+      order.forEach((state, i) => {
+        const vias = [];
+        for (let k = 1; k < order.length && vias.length < VIAS; k += 1) vias.push(order[(i + k) % order.length]);
+        probeThroughCluster(state, vias);
+      });
+    }
+    const probes = [...states.values()].map((s) => ({
+      serverId: s.serverId, waitingSince: s.waitingSince, vias: [...s.vias.values()].map((v) => ({ waitingSince: v.waitingSince, unreachable: v.unreachable })),
+    }));
+    const now = silentServers(probes, clock.now(), { suspectAfterMs });
     if (now.join() !== suspects.join()) {
-      const named = (ids2) => ids2.map((id) => names.get(id) ?? id);
+      const named = (list) => list.map((id) => names.get(id) ?? id);
       log.warn({ silent: named(now), before: named(suspects), suspectAfterMs }, 'servers silent to the manager\'s probes changed');
       suspects = now;
       onChange(now);
@@ -85,7 +140,13 @@ export function createProber({
     listed: (id) => states.has(id),
     nameOf: (id) => names.get(id) ?? id,
     view: () => [...states.values()].map((s) => ({
-      server: s.name, connected: s.conn !== null, waitingMs: s.waitingSince === null ? null : clock.now() - s.waitingSince, lastError: s.lastError,
+      server: s.name,
+      connected: s.conn !== null,
+      waitingMs: s.waitingSince === null ? null : clock.now() - s.waitingSince,
+      viasWaiting: [...s.vias.values()].filter((v) => v.waitingSince !== null).length,
+      viasUnreachable: [...s.vias.values()].filter((v) => v.unreachable).length,
+      viasLast: [...s.vias.values()].map((v) => v.last ?? null),
+      lastError: s.lastError,
     })),
   };
 }

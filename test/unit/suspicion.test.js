@@ -26,6 +26,18 @@ describe('the policy (pure)', () => {
     expect(silentServers(probes, 2001, { suspectAfterMs: 600 })).toEqual(['b', 'c']);
   });
 
+  test('when a majority of a server\'s probes through other servers have waited or found it unreachable, then it is silent though its direct probe answers (a partition); one of three is not', () => {
+    const via = (waitingSince, unreachable = false) => ({ waitingSince, unreachable });
+    const probes = [
+      { serverId: 'a', waitingSince: null, vias: [via(1000), via(1000), via(null)] },
+      { serverId: 'b', waitingSince: null, vias: [via(1000), via(null), via(null)] },
+      { serverId: 'c', waitingSince: null, vias: [] },
+      { serverId: 'd', waitingSince: null, vias: [via(null, true), via(1900), via(null)] },
+      { serverId: 'e', waitingSince: null, vias: [via(null, true), via(1000), via(null)] },
+    ];
+    expect(silentServers(probes, 2000, { suspectAfterMs: 300 })).toEqual(['a', 'e']);
+  });
+
   test('when b is silent, then the tables it acts as primary for are held, and only those', () => {
     expect(tablesActedForBy(cluster, 'b')).toEqual([{ id: 't1', name: 'ycsb.usertable' }, { id: 't3', name: 'app.orders' }]);
     const decision = decideSuspicion({ suspects: ['b'], probed: 4, held: new Map(), cluster });
@@ -129,19 +141,71 @@ describe('the prober (fake connections)', () => {
   });
 });
 
+describe('the prober through the cluster (fake connections)', () => {
+  // cut: the servers the others cannot reach over the cluster's links (their stats read through another hangs).
+  function partitioned(cut, dropped = new Set()) {
+    const behaviour = { a: 'answers', b: 'answers', c: 'answers', d: 'answers' };
+    const targets = fakeTargets(behaviour);
+    const via = [];
+    const probeVia = (conn, serverId) => {
+      via.push(`${serverId} via ${conn.name}`);
+      if (dropped.has(serverId)) return Promise.resolve(serverId === 'b' ? null : { id: ['server', serverId], error: 'Timed out. Unable to retrieve stats.' });
+      return cut.has(serverId) || cut.has(conn.name) ? new Promise(() => {}) : Promise.resolve({});
+    };
+    return { targets, probeVia, via };
+  }
+
+  test('when b is cut off from the other servers but not from the manager, then b is silent and no other server is', async () => {
+    const clock = createVirtualClock();
+    const { targets, probeVia, via } = partitioned(new Set(['b']));
+    const prober = createProber({
+      ...targets, probeVia, clock, logger: silent, intervalMs: 100, suspectAfterMs: 300, timers: { setInterval: () => null, clearInterval: () => {} },
+    });
+    prober.round(); await flush();
+    prober.round(); await flush();
+    // Each server is read through the three others.
+    expect(via.filter((v) => v.startsWith('a via')).sort()).toEqual(['a via b', 'a via c', 'a via d']);
+    clock.advance(300);
+    prober.round();
+    expect(prober.suspects()).toEqual(['b']);
+    expect(prober.view().find((v) => v.server === 'b')).toMatchObject({ connected: true, waitingMs: 0, viasWaiting: 3 });
+  });
+
+  test('when the other servers answer that they no longer reach b (no row: they dropped it) or c (a row with an error), then both are still silent', async () => {
+    const clock = createVirtualClock();
+    const { targets, probeVia } = partitioned(new Set(), new Set(['b', 'c']));
+    const prober = createProber({
+      ...targets, probeVia, clock, logger: silent, intervalMs: 100, suspectAfterMs: 300, timers: { setInterval: () => null, clearInterval: () => {} },
+    });
+    // The first round connects, the second reads through the connections, the third sees the answers.
+    prober.round(); await flush();
+    prober.round(); await flush();
+    prober.round();
+    expect(prober.suspects()).toEqual(['b', 'c']);
+    expect(prober.view().find((v) => v.server === 'b')).toMatchObject({ viasUnreachable: 3, viasLast: ['no row', 'no row', 'no row'] });
+    expect(prober.view().find((v) => v.server === 'c')).toMatchObject({ viasUnreachable: 3, viasLast: Array(3).fill('Timed out. Unable to retrieve stats.') });
+  });
+});
+
 describe('the suspicion use-case (fake gates)', () => {
   function setup({ suspects = ['b'], acting = { t1: [['a'], ['b']], t3: [['b']] } } = {}) {
     const clock = createVirtualClock();
     const calls = [];
     const state = { suspects, acting };
     const gates = {
-      hold: async (tables, options) => { calls.push(['hold', tables, options]); return { held: [{ endpoint: 'g1', id: `h${calls.length}`, inFlight: 0 }], failed: [] }; },
+      hold: async (tables, options) => {
+        calls.push(['hold', tables, options]);
+        return { held: [{ endpoint: 'g1', id: `h${calls.filter((c) => c[0] === 'hold').length}`, inFlight: 0 }], failed: [] };
+      },
       release: async (held) => { calls.push(['release', held.map((h) => h.id)]); return []; },
     };
     const prober = { suspects: () => state.suspects, probed: () => 4, nameOf: (id) => id, listed: () => true };
-    const store = { readActingPrimaries: async (id) => state.acting[id], readCluster: async () => cluster };
+    const store = {
+      readActingPrimaries: async (id) => state.acting[id], readCluster: async () => cluster, steerAwayFrom: async (ids) => { calls.push(['steer', ids]); return { moved: false }; },
+    };
+    const marks = { drainingIds: async (also) => ['drained', ...also] };
     const events = createSuspicionEvents({
-      prober, store, gates, recentCluster: () => ({ at: clock.now(), cluster }), config: { suspicion: { holdTtlMs: 4000 } }, clock, logger: silent,
+      prober, store, marks, gates, recentCluster: () => ({ at: clock.now(), cluster }), config: { suspicion: { holdTtlMs: 4000 } }, clock, logger: silent,
     });
     return { events, calls, state, clock };
   }
@@ -150,7 +214,9 @@ describe('the suspicion use-case (fake gates)', () => {
     const { events, calls, state, clock } = setup();
     const first = await events.reconcileSuspicion();
     expect(first).toMatchObject({ action: 'hold', requeueAfterMs: 100 });
-    expect(calls).toEqual([['hold', ['ycsb.usertable', 'app.orders'], { ttlMs: 4000, drainMs: 0 }]]);
+    // The manager's own connection leaves the suspect (and the drained servers stay avoided).
+    expect(calls.filter((c) => c[0] !== 'steer')).toEqual([['hold', ['ycsb.usertable', 'app.orders'], { ttlMs: 4000, drainMs: 0 }]]);
+    expect(calls.filter((c) => c[0] === 'steer')).toEqual([['steer', ['drained', 'b']]]);
     clock.advance(100);
     expect(await events.reconcileSuspicion()).toMatchObject({ action: 'none', requeueAfterMs: 100 });
     expect(events.view()).toEqual([{ server: 'b', tables: ['ycsb.usertable', 'app.orders'], heldMs: 100 }]);
@@ -160,7 +226,7 @@ describe('the suspicion use-case (fake gates)', () => {
     expect(events.view()).toEqual([]);
     // Still silent (RethinkDB has not listed it gone yet): not held again.
     expect(await events.reconcileSuspicion()).toMatchObject({ action: 'none', requeueAfterMs: 0 });
-    expect(calls.length).toBe(2);
+    expect(calls.filter((c) => c[0] !== 'steer').length).toBe(2);
   });
 
   test('when b answers again, then its hold is released; when the ttl passes first, the gates end it and nothing is released', async () => {
@@ -168,12 +234,12 @@ describe('the suspicion use-case (fake gates)', () => {
     await answered.events.reconcileSuspicion();
     answered.state.suspects = [];
     await answered.events.reconcileSuspicion();
-    expect(answered.calls.map((c) => c[0])).toEqual(['hold', 'release']);
+    expect(answered.calls.map((c) => c[0])).toEqual(['steer', 'hold', 'steer', 'release']);
     const expired = setup();
     await expired.events.reconcileSuspicion();
     expired.clock.advance(4000);
     expired.state.suspects = [];
     await expired.events.reconcileSuspicion();
-    expect(expired.calls.map((c) => c[0])).toEqual(['hold']);
+    expect(expired.calls.map((c) => c[0]).filter((c) => c !== 'steer')).toEqual(['hold']);
   });
 });
