@@ -7,6 +7,7 @@
 // t0), so the report, the tables and the figures are the same.
 
 import { execFile } from 'node:child_process';
+import { readFileSync, readdirSync } from 'node:fs';
 import { promisify } from 'node:util';
 import {
   REPO, adminPassword, applyObject, clientLines, connectPod, connectReadyPod, createKubectl, labNode, labUp, nodeOf, noisyPod, podReady, r, startClientPod,
@@ -17,6 +18,29 @@ import { failuresPerPod, watchRollout } from '../../lab/kube/rollout-watch.js';
 const sleep = (ms) => new Promise((resolve) => { setTimeout(resolve, ms); });
 const run = promisify(execFile);
 const HELM = `${REPO}test/helm/bin/helm`;
+
+// A pod's readiness and its containers' restarts, or null when it cannot be read.
+async function restartsOf(kubectl, pod) {
+  const p = await kubectl.nsJson('get', 'pod', pod).catch(() => null);
+  return p && { ready: podReady(p), count: (p.status?.containerStatuses ?? []).reduce((n, c) => n + c.restartCount, 0), uid: p.metadata.uid };
+}
+
+// SIGKILLs, from the host (the lab's kubelets run here), every process named `comm` whose environment names the pod
+// (POD_NAME, which the chart's containers get from the downward API). -> the pids killed.
+function killPodProcesses(pod, comm) {
+  const pids = readdirSync('/proc').filter((d) => /^\d+$/.test(d)).filter((pid) => {
+    try {
+      return readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === comm
+        && readFileSync(`/proc/${pid}/environ`, 'latin1').split('\0').includes(`POD_NAME=${pod}`);
+    } catch {
+      return false;
+    }
+  }).map(Number);
+  for (const pid of pids) {
+    try { process.kill(pid, 'SIGKILL'); } catch { /* gone meanwhile */ }
+  }
+  return pids;
+}
 
 // The node a pod runs on.
 // Waits for rethinkdb-1 made again (another uid than `before`) and Ready, and marks it.
@@ -73,10 +97,7 @@ export const KUBE_SCENARIOS = {
     avoidsNodeOf: 'rethinkdb-1',
     async act({ kubectl, mark }) {
       const node = await nodeOf(kubectl, 'rethinkdb-1');
-      const restarts = async () => {
-        const p = await kubectl.nsJson('get', 'pod', 'rethinkdb-1').catch(() => null);
-        return p && { ready: podReady(p), count: (p.status?.containerStatuses ?? []).reduce((n, c) => n + c.restartCount, 0), uid: p.metadata.uid };
-      };
+      const restarts = () => restartsOf(kubectl, 'rethinkdb-1');
       const before = await restarts();
       if (!before) throw new Error('rethinkdb-1 cannot be read before the node loss');
       let restored = false;
@@ -101,6 +122,26 @@ export const KUBE_SCENARIOS = {
         return now && now.ready && (now.uid !== before.uid || now.count > before.count);
       }, { timeoutMs: 300000 });
       mark('rethinkdb-1 Ready');
+    },
+  },
+  // rethinkdb-1's server killed without notice (SIGKILL to every process of its container, from the host, as the
+  // kernel's OOM killer kills a container over its memory limit): no preStop runs. Its kubelet starts the container
+  // again in the same pod, whose postStart hook calls POSTSTART. With the manager, its probes find the server gone and
+  // the adoption makes the acting primaries the configured ones before the server is back.
+  'container-kill': {
+    name: 'container-kill', title: 'rethinkdb-1\'s server SIGKILLed (as an OOM kill), started again by its kubelet', durationSeconds: 300, span: ['SIGKILL', 'rethinkdb-1 Ready'],
+    async act({ kubectl, mark }) {
+      const before = await restartsOf(kubectl, 'rethinkdb-1');
+      if (!before) throw new Error('rethinkdb-1 cannot be read before the kill');
+      const killed = killPodProcesses('rethinkdb-1', 'rethinkdb');
+      if (killed.length === 0) throw new Error('no rethinkdb process of pod rethinkdb-1 found on this host');
+      mark('SIGKILL');
+      await until('rethinkdb-1 restarted and Ready', async () => {
+        const now = await restartsOf(kubectl, 'rethinkdb-1');
+        return now && now.ready && now.count > before.count;
+      }, { timeoutMs: 300000 });
+      mark('rethinkdb-1 Ready');
+      await sleep(20000);
     },
   },
   // A noisy pod (a busy loop) on rethinkdb-1's node for 90 s: the node at its whole allocatable CPU, as metrics-server

@@ -74,6 +74,25 @@ async function plannedStop(ctx) {
   await poststart(ctx);
 }
 
+// At t=10 s the hot server is lost without notice (`lose`, marked `lost`), and at t=25 s given back (`giveBack`, marked
+// `back`); the notes say which server led the table's Raft group and the heartbeat timeout then.
+function unannouncedLoss({
+  lose, giveBack, lost, back,
+}) {
+  return async ({
+    cluster, at, mark, hotServer, notes,
+  }) => {
+    await at(10);
+    notes.raftLeaderAtStop = await raftLeaderOf(cluster);
+    notes.heartbeatTimeoutSecs = await heartbeatOf(cluster);
+    lose(cluster, hotServer);
+    mark(lost);
+    await at(10 + RETURN_AFTER_SECONDS);
+    giveBack(cluster, hotServer);
+    mark(back);
+  };
+}
+
 export const SCENARIOS = {
   // IV-B2: a planned stop (clean SIGTERM) of the server holding the busiest shard's primary, back 15 s later. The
   // manager as configured by default (POSTSTART_GIVE_BACK=balance: on return, primaries are levelled again with
@@ -132,17 +151,9 @@ export const SCENARIOS = {
     durationSeconds: 45,
     needs: 'netns',
     window: { from: 'network cut', to: 'network back' },
-    async timeline(ctx) {
-      const { cluster, at, mark, hotServer, notes } = ctx;
-      await at(10);
-      notes.raftLeaderAtStop = await raftLeaderOf(cluster);
-      notes.heartbeatTimeoutSecs = await heartbeatOf(cluster);
-      cluster.cutNetwork(hotServer);
-      mark('network cut');
-      await at(10 + RETURN_AFTER_SECONDS);
-      cluster.restoreNetwork(hotServer);
-      mark('network back');
-    },
+    timeline: unannouncedLoss({
+      lose: (cluster, i) => cluster.cutNetwork(i), giveBack: (cluster, i) => cluster.restoreNetwork(i), lost: 'network cut', back: 'network back',
+    }),
   },
   // IV-B3: a noisy neighbour on rethinkdb_1's node from t=10 s to t=45 s (busy loops sharing the node's CPU quota).
   // The manager's monitor polls the lab's metrics (cgroup usage) every 2 s and raises PERFWARNING for a skewed
@@ -425,16 +436,9 @@ SCENARIOS.partition = {
   needs: 'netns',
   window: { from: 'partitioned', to: 'healed' },
   prepare: ({ cluster }) => setHeartbeat(cluster, 2),
-  async timeline(ctx) {
-    const { cluster, at, mark, hotServer, notes } = ctx;
-    await at(10);
-    notes.raftLeaderAtStop = await raftLeaderOf(cluster);
-    cluster.partitionServer(hotServer);
-    mark('partitioned');
-    await at(10 + RETURN_AFTER_SECONDS);
-    cluster.healPartition(hotServer);
-    mark('healed');
-  },
+  timeline: unannouncedLoss({
+    lose: (cluster, i) => cluster.partitionServer(i), giveBack: (cluster, i) => cluster.healPartition(i), lost: 'partitioned', back: 'healed',
+  }),
 };
 SCENARIOS['prestop-then-cut-raft-leader'] = {
   ...SCENARIOS['prestop-then-cut'],

@@ -19,6 +19,7 @@ export function createFailoverEvents({
   let last = null; // { at, cluster }: the last read, which the suspicion key may use
 
   async function reconcileFailover() {
+    if (!config.failover.adopt) return { event: 'FAILOVER', action: 'none', reason: 'FAILOVER_ADOPT is off' };
     const cluster = await store.readCluster();
     last = { at: clock.now(), cluster };
     const decision = decideFailover(cluster, { draining: await marks.drainingIds(), enabled: config.failover.adopt });

@@ -2,7 +2,9 @@
 // drops it: reconciled as the work queue's `suspicion` key, added whenever the silent servers change and looked at
 // again every SUSPICION_RECHECK_MS while a hold is in force. The policy (src/policy/suspicion.js) decides; this asks
 // every query gate to hold new writes for the suspect's tables (src/gates/gate-client.js) and ends the hold once
-// another server acts for them (RethinkDB failed over), once the server answers again, or at its ttl.
+// another server acts for them (RethinkDB failed over), once the server answers again or RethinkDB drops it, or at
+// its ttl; a server is held once while it stays silent. A replica that stops leading leaves its holds to the gates,
+// which end them at the ttl.
 
 import { withinMs } from '../lib/clock.js';
 import { decideSuspicion, failedOverFrom } from '../policy/suspicion.js';
@@ -27,15 +29,19 @@ export function createSuspicionEvents({
   // Suspects RethinkDB has failed over from: not held again until they stop being suspects (answer, or are dropped).
   const settled = new Set();
   let steered = '';
+  // Reads of a held table's acting primaries still under way (tableId -> promise): a read RethinkDB stalls is not
+  // asked again until it returns, so that they do not pile up on the manager's connection.
+  const reading = new Map();
 
   // The manager's own connection leaves a suspect (as it leaves a server about to be drained): a server cut off from
-  // the others but not from the manager answers the manager fastest, and its view of the cluster is a minority's.
+  // the others but not from the manager answers the manager fastest, and its view of the cluster is a minority's. A
+  // move that found no other server is tried again at the next look.
   async function steer(suspects) {
     const key = suspects.join();
     if (key === steered) return;
-    steered = key;
     const moved = await store.steerAwayFrom(await marks.drainingIds(suspects)).catch((err) => ({ moved: false, reason: err.message }));
     if (moved.moved) log.info({ from: moved.from, to: moved.to }, 'connection moved off a silent server');
+    if (moved.moved || !/no other server answered/.test(moved.reason ?? '')) steered = key;
   }
 
   async function clusterNow() {
@@ -56,8 +62,12 @@ export function createSuspicionEvents({
   }
 
   async function readActing(tableId) {
+    if (!reading.has(tableId)) {
+      const read = store.readActingPrimaries(tableId).catch(() => null).finally(() => reading.delete(tableId));
+      reading.set(tableId, read);
+    }
     try {
-      return await withinMs(store.readActingPrimaries(tableId), ACTING_READ_MS, () => new Error('not read in time'));
+      return await withinMs(reading.get(tableId), ACTING_READ_MS, () => new Error('not read in time'));
     } catch {
       return null;
     }
@@ -69,9 +79,13 @@ export function createSuspicionEvents({
     for (const id of [...settled]) if (!suspects.includes(id)) settled.delete(id);
     // A hold whose tables others act for now ends as failed over, whether or not the server is still listed (RethinkDB
     // drops it from server_status when it fails over, and the prober with it).
+    // A hold that reached its ttl is not taken again while its server stays silent: a server only the manager cannot
+    // reach would otherwise have its writes held for good, and RethinkDB's default heartbeat outlasts any one hold.
     for (const [serverId, hold] of [...held]) {
-      if (clock.now() - hold.since >= config.suspicion.holdTtlMs) await end(serverId, 'ttl', 'the hold reached its ttl; the gates ended it');
-      else if (failedOverFrom(serverId, await Promise.all(hold.tables.map((t) => readActing(t.id))))) {
+      if (clock.now() - hold.since >= config.suspicion.holdTtlMs) {
+        await end(serverId, 'ttl', 'the hold reached its ttl; the gates ended it');
+        if (suspects.includes(serverId)) settled.add(serverId);
+      } else if (failedOverFrom(serverId, await Promise.all(hold.tables.map((t) => readActing(t.id))))) {
         await end(serverId, 'failed_over', 'other servers act for its tables');
         if (suspects.includes(serverId)) settled.add(serverId);
       }
@@ -84,18 +98,22 @@ export function createSuspicionEvents({
       suspects, probed: prober.probed(), held, cluster, settled, nameOf: prober.nameOf, listed: prober.listed,
     });
     for (const { serverId, how, reason } of decision.release) if (held.has(serverId)) await end(serverId, how, reason);
+    let notTaken = false;
     for (const { serverId, tables, reason } of decision.hold) {
       const since = clock.now();
       const taken = await gates.hold(tables.map((t) => t.name), { ttlMs: config.suspicion.holdTtlMs, drainMs: 0 });
       if (taken.off || taken.held.length === 0) {
         metrics?.suspicionHoldEnded('not_taken', 0);
         log.warn({ server: prober.nameOf(serverId), off: taken.off ?? null, failed: taken.failed }, 'a suspect\'s tables were not held at any gate');
+        notTaken ||= !taken.off;
         continue;
       }
       held.set(serverId, { tables, taken: taken.held, since });
       log.warn({ server: prober.nameOf(serverId), tables: tables.map((t) => t.name), gates: taken.held.length, failed: taken.failed, reason }, 'suspicion: new writes held');
     }
-    return { action: decision.hold.length > 0 ? 'hold' : 'none', suspects, reason: decision.reason, requeueAfterMs: held.size > 0 ? SUSPICION_RECHECK_MS : 0 };
+    // Looked at again while a hold is in force (its end), or when no gate could be reached for one (tried again).
+    const again = held.size > 0 || notTaken;
+    return { action: decision.hold.length > 0 ? 'hold' : 'none', suspects, reason: decision.reason, requeueAfterMs: again ? SUSPICION_RECHECK_MS : 0 };
   }
 
   return {

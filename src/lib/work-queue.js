@@ -19,7 +19,8 @@ export function createWorkQueue({
   const failures = new Map(); // key -> failures in a row
   const dirty = new Set();
   const current = new Set(); // the keys being reconciled
-  const running = new Set(); // the workers' promises while they run
+  const running = new Set(); // the workers' promises while they run (idle(), stop())
+  let active = 0; // workers started and not finished, counted synchronously (running's entries leave a microtask later)
   let started = false;
   const depth = () => metrics?.workQueueDepth(name, order.length);
 
@@ -32,10 +33,14 @@ export function createWorkQueue({
     order.push(key);
     metrics?.workQueueAdded(name);
     depth();
-    if (running.size < workers) {
-      const worker = loop().finally(() => running.delete(worker));
-      running.add(worker);
-    }
+    if (active < workers) spawn();
+  }
+
+  // A worker starts on a later microtask, so that add() never runs a reconcile inside its caller.
+  function spawn() {
+    active += 1;
+    const worker = Promise.resolve().then(loop).finally(() => running.delete(worker));
+    running.add(worker);
   }
 
   function addAfter(key, ms) {
@@ -66,6 +71,14 @@ export function createWorkQueue({
   }
 
   async function loop() {
+    try {
+      await work();
+    } finally {
+      active -= 1;
+    }
+  }
+
+  async function work() {
     while (started && order.length > 0) {
       const key = order.shift();
       const addedAt = queued.get(key);
@@ -86,7 +99,8 @@ export function createWorkQueue({
         current.delete(key);
         metrics?.workQueueReconciled(name, outcome, (startedAt - addedAt) / 1000, (clock.now() - startedAt) / 1000);
       }
-      if (dirty.delete(key)) add(key);
+      // Added again while it ran: once more now, unless it failed (its backoff has put it back already).
+      if (dirty.delete(key) && outcome !== 'failed') add(key);
     }
   }
 

@@ -8,15 +8,24 @@
 // answer.
 
 // probes: [{ serverId, waitingSince, vias }] (waitingSince: when the direct probe or connect still unanswered was
-// sent, or null; vias: [{ waitingSince, unreachable }] for each probe of the server through another server,
-// src/rethinkdb/prober.js; unreachable: that server answered that it does not reach it).
-// -> the ids of the servers silent for suspectAfterMs or more: their direct probe has waited that long, or a majority
-// of their probes through other servers have, or found it unreachable (one server cut off from the rest leaves only
-// its own probes through it waiting, a minority of every other server's).
+// sent, or null; vias: [{ viaId, waitingSince, unreachable, reachable }] for each probe of the server through another
+// server, src/rethinkdb/prober.js: unreachable, that server's last answer said it does not reach this one; reachable,
+// its last answer was the server's row). -> the ids of the servers silent for suspectAfterMs or more:
+// - most of their probes through other servers have waited that long or found them unreachable (a server cut off from
+//   the others, whether or not the manager still reaches it); or
+// - their direct probe has waited that long, unless most of the other servers still reach them (then it is the
+//   manager that does not: RethinkDB will not fail over, and holding their writes would only delay them).
+// A via that is itself directly silent is not counted: its own probes wait, which says nothing of the server.
 export function silentServers(probes, now, { suspectAfterMs }) {
   const waited = (since) => since !== null && since !== undefined && now - since >= suspectAfterMs;
-  const cutOff = (vias = []) => vias.length > 0 && vias.filter((v) => v.unreachable || waited(v.waitingSince)).length * 2 > vias.length;
-  return probes.filter((p) => waited(p.waitingSince) || cutOff(p.vias)).map((p) => p.serverId);
+  const directly = new Set(probes.filter((p) => waited(p.waitingSince)).map((p) => p.serverId));
+  const most = (list, test) => list.length > 0 && list.filter(test).length * 2 > list.length;
+  const gone = (v) => v.unreachable || waited(v.waitingSince);
+  return probes.filter((p) => {
+    const vias = (p.vias ?? []).filter((v) => !directly.has(v.viaId));
+    if (most(vias, gone)) return true;
+    return directly.has(p.serverId) && !most(vias, (v) => v.reachable && !gone(v));
+  }).map((p) => p.serverId);
 }
 
 // The tables one of whose shards `serverId` acts as primary for, in a cluster read: [{ id, name: 'db.table' }].

@@ -43,7 +43,8 @@ export function createProber({
       const address = server.addresses[state.next % server.addresses.length];
       state.next += 1;
       const conn = await connect(address);
-      if (!states.has(state.serverId)) { conn.close({ noreplyWait: false }).catch(() => {}); return; }
+      // Dropped (or dropped and listed again, a new state) while connecting: this connection is nobody's.
+      if (states.get(state.serverId) !== state) { conn.close({ noreplyWait: false }).catch(() => {}); return; }
       state.conn = conn;
       await probe(conn);
     })();
@@ -63,7 +64,9 @@ export function createProber({
     for (const via of vias) {
       let entry = state.vias.get(via.serverId);
       if (!entry) {
-        entry = { waitingSince: null, busy: false, unreachable: false };
+        entry = {
+          waitingSince: null, busy: false, unreachable: false, reachable: false,
+        };
         state.vias.set(via.serverId, entry);
       }
       if (entry.busy || !via.conn) continue;
@@ -76,9 +79,11 @@ export function createProber({
         // A row with `error` ("Timed out. Unable to retrieve stats.", stats/request.cc): the server did not answer in time
         // or its link died meanwhile.
         entry.unreachable = row === null || row === undefined || row.error !== undefined;
+        entry.reachable = !entry.unreachable;
         entry.last = row === null || row === undefined ? 'no row' : (row.error ?? 'row');
       }, (err) => {
         entry.unreachable = !/^Reql(Driver|Timeout)Error$/.test(err?.name ?? '') && err?.name?.startsWith('Reql') === true;
+        entry.reachable = false;
         entry.last = `${err?.name}: ${err?.message}`.slice(0, 200);
       }).finally(() => {
         entry.busy = false;
@@ -111,7 +116,11 @@ export function createProber({
       });
     }
     const probes = [...states.values()].map((s) => ({
-      serverId: s.serverId, waitingSince: s.waitingSince, vias: [...s.vias.values()].map((v) => ({ waitingSince: v.waitingSince, unreachable: v.unreachable })),
+      serverId: s.serverId,
+      waitingSince: s.waitingSince,
+      vias: [...s.vias.entries()].map(([viaId, v]) => ({
+        viaId, waitingSince: v.waitingSince, unreachable: v.unreachable, reachable: v.reachable,
+      })),
     }));
     const now = silentServers(probes, clock.now(), { suspectAfterMs });
     if (now.join() !== suspects.join()) {

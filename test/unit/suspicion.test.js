@@ -27,7 +27,7 @@ describe('the policy (pure)', () => {
   });
 
   test('when a majority of a server\'s probes through other servers have waited or found it unreachable, then it is silent though its direct probe answers (a partition); one of three is not', () => {
-    const via = (waitingSince, unreachable = false) => ({ waitingSince, unreachable });
+    const via = (waitingSince, unreachable = false) => ({ viaId: `v${waitingSince}${unreachable}`, waitingSince, unreachable, reachable: false });
     const probes = [
       { serverId: 'a', waitingSince: null, vias: [via(1000), via(1000), via(null)] },
       { serverId: 'b', waitingSince: null, vias: [via(1000), via(null), via(null)] },
@@ -36,6 +36,26 @@ describe('the policy (pure)', () => {
       { serverId: 'e', waitingSince: null, vias: [via(null, true), via(1000), via(null)] },
     ];
     expect(silentServers(probes, 2000, { suspectAfterMs: 300 })).toEqual(['a', 'e']);
+  });
+
+  test('when only the manager does not reach a server (its direct probe waits, most other servers read its row), then it is not silent; before any via has answered, the direct probe decides', () => {
+    const row = (viaId) => ({ viaId, waitingSince: null, unreachable: false, reachable: true });
+    const probes = [
+      { serverId: 'a', waitingSince: 1000, vias: [row('b'), row('c'), { viaId: 'd', waitingSince: 1000, unreachable: false, reachable: false }] },
+      { serverId: 'e', waitingSince: 1000, vias: [{ viaId: 'b', waitingSince: null, unreachable: false, reachable: false }] },
+    ];
+    expect(silentServers(probes, 2000, { suspectAfterMs: 300 })).toEqual(['e']);
+  });
+
+  test('when two servers vanish together, then a third whose probes went through them is not silent: a via that is itself silent does not count', () => {
+    const waiting = (viaId) => ({ viaId, waitingSince: 1000, unreachable: false, reachable: false });
+    const row = (viaId) => ({ viaId, waitingSince: null, unreachable: false, reachable: true });
+    const probes = [
+      { serverId: 'c', waitingSince: 1000, vias: [waiting('d'), waiting('e'), waiting('f')] },
+      { serverId: 'e', waitingSince: 1000, vias: [waiting('f'), waiting('g'), waiting('a')] },
+      { serverId: 'b', waitingSince: null, vias: [waiting('c'), row('d'), waiting('e')] },
+    ];
+    expect(silentServers(probes, 2000, { suspectAfterMs: 300 })).toEqual(['c', 'e']);
   });
 
   test('when b is silent, then the tables it acts as primary for are held, and only those', () => {
@@ -229,7 +249,7 @@ describe('the suspicion use-case (fake gates)', () => {
     expect(calls.filter((c) => c[0] !== 'steer').length).toBe(2);
   });
 
-  test('when b answers again, then its hold is released; when the ttl passes first, the gates end it and nothing is released', async () => {
+  test('when b answers again, then its hold is released; when the ttl passes first, the gates end it, nothing is released, and b is not held again until it has answered', async () => {
     const answered = setup();
     await answered.events.reconcileSuspicion();
     answered.state.suspects = [];
@@ -238,8 +258,16 @@ describe('the suspicion use-case (fake gates)', () => {
     const expired = setup();
     await expired.events.reconcileSuspicion();
     expired.clock.advance(4000);
-    expired.state.suspects = [];
+    await expired.events.reconcileSuspicion();
+    // Still silent at the ttl: not held again (a server only the manager cannot reach would be held for good).
+    expired.clock.advance(1000);
     await expired.events.reconcileSuspicion();
     expect(expired.calls.map((c) => c[0]).filter((c) => c !== 'steer')).toEqual(['hold']);
+    // Once it has answered, a new silence is held again.
+    expired.state.suspects = [];
+    await expired.events.reconcileSuspicion();
+    expired.state.suspects = ['b'];
+    await expired.events.reconcileSuspicion();
+    expect(expired.calls.map((c) => c[0]).filter((c) => c !== 'steer')).toEqual(['hold', 'hold']);
   });
 });

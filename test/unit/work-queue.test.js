@@ -96,14 +96,66 @@ describe('createWorkQueue', () => {
     queue.start();
     queue.add('slow');
     queue.add('fast');
-    queue.add('slow');
     await new Promise((resolve) => { setImmediate(resolve); });
+    queue.add('slow');
     expect(runs.map((r) => r.key)).toEqual(['slow', 'fast']);
     expect(queue.view().current).toEqual(['slow']);
     releaseSlow();
     await queue.idle();
     expect(runs.map((r) => r.key)).toEqual(['slow', 'fast', 'slow']);
     expect(twice).toBe(false);
+  });
+
+  test('when a reconcile adds another key before its first await, then the add does not run it inside the caller, and one worker runs both in turn', async () => {
+    let inside = 0;
+    let most = 0;
+    let queue;
+    const setupDone = setup({
+      reconcile: async (key) => {
+        inside += 1; most = Math.max(most, inside);
+        if (key === 'a') queue.add('b');
+        await null;
+        inside -= 1;
+      },
+    });
+    ({ queue } = setupDone);
+    queue.start();
+    queue.add('a');
+    expect(setupDone.runs).toEqual([]);
+    await queue.idle();
+    expect(setupDone.runs.map((r) => r.key)).toEqual(['a', 'b']);
+    expect(most).toBe(1);
+  });
+
+  test('when a key is added just as the last worker finishes, then a worker takes it (no key is left waiting)', async () => {
+    const { queue, runs } = setup();
+    queue.start();
+    queue.add('a');
+    await queue.idle();
+    queue.add('b');
+    await queue.idle();
+    expect(runs.map((r) => r.key)).toEqual(['a', 'b']);
+    expect(queue.view().queued).toEqual([]);
+  });
+
+  test('when a failing key is added again while it runs, then it waits for its backoff, not once more at once', async () => {
+    let release;
+    const { queue, runs, timers } = setup({
+      reconcile: async () => {
+        if (runs.length === 1) await new Promise((resolve) => { release = resolve; });
+        throw new Error('down');
+      },
+    });
+    queue.start();
+    queue.add('k');
+    await new Promise((resolve) => { setImmediate(resolve); });
+    queue.add('k');
+    release();
+    await queue.idle();
+    expect(runs.length).toBe(1);
+    await timers.advance(500);
+    await queue.idle();
+    expect(runs.length).toBe(2);
   });
 
   test('when a reconcile asks to be looked at again, then the key runs again after that delay (a resync)', async () => {
