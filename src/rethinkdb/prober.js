@@ -43,6 +43,15 @@ export function createProber({
       const address = server.addresses[state.next % server.addresses.length];
       state.next += 1;
       const conn = await connect(address);
+      // A driver connection emits 'error' when its socket breaks (EPIPE, ECONNRESET: the server went away), which
+      // without a listener is an uncaught exception that ends the manager. The connection is forgotten then.
+      const broken = (err) => {
+        if (state.conn !== conn) return;
+        state.conn = null;
+        state.lastError = err?.message ?? 'connection closed';
+      };
+      conn.on?.('error', broken);
+      conn.on?.('close', () => broken(null));
       // Dropped (or dropped and listed again, a new state) while connecting: this connection is nobody's.
       if (states.get(state.serverId) !== state) { conn.close({ noreplyWait: false }).catch(() => {}); return; }
       state.conn = conn;

@@ -1,6 +1,7 @@
 // Suspicion of a silently lost server: which servers are silent (pure), what is held and released (pure), the
 // prober's rounds on fake connections, and the use-case's holds at fake gates, on injected clocks and timers.
 
+import { EventEmitter } from 'node:events';
 import { createVirtualClock } from '../../src/lib/clock.js';
 import { createSuspicionEvents } from '../../src/events/suspicion-events.js';
 import { decideSuspicion, failedOverFrom, silentServers, tablesActedForBy } from '../../src/policy/suspicion.js';
@@ -99,20 +100,25 @@ describe('the policy (pure)', () => {
 // Probes answered at once, never (a silent server) or refused at once (a process gone), per server.
 function fakeTargets(behaviour) {
   const calls = [];
-  return {
+  const targets = {
     calls,
     listServers: () => Object.keys(behaviour).map((name) => ({ serverId: name, name, addresses: [{ host: `${name}.test`, port: 28015 }] })),
+    connections: [],
     connect: async (address) => {
       const name = address.host.split('.')[0];
       calls.push(`connect ${name}`);
       if (behaviour[name] === 'refused') throw new Error('ECONNREFUSED');
-      return { name, close: async () => {} };
+      // An EventEmitter, as the driver's connection is: 'error' with no listener would throw.
+      const conn = Object.assign(new EventEmitter(), { name, close: async () => {} });
+      targets.connections.push(conn);
+      return conn;
     },
     probe: (conn) => {
       calls.push(`probe ${conn.name}`);
       return behaviour[conn.name] === 'silent' ? new Promise(() => {}) : Promise.resolve(1);
     },
   };
+  return targets;
 }
 
 const flush = () => new Promise((resolve) => { setImmediate(resolve); });
@@ -144,6 +150,19 @@ describe('the prober (fake connections)', () => {
     expect(targets.calls.filter((c) => c === 'probe b').length).toBe(bProbes);
     await stop();
     expect(changes).toEqual([['b'], []]);
+  });
+
+  test('when a probed server\'s connection breaks (the driver emits error: EPIPE), then nothing is thrown and the next round connects again', async () => {
+    const clock = createVirtualClock();
+    const targets = fakeTargets({ a: 'answers', b: 'answers' });
+    const prober = createProber({ ...targets, clock, logger: silent, intervalMs: 100, suspectAfterMs: 300, timers: { setInterval: () => null, clearInterval: () => {} } });
+    prober.round(); await flush();
+    const [first] = targets.connections;
+    expect(() => first.emit('error', new Error('write EPIPE'))).not.toThrow();
+    expect(prober.view().find((v) => v.server === first.name)).toMatchObject({ connected: false, lastError: 'write EPIPE' });
+    await flush();
+    prober.round(); await flush();
+    expect(targets.calls.filter((c) => c === `connect ${first.name}`).length).toBe(2);
   });
 
   test('when RethinkDB no longer lists a silent server (it dropped it), then it is no longer probed nor silent', async () => {
