@@ -117,7 +117,8 @@ export function createProber({
       if (!state.busy) probeOne(state, server);
     }
     if (probeVia) {
-      const order = listed.map((s) => states.get(s.serverId));
+      // By id, not server_status's order, which need not be the same at every read: each server keeps its vias.
+      const order = listed.map((s) => states.get(s.serverId)).sort((a, b) => (a.serverId < b.serverId ? -1 : Number(a.serverId > b.serverId)));
       order.forEach((state, i) => {
         const vias = [];
         for (let k = 1; k < order.length && vias.length < VIAS; k += 1) vias.push(order[(i + k) % order.length]);

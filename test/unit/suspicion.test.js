@@ -210,6 +210,24 @@ describe('the prober through the cluster (fake connections)', () => {
     expect(prober.view().find((v) => v.server === 'b')).toMatchObject({ connected: true, waitingMs: 0, viasWaiting: 3 });
   });
 
+  test('when server_status lists the servers in another order at each read, then each server is read through the same three others', async () => {
+    const clock = createVirtualClock();
+    const { targets, probeVia, via } = partitioned(new Set());
+    const names = ['a', 'b', 'c', 'd', 'e'];
+    let reversed = false;
+    const listServers = () => (reversed ? [...names].reverse() : names).map((name) => ({ serverId: name, name, addresses: [{ host: `${name}.test`, port: 28015 }] }));
+    const prober = createProber({
+      ...targets, listServers, probeVia, clock, logger: silent, intervalMs: 100, suspectAfterMs: 300, timers: { setInterval: () => null, clearInterval: () => {} },
+    });
+    prober.round(); await flush();
+    prober.round(); await flush();
+    const first = new Set(via.filter((v) => v.startsWith('a via')));
+    reversed = true;
+    prober.round(); await flush();
+    expect(new Set(via.filter((v) => v.startsWith('a via')))).toEqual(first);
+    expect([...first].sort()).toEqual(['a via b', 'a via c', 'a via d']);
+  });
+
   test('when the other servers answer that they no longer reach b (no row: they dropped it) or c (a row with an error), then both are still silent', async () => {
     const clock = createVirtualClock();
     const { targets, probeVia } = partitioned(new Set(), new Set(['b', 'c']));
