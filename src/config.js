@@ -47,6 +47,7 @@ const KEYS = [
   { env: 'SUSPICION_PROBE_INTERVAL_MS', field: 'suspicion.probeIntervalMs', parse: offOrInteger(50, 60000), default: 100 },
   { env: 'SUSPICION_AFTER_MS', field: 'suspicion.afterMs', parse: integer(50, 60000), default: 300 },
   { env: 'SUSPICION_HOLD_TTL_MS', field: 'suspicion.holdTtlMs', parse: integer(100, 60000), default: 4000 },
+  { env: 'LOSS_RESTORE_AFTER_SECONDS', field: 'lossRestore.afterSeconds', parse: offOrInteger(5, 604800), default: 1800 },
   { env: 'PRESTOP_HEARTBEAT_TIMEOUT_SECONDS', field: 'prestop.heartbeatTimeoutSeconds', parse: offOrInteger(2, 3600), default: 2 },
   { env: 'PRESTOP_HEARTBEAT_WINDOW_SECONDS', field: 'prestop.heartbeatWindowSeconds', parse: integer(1, 86400), default: 120 },
   { env: 'PRESTOP_MOVE_RAFT_LEADER', field: 'prestop.moveRaftLeader', parse: boolean, default: true },

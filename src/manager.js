@@ -12,6 +12,7 @@ import { createRelayCredentials } from './auth/relay-credentials.js';
 import { createEvents } from './events/events.js';
 import { FAILOVER_KEY, createFailoverEvents } from './events/failover-events.js';
 import { SUSPICION_KEY, createSuspicionEvents } from './events/suspicion-events.js';
+import { LOSS_RESTORE_KEY, createLossRestoreEvents } from './events/loss-restore-events.js';
 import { createProber } from './rethinkdb/prober.js';
 import { createExecutor } from './events/executor.js';
 import { fenceWrites } from './events/leader-election.js';
@@ -106,12 +107,14 @@ export function createManager({
   const nodeWatch = createNodeWatch({ kube, maintenance, work, config, logger });
   // The work queue (src/lib/work-queue.js): each key is one kind of work reconciled while this replica leads:
   //   `failover`   a look every FAILOVER_CHECK_MS for shards RethinkDB failed over on its own;
-  //   `suspicion`  the servers the prober finds silent changed (or a hold is in force): hold or release their tables.
+  //   `suspicion`  the servers the prober finds silent changed (or a hold is in force): hold or release their tables;
+  //   `loss-restore` a look now and then for servers disconnected LOSS_RESTORE_AFTER_SECONDS: recreate their replicas.
   const failover = createFailoverEvents({ store, marks, executor, config, clock, logger });
   const prober = probeTargets && config.suspicion.probeIntervalMs > 0 ? createProber({
     ...probeTargets, clock, logger, timers, intervalMs: config.suspicion.probeIntervalMs, suspectAfterMs: config.suspicion.afterMs,
     onChange: () => queue.add(SUSPICION_KEY),
   }) : null;
+  const lossRestore = createLossRestoreEvents({ store, marks, executor, config, clock, logger, metrics });
   const suspicion = prober ? createSuspicionEvents({
     prober, store, marks, gates, recentCluster: failover.lastRead, config, clock, logger, metrics,
   }) : null;
@@ -120,6 +123,7 @@ export function createManager({
   const reconcilers = {
     [FAILOVER_KEY]: async () => ({ ...(await whenStarted(() => failover.reconcileFailover())), requeueAfterMs: config.failover.checkMs }),
     [SUSPICION_KEY]: () => whenStarted(() => suspicion.reconcileSuspicion(), 200),
+    [LOSS_RESTORE_KEY]: async () => ({ ...(await whenStarted(() => lossRestore.reconcileLossRestore())), requeueAfterMs: lossRestore.checkMs() }),
   };
   const queue = createWorkQueue({
     name: 'manager', clock, logger, metrics, timers, workers: 2, backoff: { baseMs: config.retry.minMs, maxMs: config.retry.maxMs },
@@ -129,7 +133,7 @@ export function createManager({
   const runner = createRunner({ logger });
   runner.add({ name: 'timers', group: 'always', start: () => startTimers(periodic.timers()) });
   runner.add({
-    name: 'work-queue', group: 'leading', start: () => { const stop = queue.start(); queue.add(FAILOVER_KEY); return stop; },
+    name: 'work-queue', group: 'leading', start: () => { const stop = queue.start(); queue.add(FAILOVER_KEY); queue.add(LOSS_RESTORE_KEY); return stop; },
   });
   runner.add({ name: 'prober', group: 'leading', start: () => prober?.start() ?? null });
   runner.add({ name: 'node-watch', group: 'leading', start: () => { const watch = nodeWatch.start(); return watch && (() => watch.stop()); } });
@@ -153,7 +157,7 @@ export function createManager({
     observers: [createHttpMetrics({ metrics }), createHookCounter({ metrics })], relay: relay.relay, election: () => elector().view(), podServerOverrides: config.podServerOverrides,
     extraRoutes: [...routes, ...extraRoutes],
     status: async () => ({
-      perfWarnings: await marks.perfWarnings(), migrations: await marks.migrations(), pendingRestores: await events.pendingRestores(), reconciliation: leadership.reconciliation(),
+      perfWarnings: await marks.perfWarnings(), migrations: await marks.migrations(), pendingRestores: await events.pendingRestores(), lostServers: lossRestore.view(), reconciliation: leadership.reconciliation(),
       nodeMaintenance: maintenance.view(), leadership: leaderView(), ...(await targets.podPlacement()),
     }),
   });
@@ -198,7 +202,7 @@ export function createManager({
 
   return {
     app, webhookApp, watchNodes: nodeWatch.start, lead: leadership.lead, startElection: leadership.startElection, leadership: elector, maintenance, actions, commands, events, monitor, marks, audit, authenticator, operations, work, store, metrics, reconcile: leadership.reconcile,
-    tick: periodic.tick, queue, failover, prober, suspicion, start: runner.start, running: runner.running, shutdown,
+    tick: periodic.tick, queue, failover, prober, suspicion, lossRestore, start: runner.start, running: runner.running, shutdown,
     // The ports (src/listeners.js), added by src/server.js to the runner's serving group: tests serve the apps themselves.
     serve: (part) => runner.add({ ...part, group: 'serving' }),
   };

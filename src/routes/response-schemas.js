@@ -272,13 +272,19 @@ const ClusterView = closed({
   perfWarnings: arrayOf(open({ serverId: string, pod: nullable(string) }, ['serverId'])),
   migrations: arrayOf(open({ serverId: string, action: string, operationId: string }, ['serverId', 'action'])),
   pendingRestores: arrayOf(open({ serverId: string, pod: nullable(string), reason: nullable(string) }, ['serverId'])),
+  lostServers: {
+    ...arrayOf(closed({
+      serverId: string, server: string, since: dateTime, restoreAt: nullable(dateTime), reason: string,
+    }, ['serverId', 'server', 'since', 'restoreAt', 'reason'])),
+    description: 'servers the table configs name that are disconnected, since when (as this leader saw it first), and when their replicas are recreated elsewhere (LOSS_RESTORE_AFTER_SECONDS), or why not yet',
+  },
   reconciliation: { ...nullable(object), description: 'what start-up reconciled; null until it has' },
   nodeMaintenance: arrayOf(closed({ node: string, signal: object })),
   leadership: ref('LeaderView'),
   pods: nullable(arrayOf(closed({ pod: string, node: nullable(string), hostname: nullable(string), phase: nullable(string), ready: boolean }))),
   podsError: { type: 'string', description: 'why Kubernetes did not list the pods (pods is null then)' },
   monitor: nullable(ref('MonitorSummary')),
-}, ['backend', 'servers', 'tables', 'backfills', 'draining', 'runningOperations', 'perfWarnings', 'migrations', 'pendingRestores', 'reconciliation', 'nodeMaintenance', 'leadership', 'pods', 'monitor']);
+}, ['backend', 'servers', 'tables', 'backfills', 'draining', 'runningOperations', 'perfWarnings', 'migrations', 'pendingRestores', 'lostServers', 'reconciliation', 'nodeMaintenance', 'leadership', 'pods', 'monitor']);
 
 // src/sandbox/sandbox-kube.js publicPod, and src/sandbox/sandbox-cluster.js's servers.
 const SandboxPod = closed({
