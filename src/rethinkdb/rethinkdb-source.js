@@ -220,8 +220,11 @@ export function createConnectionManager({
     for (const s of serverStatus ?? []) {
       const port = s.network?.reql_port;
       if (!port) continue;
-      const hosts = [s.network.hostname, ...(s.network.canonical_addresses ?? []).map((a) => a.host)].filter(Boolean);
-      learned.set(s.id, { name: s.name, addresses: [...new Set(hosts)].map((host) => ({ host, port })) });
+      const hosts = [...new Set([s.network.hostname, ...(s.network.canonical_addresses ?? []).map((a) => a.host)].filter(Boolean))];
+      // A loopback address names the server only to itself (the chart advertises 127.0.0.1 beside the pod's IP, see
+      // deploy/k8s/rethinkdb-statefulset.yaml): from here it would reach this pod, not that server.
+      const reachable = hosts.filter((host) => !isLoopback(host));
+      learned.set(s.id, { name: s.name, addresses: (reachable.length > 0 ? reachable : hosts).map((host) => ({ host, port })) });
     }
   }
 
@@ -276,4 +279,10 @@ export function createConnectionManager({
       if (c) await c.close({ noreplyWait: false }).catch(() => {});
     },
   };
+}
+
+// 127.0.0.0/8, ::1 (also IPv4-mapped) and localhost.
+export function isLoopback(host) {
+  const h = String(host).toLowerCase().replace(/^\[|\]$/g, '').replace(/^::ffff:/, '');
+  return h === 'localhost' || h === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(h);
 }

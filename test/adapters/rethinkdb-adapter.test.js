@@ -3,7 +3,7 @@ import r from 'rethinkdb';
 import { AppError } from '../../src/errors.js';
 import { checkWriteResult, createDataStore } from '../../src/rethinkdb/data-store.js';
 import {
-  createConnectionManager, createQueryRunner, createRethinkDbSource, translateDriverError,
+  createConnectionManager, createQueryRunner, createRethinkDbSource, isLoopback, translateDriverError,
 } from '../../src/rethinkdb/rethinkdb-source.js';
 import { createLogger } from '../../src/logger.js';
 import { loadRethinkFixture, rawSnapshot, recordedIds } from '../helpers/fixtures.js';
@@ -273,6 +273,19 @@ describe('connection manager', () => {
     expect(manager.get().serverName).toBe('rethinkdb_2');
     expect(manager.status().via).toEqual({ host: 'rethinkdb-2', port: 28015, server: 'rethinkdb_2' });
     expect(sleeps).toEqual([]);
+  });
+
+  test('when a server also advertises a loopback address, then only its other addresses are learned; a server with loopback alone keeps it', async () => {
+    const cluster = fakeCluster();
+    const { manager } = await connectedManager(cluster);
+    const [first, second, ...rest] = cluster.serverStatus;
+    const withLoopback = (st, hosts) => ({ ...st, network: { ...st.network, hostname: null, canonical_addresses: hosts.map((host) => ({ host, port: 29015 })) } });
+    manager.learn([withLoopback(first, ['198.19.0.7', '127.0.0.1', '::1']), withLoopback(second, ['127.0.0.1']), ...rest]);
+    const byName = Object.fromEntries(manager.servers().map((s) => [s.name, s.addresses.map((a) => a.host)]));
+    expect(byName[first.name]).toEqual(['198.19.0.7']);
+    expect(byName[second.name]).toEqual(['127.0.0.1']);
+    expect(['localhost', '127.0.0.1', '127.9.8.7', '::1', '[::1]', '::ffff:127.0.0.1'].every(isLoopback)).toBe(true);
+    expect(['198.19.0.7', 'rethinkdb-0', '::ffff:198.19.0.7', '128.0.0.1'].some(isLoopback)).toBe(false);
   });
 
   test('when the server it goes through is lost, then it reconnects at once through another server learned from server_status', async () => {

@@ -38,12 +38,13 @@ async function freePort() {
 const live = new Set();
 process.once('exit', () => { for (const child of live) { try { child.kill('SIGKILL'); } catch { /* gone */ } } });
 
-// serverArgs: more arguments for every `rethinkdb serve` (e.g. ['--cores', '1']).
+// serverArgs: more arguments for every `rethinkdb serve` (e.g. ['--cores', '1']); canonicalAddresses(server): the
+// `--canonical-address` values of one server (its host and port are server.host and server.clusterPort).
 // network: 'loopback' (127.0.0.1, distinct ports) or 'netns' (root: one namespace per server on a bridge,
 // standard ports, addresses from 198.18.0.0/15 and silent network cuts).
 export function createRethinkDbCluster({
   binary = resolveBinary(), size = 4, network = 'loopback', labIndex = 0, cacheSizeMb = 128, workDir = null, log = () => {}, coresPerNode = null, isolateNodes = [],
-  serverArgs = [],
+  serverArgs = [], canonicalAddresses = null,
 } = {}) {
   if (process.getuid?.() !== 0) {
     throw new Error('the lab cluster needs root: each server gets its own hostname (unshare --uts), like a pod, and with '
@@ -83,7 +84,8 @@ export function createRethinkDbCluster({
       await run(binary, ['create', '-d', s.dir, '-n', s.name, '-t', s.tag]);
     }
     const serve = [binary, 'serve', '-d', s.dir, '--bind', s.host, '--driver-port', String(s.driverPort), '--cluster-port', String(s.clusterPort),
-      '--no-http-admin', '--cache-size', String(cacheSizeMb), ...serverArgs, ...(joinTo ? joinArgs(s) : [])];
+      '--no-http-admin', '--cache-size', String(cacheSizeMb), ...serverArgs,
+      ...(canonicalAddresses ? canonicalAddresses(s).flatMap((a) => ['--canonical-address', a]) : []), ...(joinTo ? joinArgs(s) : [])];
     spawnAs(s, placeArgv(s, serve));
     log({ server: s.name, host: s.host, driverPort: s.driverPort }, 'rethinkdb server starting');
     try {
