@@ -220,11 +220,13 @@ export function createConnectionManager({
     for (const s of serverStatus ?? []) {
       const port = s.network?.reql_port;
       if (!port) continue;
-      const hosts = [...new Set([s.network.hostname, ...(s.network.canonical_addresses ?? []).map((a) => a.host)].filter(Boolean))];
-      // A loopback address names the server only to itself (the chart advertises 127.0.0.1 beside the pod's IP, see
-      // deploy/k8s/rethinkdb-statefulset.yaml): from here it would reach this pod, not that server.
-      const reachable = hosts.filter((host) => !isLoopback(host));
-      learned.set(s.id, { name: s.name, addresses: (reachable.length > 0 ? reachable : hosts).map((host) => ({ host, port })) });
+      // A loopback canonical address beside another names the server only to itself (the chart advertises 127.0.0.1
+      // beside the pod's IP, see deploy/k8s/rethinkdb-statefulset.yaml): from here it would reach this pod, not that
+      // server. A server whose canonical addresses are all loopback (every server on one host) keeps them.
+      const canonical = (s.network.canonical_addresses ?? []).map((a) => a.host).filter(Boolean);
+      const routable = canonical.filter((host) => !isLoopback(host));
+      const hosts = [...new Set([s.network.hostname, ...(routable.length > 0 ? routable : canonical)].filter(Boolean))];
+      learned.set(s.id, { name: s.name, addresses: hosts.map((host) => ({ host, port })) });
     }
   }
 
