@@ -37,6 +37,19 @@ export function createRealManager(cluster, { via = 0, env = {}, kube = null } = 
   return { ...createLabManager(cluster, { via, env, kube, destination: sink.stream }), logs: sink.lines };
 }
 
+// A test file's cluster and manager, closed after each test (afterEach registered here): set lab.cluster and
+// lab.manager in the test.
+export function realLab() {
+  const lab = { cluster: null, manager: null };
+  afterEach(async () => {
+    await lab.manager?.close();
+    lab.manager = null;
+    await lab.cluster?.destroy();
+    lab.cluster = null;
+  });
+  return lab;
+}
+
 // Until the manager's connection is up (it connects in the background) and, as src/server.js does at start-up,
 // it has reconciled its persisted state (it takes no work before).
 export const waitConnected = (m, timeoutMs = 10000) => m.ready(timeoutMs);

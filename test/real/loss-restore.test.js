@@ -7,30 +7,25 @@ import { jest } from '@jest/globals';
 import r from 'rethinkdb';
 import request from 'supertest';
 import {
-  createRealManager, eventually, readTables, startRealCluster, waitConnected,
+  createRealManager, eventually, readTables, realLab, startRealCluster, waitConnected,
 } from '../helpers/real-cluster.js';
 
 jest.setTimeout(180000);
 
-let cluster = null;
-let manager = null;
-afterEach(async () => {
-  await manager?.close();
-  manager = null;
-  await cluster?.destroy();
-  cluster = null;
-});
+const lab = realLab();
 
 const NAMES = ['ycsb.usertable', 'ycsb.accounts'];
-const countRows = (index) => cluster.withConnection(async (c) => Promise.all(NAMES.map((name) => {
+const countRows = (index) => lab.cluster.withConnection(async (c) => Promise.all(NAMES.map((name) => {
   const [db, table] = name.split('.');
   return r.db(db).table(table).count().run(c);
 })), index);
 
 describe('a server lost for good', () => {
   test('when rethinkdb_1 stays away past LOSS_RESTORE_AFTER_SECONDS, then its replicas are recreated on the others, every shard has three ready voters, and no document is lost', async () => {
-    cluster = await startRealCluster();
-    manager = createRealManager(cluster, { via: 0, env: { LOSS_RESTORE_AFTER_SECONDS: '8', FAILOVER_CHECK_MS: '500' } });
+    const cluster = await startRealCluster();
+    lab.cluster = cluster;
+    const manager = createRealManager(cluster, { via: 0, env: { LOSS_RESTORE_AFTER_SECONDS: '8', FAILOVER_CHECK_MS: '500' } });
+    lab.manager = manager;
     await waitConnected(manager);
     const rows = await countRows(0);
     const before = await readTables(cluster, 0);
