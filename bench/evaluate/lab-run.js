@@ -83,6 +83,7 @@ export async function runOnce(scenario, arm, options) {
     const notes = { t0Wall: new Date(Date.now() - (performance.now() - t0)).toISOString(), ...(prepared ? { prepared } : {}) };
     await scenario.timeline({ cluster, manager, at, now, mark, arm, hotServer, layout, notes, log });
     await at(scenario.durationSeconds);
+    if (manager) notes.managerCounts = await managerCounts(manager).catch((err) => ({ error: err.message }));
     log({ progress: load.progress() }, 'stopping the load');
     const { records, examples, counters } = await load.stop();
     if (cluster.cpu?.cpus) notes.cpus = cluster.cpu.cpus;
@@ -94,6 +95,24 @@ export async function runOnce(scenario, arm, options) {
     for (const gate of gates) gate.child.kill('SIGTERM');
     await cluster.destroy();
   }
+}
+
+// What the manager did in a run, from its metrics and audit: the holds of suspects by how they ended, the servers
+// suspected at the end, and its audited actions by actor (a false alarm shows as a hold or an action nothing called for).
+async function managerCounts(manager) {
+  const text = await (await fetch(`${manager.base}/metrics`)).text();
+  const series = (name) => Object.fromEntries(text.split('\n').filter((l) => l.startsWith(name)).map((l) => {
+    const [key, value] = l.split(' ');
+    return [key, Number(value)];
+  }));
+  const actions = {};
+  for (const e of manager.audit.list({ limit: 500 })) {
+    const key = `${e.action} by ${e.actor}`;
+    actions[key] = (actions[key] ?? 0) + 1;
+  }
+  return {
+    suspicionHolds: series('rethinkdb_manager_suspicion_holds_total'), suspectedAtEnd: series('rethinkdb_manager_suspected_servers'), actions,
+  };
 }
 
 // A fresh shared token for the hold arm's gates and manager, in a file of its own.

@@ -486,6 +486,21 @@ SCENARIOS['hotspot-quiet-heartbeat-2'] = {
   ...SCENARIOS['hotspot-quiet'], name: 'hotspot-quiet-heartbeat-2', title: 'CPU interference on one node, nothing reacting, the heartbeat timeout at 2 s',
   prepare: ({ cluster }) => setHeartbeat(cluster, 2),
 };
+// The false-alarm soak: 30 minutes of the same load with nothing happening, the heartbeat timeout at 2 s beforehand (as
+// the unplanned scenarios run). Any failed operation, any server the manager suspected or any failover it adopted is
+// a false alarm (the manager's counts are in the run's notes, `managerCounts`).
+SCENARIOS['soak-heartbeat-2'] = {
+  name: 'soak-heartbeat-2', title: 'Steady load for 30 minutes, nothing happening, the heartbeat timeout at 2 s', durationSeconds: 1800,
+  needs: 'netns',
+  window: { from: 'steady from', to: 'steady to' },
+  prepare: ({ cluster }) => setHeartbeat(cluster, 2),
+  async timeline({ at, mark }) {
+    await at(2);
+    mark('steady from');
+    await at(1798);
+    mark('steady to');
+  },
+};
 SCENARIOS['steady-proxy'] = {
   ...SCENARIOS.steady, name: 'steady-proxy', title: 'steady load, clients entering through a rethinkdb proxy', entry: 'proxy',
 };
