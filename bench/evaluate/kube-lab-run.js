@@ -144,6 +144,31 @@ export const KUBE_SCENARIOS = {
       await sleep(20000);
     },
   },
+  // rethinkdb-1's server OOM-killed by the kernel: a query sent straight to it builds an array past the container's
+  // memory limit (the chart's 2Gi), so the cgroup's OOM killer ends it, and its kubelet starts it again in the same pod.
+  // The run fails unless Kubernetes reports the container's last end as OOMKilled.
+  'oom-kill': {
+    name: 'oom-kill', title: 'rethinkdb-1\'s server OOM-killed over its memory limit, started again by its kubelet', durationSeconds: 300, span: ['memory hog sent', 'rethinkdb-1 Ready'],
+    async act({ kubectl, mark, password }) {
+      const before = await restartsOf(kubectl, 'rethinkdb-1');
+      if (!before) throw new Error('rethinkdb-1 cannot be read before the OOM kill');
+      const conn = await connectPod(kubectl, 'rethinkdb-1', password);
+      mark('memory hog sent');
+      // About 150 bytes an element on the server: 40 million of them is well past 2Gi. The answer never comes.
+      const hog = r.range(40000000).map((i) => [i, i, i]).coerceTo('array').count().run(conn, { arrayLimit: 100000000 }).catch((err) => err);
+      await until('rethinkdb-1 restarted and Ready', async () => {
+        const now = await restartsOf(kubectl, 'rethinkdb-1');
+        return now && now.ready && now.count > before.count;
+      }, { timeoutMs: 300000 });
+      mark('rethinkdb-1 Ready');
+      await Promise.race([hog, sleep(1000)]);
+      await conn.close({ noreplyWait: false }).catch(() => {});
+      const pod = await kubectl.nsJson('get', 'pod', 'rethinkdb-1');
+      const reason = (pod.status.containerStatuses ?? []).find((c) => c.name === 'rethinkdb')?.lastState?.terminated?.reason ?? null;
+      if (reason !== 'OOMKilled') throw new Error(`rethinkdb-1's container last ended ${reason ?? 'without a reason'}, not OOMKilled`);
+      await sleep(20000);
+    },
+  },
   // A noisy pod (a busy loop) on rethinkdb-1's node for 90 s: the node at its whole allocatable CPU, as metrics-server
   // reports it (lab/kube/node-ns.sh), for the monitor to find.
   hotspot: {
@@ -309,7 +334,7 @@ export async function runOnKubeLab(scenario, arm, {
       listPods: async () => (await kubectl.nsJson('get', 'pods', '-l', 'app=rethinkdb')).items,
     });
     try {
-      await scenario.act({ kubectl, mark });
+      await scenario.act({ kubectl, mark, password });
     } finally {
       await sleep(10000);
       watched = await watch.stop();
