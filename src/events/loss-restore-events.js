@@ -4,8 +4,9 @@
 // recreated on the others (migrate-replicas-off, one replica at a time, recorded so that a restarted manager resumes
 // it). The wait is visible: GET /v1/cluster's `lostServers`, the log when it changes, and the metrics.
 //
-// The time a server was first seen disconnected is kept in memory: a replica that starts leading counts again from
-// its first look (it waits longer, never less).
+// The time a server was first seen disconnected is kept in memory, and only while the looks go on: a replica that
+// starts leading, or leads again after a gap (it did not look meanwhile, and a server may have come and gone), counts
+// again from its first look. It waits longer, never less.
 
 import { managerActor } from '../audit/actor.js';
 import { decideLossRestore, trackLost } from '../policy/loss-restore.js';
@@ -18,6 +19,7 @@ export function createLossRestoreEvents({
 }) {
   const log = logger.child({ module: 'events' });
   let lostSince = new Map();
+  let lastLookAt = null;
   let waiting = [];
   let lastLogged = '';
 
@@ -27,6 +29,8 @@ export function createLossRestoreEvents({
   async function reconcileLossRestore() {
     const cluster = await store.readCluster();
     const now = clock.now();
+    if (lastLookAt !== null && now - lastLookAt > 3 * checkMs()) lostSince = new Map();
+    lastLookAt = now;
     lostSince = trackLost(cluster, lostSince, now);
     const migrating = (await marks.migrations()).map((m) => m.serverId);
     const decision = decideLossRestore(cluster, {

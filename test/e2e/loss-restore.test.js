@@ -41,8 +41,11 @@ describe('a server lost for good', () => {
     expect(Date.parse(waiting[0].restoreAt) - Date.parse(waiting[0].since)).toBe(600000);
     expect(h.operations.list().filter((o) => o.kind === 'migrate-replicas-off')).toEqual([]);
 
-    h.clock.advance(600000);
-    await look(h);
+    // The key looks every 10 s (a tenth of the wait, at most 10 s).
+    for (let t = 0; t < 600000; t += 10000) {
+      h.clock.advance(10000);
+      await look(h);
+    }
     const [restore] = h.operations.list().filter((o) => o.kind === 'migrate-replicas-off');
     expect(restore).toMatchObject({ status: 'succeeded', params: { server: 'rethinkdb_1' } });
     const cluster = await h.store.readCluster();
@@ -73,6 +76,24 @@ describe('a server lost for good', () => {
     await look(h);
     expect(h.operations.list().filter((o) => o.kind === 'migrate-replicas-off')).toEqual([]);
     expect((await request(h.app).get('/v1/cluster')).body.lostServers).toEqual([]);
+  });
+
+  test('when the looks stop for a while (this replica did not lead), then the wait counts again from the next look', async () => {
+    const h = createSandboxHarness({ env: { LOSS_RESTORE_AFTER_SECONDS: '600' } });
+    await h.lead();
+    h.model.crashServer('rethinkdb_1', { mode: 'kill' });
+    h.clock.advance(5000);
+    await look(h);
+    h.clock.advance(700000);
+    await look(h);
+    expect(h.operations.list().filter((o) => o.kind === 'migrate-replicas-off')).toEqual([]);
+    const [waiting] = (await request(h.app).get('/v1/cluster')).body.lostServers;
+    expect(Date.parse(waiting.since)).toBe(h.clock.now());
+    for (let t = 0; t < 600000; t += 10000) {
+      h.clock.advance(10000);
+      await look(h);
+    }
+    expect(h.operations.list().filter((o) => o.kind === 'migrate-replicas-off')).toHaveLength(1);
   });
 
   test('when LOSS_RESTORE_AFTER_SECONDS is 0, then the lost server waits for an operator, and GET /v1/cluster says so', async () => {
