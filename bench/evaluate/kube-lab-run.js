@@ -190,6 +190,32 @@ export const KUBE_SCENARIOS = {
       await sleep(30000);
     },
   },
+  // The gate tier's own events (issue 45): the proxy Deployment (a gate and a rethinkdb proxy in each pod) rolled,
+  // or one of its pods deleted, under load through the Service. Only the arms with the gate: without it the clients
+  // dial the proxy pods' addresses, which a rollout replaces.
+  'proxy-rollout': {
+    name: 'proxy-rollout', title: 'kubectl rollout restart deployment/rethinkdb-proxy (the gates), on real kubelets', durationSeconds: 300, span: ['proxy rollout', 'proxy rollout done'],
+    gateOnly: true,
+    async act({ kubectl, mark }) {
+      mark('proxy rollout');
+      await kubectl.ns('rollout', 'restart', 'deployment/rethinkdb-proxy');
+      await kubectl.ns('rollout', 'status', 'deployment/rethinkdb-proxy', '--timeout=600s');
+      mark('proxy rollout done');
+      await sleep(15000);
+    },
+  },
+  'proxy-delete': {
+    name: 'proxy-delete', title: 'a proxy pod (a gate) deleted, on real kubelets', durationSeconds: 300, span: ['delete a proxy pod', 'proxies Ready'],
+    gateOnly: true,
+    async act({ kubectl, mark }) {
+      const [pod] = (await kubectl.nsJson('get', 'pods', '-l', 'app=rethinkdb-proxy')).items.filter(podReady);
+      mark('delete a proxy pod');
+      await kubectl.ns('delete', 'pod', pod.metadata.name, '--wait=true');
+      await kubectl.ns('rollout', 'status', 'deployment/rethinkdb-proxy', '--timeout=600s');
+      mark('proxies Ready');
+      await sleep(15000);
+    },
+  },
   'rolling-restart': {
     name: 'rolling-restart', title: 'kubectl rollout restart statefulset/rethinkdb, on real kubelets', durationSeconds: 600, span: ['rollout restart', 'rollout done'],
     async act({ kubectl, mark }) {
@@ -292,10 +318,11 @@ async function prepareTable(kubectl, password) {
 export async function runOnKubeLab(scenario, arm, {
   rate, keyCount, managerEnv = {}, log = () => {},
 }) {
-  const { kubectl, password } = await theLab(log);
   const withHold = arm === 'manager+gate+hold';
   const withManager = arm === 'manager' || arm === 'manager+gate' || withHold;
   const withGate = arm === 'gate' || arm === 'manager+gate' || withHold;
+  if (scenario.gateOnly && !withGate) throw new Error(`${scenario.name} runs only in the arms with the gate (gate, manager+gate, manager+gate+hold)`);
+  const { kubectl, password } = await theLab(log);
   log({ arm }, withManager ? 'the manager: 2 replicas' : 'the manager: scaled to 0');
   // With the manager first, so that it sets the gate's condition during the rollout the change makes; without it last.
   if (withManager) {
