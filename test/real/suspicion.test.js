@@ -134,4 +134,22 @@ describe('a server lost silently, with the manager probing', () => {
   test('when a primary is cut off from the other servers but not from the manager (a partition), then its probes through the other servers find it, and its tables are held the same way', async () => {
     expectHeldUntilFailover(await lossUnderLoad('partition', (i) => cluster.partitionServer(i), (i) => cluster.healPartition(i)));
   });
+
+  // The false alarm: a primary frozen (SIGSTOP) for 700 ms, well within the 2 s heartbeat, answers again. The manager
+  // suspects it and holds its tables' writes, and the hold ends when it answers: no failover, no failed write, and
+  // no write waited much past the freeze.
+  test('when a primary only freezes for 700 ms, then its hold ends as it answers again: no write fails, none is applied twice, and the configured primaries stay', async () => {
+    const before = await readTables(cluster);
+    const freeze = (i) => {
+      cluster.signalServer(i, 'SIGSTOP');
+      setTimeout(() => cluster.signalServer(i, 'SIGCONT'), 700);
+    };
+    const { held, ended, failed } = await lossUnderLoad('freeze', freeze, () => {});
+    expect(held.tables).toContain('ycsb.usertable');
+    expect(ended.how).toBe('answered');
+    expect(ended.heldMs).toBeLessThan(2000);
+    expect(failed).toEqual([]);
+    const after = await readTables(cluster);
+    for (const name of Object.keys(before.config)) expect(primariesOf(after, name)).toEqual(primariesOf(before, name));
+  });
 });
