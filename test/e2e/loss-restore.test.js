@@ -12,6 +12,14 @@ async function look(h) {
   for (let round = 0; round < 100 && h.operations.runningCount() > 0; round += 1) await h.operations.drain();
 }
 
+// The key's own cadence: a look every 10 s (a tenth of the wait, at most 10 s), for `ms` of virtual time.
+async function lookEvery10sFor(h, ms) {
+  for (let t = 0; t < ms; t += 10000) {
+    h.clock.advance(10000);
+    await look(h);
+  }
+}
+
 async function replicaCounts(h) {
   const cluster = await h.store.readCluster();
   return cluster.tables.flatMap((t) => t.shards.map((s) => s.replicas.length - s.nonvoting.length));
@@ -41,11 +49,7 @@ describe('a server lost for good', () => {
     expect(Date.parse(waiting[0].restoreAt) - Date.parse(waiting[0].since)).toBe(600000);
     expect(h.operations.list().filter((o) => o.kind === 'migrate-replicas-off')).toEqual([]);
 
-    // The key looks every 10 s (a tenth of the wait, at most 10 s).
-    for (let t = 0; t < 600000; t += 10000) {
-      h.clock.advance(10000);
-      await look(h);
-    }
+    await lookEvery10sFor(h, 600000);
     const [restore] = h.operations.list().filter((o) => o.kind === 'migrate-replicas-off');
     expect(restore).toMatchObject({ status: 'succeeded', params: { server: 'rethinkdb_1' } });
     const cluster = await h.store.readCluster();
@@ -89,10 +93,7 @@ describe('a server lost for good', () => {
     expect(h.operations.list().filter((o) => o.kind === 'migrate-replicas-off')).toEqual([]);
     const [waiting] = (await request(h.app).get('/v1/cluster')).body.lostServers;
     expect(Date.parse(waiting.since)).toBe(h.clock.now());
-    for (let t = 0; t < 600000; t += 10000) {
-      h.clock.advance(10000);
-      await look(h);
-    }
+    await lookEvery10sFor(h, 600000);
     expect(h.operations.list().filter((o) => o.kind === 'migrate-replicas-off')).toHaveLength(1);
   });
 
