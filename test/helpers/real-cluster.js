@@ -82,9 +82,14 @@ export async function settled(cluster) {
 export const replicasOf = (tables, name = 'ycsb.usertable') => tables.config[name].shards.map((s) => [...s.replicas].sort());
 
 // Every draining mark released through the manager (release-server without rebalancing), as an operator releases
-// one; fails if a release is refused. What a real test that starts from no mark runs first.
+// one; fails if a release is refused or the manager does not answer. What a real test that starts from no mark runs first.
 export async function releaseDraining(m) {
-  for (const s of (await request(m.app).get('/v1/cluster')).body.servers.filter((x) => x.draining)) {
+  // The manager may be reconnecting (the server it was connected through just stopped): its 503 lasts ~0.1 s.
+  const cluster = await eventually(async () => {
+    const res = await request(m.app).get('/v1/cluster');
+    return res.status === 200 && res;
+  }, { what: 'GET /v1/cluster to answer 200' });
+  for (const s of cluster.body.servers.filter((x) => x.draining)) {
     const res = await postJson(m.app, '/v1/actions/release-server', { server: s.name, rebalance: false });
     if (res.status !== 200) throw new Error(`release-server ${s.name} answered ${res.status}: ${JSON.stringify(res.body)}`);
   }
