@@ -1,6 +1,7 @@
 // The query gate's entry point (npm run gate): configuration from the environment, the gate on GATE_PORT, and
-// /livez, /readyz, /metrics and the manager's holds (/v1/holds, src/admin.js) on GATE_METRICS_PORT; SIGTERM stops accepting, lets queries in flight finish within
-// GATE_DRAIN_SECONDS, then exits.
+// /livez, /readyz, /metrics and the manager's holds (/v1/holds, src/admin.js) on GATE_METRICS_PORT. SIGTERM turns
+// /readyz false and keeps serving for GATE_SHUTDOWN_DELAY_SECONDS, then stops accepting, lets queries in flight finish
+// within GATE_DRAIN_SECONDS, and exits; a second SIGTERM or SIGINT skips what is left of the delay.
 
 import { createServer } from 'node:http';
 import pino from 'pino';
@@ -32,11 +33,18 @@ async function main() {
     probes.listen(config.metricsPort, config.host, () => { probes.off('error', reject); resolve(); });
   });
   logger.info({ port, metricsPort: probes.address().port, upstream: `${config.upstream.host}:${config.upstream.port}`, retryBudgetMs: config.retry.budgetMs, holds: config.hold.tokenFile ? 'on' : 'off (GATE_HOLD_TOKEN_FILE is not set)' }, 'query gate listening');
+  let leaving = false;
   let stopping = false;
   const stop = async (signal) => {
     if (stopping) return;
+    if (!leaving && config.shutdownDelaySeconds > 0) {
+      leaving = true;
+      logger.info({ signal, shutdownDelaySeconds: config.shutdownDelaySeconds }, 'leaving: not ready, still serving, so that the Service stops sending new connections here');
+      await gate.leave();
+      if (stopping) return;
+    }
     stopping = true;
-    logger.info({ signal }, 'stopping: no new connections; finishing the queries in flight');
+    logger.info({ signal, drainSeconds: config.drainSeconds }, 'stopping: no new connections; each connection closes once nothing of it is in flight');
     const result = await gate.stop();
     probes.close();
     logger.info(result, 'query gate stopped');

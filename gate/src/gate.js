@@ -1,7 +1,8 @@
 // createGate(deps): the query gate's TCP server. Each accepted client gets a session (./session.js) with an upstream
 // connection of its own to GATE_UPSTREAM (a `rethinkdb proxy` or a server), over TLS when configured, and may be
-// served over TLS itself. It never listens on its own: start() does. stop() stops accepting, lets the queries in
-// flight finish within the drain time, then closes what is left. hold() and release() serve the manager's holds
+// served over TLS itself. It never listens on its own: start() does. leave() turns /readyz false and keeps serving
+// for the shutdown delay; stop() stops accepting, lets the queries in flight finish within the drain time, then
+// closes what is left. hold() and release() serve the manager's holds
 // (./holds.js): a hold answers once no query of its tables is in flight through this gate, or after its drainMs.
 
 import { readFileSync } from 'node:fs';
@@ -28,6 +29,9 @@ export function createGate({ config, metrics, clock, logger }) {
   let server = null;
   let accepting = false;
   let stopping = false;
+  // Leaving (leave()): still accepting and serving, but /readyz says not ready, so that the Service stops sending new
+  // connections here before stop() refuses them.
+  let leaving = false;
   // The gate-wide bounds (docs/query-gate.md, "Bounds"): bytes kept for retries and holds, bytes of half-received
   // frames, connections.
   const budgets = {
@@ -115,6 +119,16 @@ export function createGate({ config, metrics, clock, logger }) {
     });
   }
 
+  // The first half of a shutdown: not ready from now on, and serving as before for delayMs, so that the endpoints
+  // behind the Service drop this gate while its listener still accepts (a client that reconnects in that time, to an
+  // address not yet updated, is served here, not refused). Returns at once when delayMs is 0 or once stop() began.
+  async function leave(delayMs = (config.shutdownDelaySeconds ?? 0) * 1000) {
+    leaving = true;
+    const until = clock.now() + delayMs;
+    while (!stopping && clock.now() < until) await clock.sleep(Math.min(100, until - clock.now()));
+    return { leftAfterMs: delayMs - Math.max(0, until - clock.now()) };
+  }
+
   // Stops accepting; each session closes once nothing of it is in flight; what is left after drainMs is closed. Never
   // waits longer than drainMs and a second: a socket that does not close by itself is destroyed.
   async function stop(drainMs = config.drainSeconds * 1000) {
@@ -161,7 +175,8 @@ export function createGate({ config, metrics, clock, logger }) {
     start,
     stop,
     connections: () => sessions.size,
-    ready: () => accepting,
+    ready: () => accepting && !leaving,
+    leave,
     hold,
     release: (id) => holds.release(id),
     holds: () => holds.list(),

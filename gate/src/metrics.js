@@ -21,6 +21,7 @@ export function createGateMetrics() {
   const holdsActive = m(client.Gauge, 'holds_active', 'holds in force now');
   const holdSeconds = m(client.Histogram, 'hold_seconds', 'how long a hold lasted', [], { buckets: [0.1, 0.25, 0.5, 0.75, 1, 1.5, 2, 3, 5] });
   const heldQueries = m(client.Counter, 'held_queries_total', 'queries (and retries) kept back by a hold until it ended');
+  const stoppingAnswers = m(client.Counter, 'stopping_answers_total', 'queries answered OP_FAILED, not run, because they came on a connection of a stopping gate (the client sends them again through another gate)');
   const handshakes = m(client.Counter, 'handshake_failures_total', 'handshakes the server refused (wrong password, unknown user)');
   const limits = m(client.Counter, 'limit_hits_total', 'times a bound bit: retained_bytes (a query relayed with no copy for a retry or a hold), partial_frame_bytes, frame_timeout and handshake_timeout (a connection closed), connections (one refused)', ['limit']);
   for (const kind of ['retained_bytes', 'partial_frame_bytes', 'frame_timeout', 'handshake_timeout', 'connections']) limits.labels(kind);
@@ -39,6 +40,7 @@ export function createGateMetrics() {
     held: (ms, outcome) => held.observe({ outcome }, ms / 1000),
     protocolError: (kind) => protocolErrors.inc({ kind }),
     handshakeFailed: () => handshakes.inc(),
+    stoppingAnswer: () => stoppingAnswers.inc(),
     holdStarted: () => { holdsStarted.inc(); holdsActive.inc(); },
     holdEnded: (how, ms) => { holdsEnded.inc({ how }); holdsActive.dec(); holdSeconds.observe(ms / 1000); },
     heldQuery: () => heldQueries.inc(),

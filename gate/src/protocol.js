@@ -272,6 +272,18 @@ export function clientErrorFrame(raw, message) {
   return Buffer.concat([header, body]);
 }
 
+// The answer to a query that reaches a stopping gate on a connection it is about to close: OP_FAILED (RethinkDB's
+// "definitely not applied"), because the gate never relayed it. A client reconnects (the Service sends it to another
+// gate) and sends it again, whatever the query: examples/clients/ match this message.
+export const GATE_STOPPING = 'Cannot run the query: the query gate is stopping and closes this connection; the query was not sent to RethinkDB. Reconnect and send it again.';
+export function opFailedFrame(raw, message) {
+  const body = Buffer.from(JSON.stringify({ t: RESPONSE.RUNTIME_ERROR, e: ERROR_TYPE.OP_FAILED, r: [message], b: [] }));
+  const header = Buffer.alloc(12);
+  raw.copy(header, 0, 0, 8);
+  header.writeUInt32LE(body.length, 8);
+  return Buffer.concat([header, body]);
+}
+
 // The response type from the start of a response's JSON body, without parsing it (the server writes "t" first:
 // {"t":1,"r":[...]}); null when it is not there.
 export function peekResponseType(body) {

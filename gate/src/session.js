@@ -11,7 +11,7 @@
 // gate stops reading the client until the queue empties.
 
 import {
-  NOT_JSON, QUERY, RESPONSE, SERVER_HANDSHAKE_MESSAGES, TYPE_NOT_PLAIN, V1_0, classifyQuery, clientErrorFrame, countMemberColons, createFrameReader,
+  GATE_STOPPING, NOT_JSON, QUERY, RESPONSE, opFailedFrame, SERVER_HANDSHAKE_MESSAGES, TYPE_NOT_PLAIN, V1_0, classifyQuery, clientErrorFrame, countMemberColons, createFrameReader,
   errorClassOf, handshakeFailed, isNoreplyQuery, parseQuery, peekResponseType, queryTypeOf, retryAfter, retryDelayMs, splitNullTerminated,
 } from './protocol.js';
 import { createByteBudget, createShare } from './budget.js';
@@ -70,7 +70,14 @@ export function createSession({
   const maxHeldMs = config.hold?.maxMs ?? 5000;
   const maxQueuedBytes = config.hold?.maxQueuedBytes ?? 16 * 1024 * 1024;
   let closed = false;
+  // Draining (the gate stopping): a new query is answered GATE_STOPPING, never relayed; the connection closes once
+  // nothing of it is in flight and the client has sent nothing for drainIdleMs (a client that sends its next query as
+  // soon as it has an answer would otherwise find the connection closing under that query, not knowing whether it
+  // ran).
   let draining = false;
+  let drainTimer = null;
+  let lastClientFrameAt = clock.now();
+  const drainIdleMs = config.drainIdleMs ?? 200;
   // A noreply write was sent and no WAIT_COMPLETE has come since: a drain waits for the client's noreplyWait (a
   // driver's close sends one), so that closing does not cut it off.
   let noreplyOutstanding = false;
@@ -234,6 +241,18 @@ export function createSession({
     const { key } = frame;
     const type = queryTypeOf(frame.body);
     const entry = inFlight.get(key);
+    lastClientFrameAt = clock.now();
+    // Stopping: a new query that expects an answer gets one from the gate (not run); a noreply one goes up (its
+    // client expects nothing back, and the drain waits for its noreplyWait).
+    if (draining && type === QUERY.START && !entry) {
+      const query = parseQuery(frame.body);
+      if (query === undefined || !isNoreplyQuery(query)) {
+        metrics.stoppingAnswer();
+        write(client, opFailedFrame(frame.raw, GATE_STOPPING));
+        closeIfDrained();
+        return false;
+      }
+    }
     // A type the gate cannot read plainly that the server could read as one (it reads the low 32 bits of any number:
     // 4294967297 and 1.0000000000000002 are a START to it): refused here, never relayed.
     if (type === null && typeof parseQuery(frame.body)?.[0] === 'number') { refuse(frame, TYPE_NOT_PLAIN); return false; }
@@ -429,7 +448,17 @@ export function createSession({
       if (entry.attempts > 0) metrics.held(clock.now() - entry.firstSentAt, type === RESPONSE.RUNTIME_ERROR ? 'gave_up' : 'answered');
     }
     write(client, frame.raw);
-    if (draining && pendingCount() === 0) close('drained', { graceful: true });
+    closeIfDrained();
+  }
+
+  // Draining: closes once nothing is in flight and the client has been quiet for drainIdleMs; else looks again then.
+  function closeIfDrained() {
+    if (!draining || closed || pendingCount() > 0) return;
+    const quietFor = clock.now() - lastClientFrameAt;
+    if (quietFor >= drainIdleMs) { close('drained', { graceful: true }); return; }
+    if (drainTimer) clearTimeout(drainTimer);
+    drainTimer = setTimeout(() => { drainTimer = null; closeIfDrained(); }, drainIdleMs - quietFor);
+    drainTimer.unref?.();
   }
 
   // The queries a drain waits for: all but the streaming ones with no CONTINUE out (a changefeed never ends).
@@ -484,6 +513,7 @@ export function createSession({
     partial.client = 0;
     partial.upstream = 0;
     if (queueTimer) clearTimeout(queueTimer);
+    if (drainTimer) clearTimeout(drainTimer);
     if (graceful) {
       client.end();
       upstream?.end();
@@ -499,10 +529,11 @@ export function createSession({
   }
 
   return {
-    // SIGTERM: close once nothing is in flight (at once if nothing is).
+    // SIGTERM: close once nothing is in flight and the client is quiet (see closeIfDrained).
     drain() {
       draining = true;
-      if (pendingCount() === 0) close('drained', { graceful: true });
+      if (phase !== 'frames') { close('drained before its handshake ended', { graceful: true }); return; }
+      closeIfDrained();
     },
     destroy: (reason = 'the gate is stopping') => close(reason),
     inFlight: () => pendingCount(),

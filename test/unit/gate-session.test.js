@@ -7,7 +7,7 @@ import { connect, createServer } from 'node:net';
 import pino from 'pino';
 import { createGate } from '../../gate/src/gate.js';
 import { createGateMetrics } from '../../gate/src/metrics.js';
-import { V1_0 } from '../../gate/src/protocol.js';
+import { GATE_STOPPING, V1_0 } from '../../gate/src/protocol.js';
 
 const logger = pino({ level: 'silent' });
 const clock = { now: () => Date.now(), sleep: (ms) => new Promise((resolve) => { setTimeout(resolve, ms); }) };
@@ -353,6 +353,117 @@ describe('the query gate', () => {
     const refused = connect(port, '127.0.0.1');
     const [err] = await once(refused, 'error');
     expect(err.code).toBe('ECONNREFUSED');
+  });
+});
+
+// A clock that moves only when the test says: sleep(ms) resolves once advance() has passed its time.
+function steppedClock() {
+  let t = 0;
+  let sleepers = [];
+  return {
+    now: () => t,
+    sleep: (ms) => new Promise((resolve) => { sleepers.push({ at: t + ms, resolve }); }),
+    advance(ms) {
+      t += ms;
+      const due = sleepers.filter((x) => x.at <= t);
+      sleepers = sleepers.filter((x) => x.at > t);
+      for (const x of due) x.resolve();
+    },
+  };
+}
+
+// The first half of a shutdown (GATE_SHUTDOWN_DELAY_SECONDS): the Service must drop this gate while it still accepts.
+describe('leaving', () => {
+  test('when the gate leaves, then /readyz is false at once, and for the delay old and new clients are still served', async () => {
+    const up = await scriptedUpstream(() => ({ t: 1, r: ['fine'] }));
+    const stepped = steppedClock();
+    const { port, gate } = await startGate(up.port, { shutdownDelaySeconds: 5 }, { gateClock: stepped });
+    const old = await client(port);
+    expect(gate.ready()).toBe(true);
+    let left = null;
+    gate.leave().then((res) => { left = res; });
+    expect(gate.ready()).toBe(false);
+    old.send(1, [1, [16, [table, 'k']], {}]);
+    expect(await old.next()).toEqual({ token: 1, body: { t: 1, r: ['fine'] } });
+    const late = await client(port);
+    late.send(2, [1, [16, [table, 'k']], {}]);
+    expect(await late.next()).toEqual({ token: 2, body: { t: 1, r: ['fine'] } });
+    stepped.advance(4900);
+    await new Promise((resolve) => { setImmediate(resolve); });
+    expect(left).toBeNull();
+    stepped.advance(100);
+    await until(() => left !== null);
+    expect(left).toEqual({ leftAfterMs: 5000 });
+    expect(gate.ready()).toBe(false);
+  });
+
+  test('when stop() comes while the gate leaves, then the delay ends at once and new clients are refused', async () => {
+    const up = await scriptedUpstream(() => ({ t: 1, r: ['fine'] }));
+    const stepped = steppedClock();
+    const { port, gate } = await startGate(up.port, { shutdownDelaySeconds: 60 }, { gateClock: stepped });
+    const leaving = gate.leave();
+    const stopped = gate.stop(0);
+    stepped.advance(100);
+    expect(await leaving).toEqual({ leftAfterMs: 100 });
+    stepped.advance(1000);
+    expect(await stopped).toEqual({ closedWithQueriesInFlight: 0 });
+    const refused = connect(port, '127.0.0.1');
+    const [err] = await once(refused, 'error');
+    expect(err.code).toBe('ECONNREFUSED');
+  });
+
+  test('when the delay is 0, then leave() returns at once', async () => {
+    const up = await scriptedUpstream(() => ({ t: 1, r: ['fine'] }));
+    const { gate } = await startGate(up.port, { shutdownDelaySeconds: 0 }, { gateClock: steppedClock() });
+    expect(await gate.leave()).toEqual({ leftAfterMs: 0 });
+  });
+});
+
+// Stopping: each connection closes between queries, and a query that comes as it closes is answered, never cut off.
+describe('draining', () => {
+  const read = [1, [16, [table, 'k']], {}];
+  const stoppingAnswer = { t: 18, e: 4100000, r: [GATE_STOPPING], b: [] };
+
+  test('when a client sends its next query as soon as the last is answered during a drain, then the gate answers it OP_FAILED, not run, and then closes', async () => {
+    const up = await scriptedUpstream(() => ({ response: { t: 1, r: ['late'] }, delayMs: 100 }));
+    const { port, gate, metrics } = await startGate(up.port);
+    const c = await client(port);
+    c.send(1, read);
+    await until(() => up.seen.length === 1);
+    const stopped = gate.stop(2000);
+    expect(await c.next()).toEqual({ token: 1, body: { t: 1, r: ['late'] } });
+    c.send(2, read);
+    expect(await c.next()).toEqual({ token: 2, body: stoppingAnswer });
+    expect(await c.next()).toBeNull();
+    expect(up.seen.map((x) => x.token)).toEqual([1]);
+    expect(await stopped).toEqual({ closedWithQueriesInFlight: 0 });
+    expect(await value(metrics, 'rethinkdb_gate_stopping_answers_total')).toBe(1);
+  });
+
+  test('when a connection is quiet during a drain, then it closes once it has been quiet for GATE_DRAIN_IDLE_MS', async () => {
+    const up = await scriptedUpstream(() => ({ t: 1, r: ['fine'] }));
+    const { port, gate } = await startGate(up.port, { drainIdleMs: 50 });
+    const c = await client(port);
+    c.send(1, read);
+    expect(await c.next()).toEqual({ token: 1, body: { t: 1, r: ['fine'] } });
+    const stopped = gate.stop(2000);
+    expect(await c.next()).toBeNull();
+    expect(await stopped).toEqual({ closedWithQueriesInFlight: 0 });
+  });
+
+  test('when a noreply write comes during a drain, then it goes up (its client expects no answer), and the drain waits for its noreplyWait', async () => {
+    const up = await scriptedUpstream((query) => (query[0] === 4 ? { t: 4, r: [] } : null));
+    const { port, gate } = await startGate(up.port);
+    const c = await client(port);
+    c.send(1, [4]);
+    expect(await c.next()).toEqual({ token: 1, body: { t: 4, r: [] } });
+    const stopped = gate.stop(2000);
+    c.send(2, [1, insert('nr'), { noreply: true }]);
+    await until(() => up.seen.some((x) => x.token === 2));
+    c.send(3, [4]);
+    expect(await c.next()).toEqual({ token: 3, body: { t: 4, r: [] } });
+    expect(await c.next()).toBeNull();
+    expect(await stopped).toEqual({ closedWithQueriesInFlight: 0 });
   });
 });
 
