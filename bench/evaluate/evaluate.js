@@ -30,17 +30,20 @@ function options() {
       'node-cpus': { type: 'string', default: 'isolated' },
       arms: { type: 'string', default: 'none,manager' },
       lab: { type: 'string', default: 'process' },
+      client: { type: 'string', default: 'plain' },
       help: { type: 'boolean', default: false },
     },
   });
   if (values.help) {
     process.stdout.write(`usage: npm run evaluate -- [--scenarios ${Object.keys(SCENARIOS).join(',')}] [--runs 3] [--rate 200] `
       + '[--keys 20000] [--seed 1] [--out evaluation] [--network netns|loopback] [--manager-env K=V,K=V] [--node-cpus isolated|shared] '
-      + `[--arms ${ARMS.join(',')}] [--lab process|kube]\n`
+      + `[--arms ${ARMS.join(',')}] [--lab process|kube] [--client plain|resilient]\n`
+      + '  --client resilient: the clients reconnect and send again as examples/clients/resilient-connection.js does\n'
       + `  --lab kube: on the real Kubernetes lab (npm run lab:up), scenarios ${Object.keys(KUBE_SCENARIOS).join(', ')}\n`);
     process.exit(0);
   }
   if (!['process', 'kube'].includes(values.lab)) throw new Error(`--lab is process or kube, not "${values.lab}"`);
+  if (!['plain', 'resilient'].includes(values.client)) throw new Error(`--client is plain or resilient, not "${values.client}"`);
   const known = values.lab === 'kube' ? KUBE_SCENARIOS : SCENARIOS;
   const names = values.lab === 'kube' && values.scenarios === 'planned-stop,prestop-then-cut,hotspot-proxy,long-hotspot-crash'
     ? Object.keys(KUBE_SCENARIOS) : values.scenarios.split(',');
@@ -58,7 +61,7 @@ function options() {
   const managerEnv = Object.fromEntries(values['manager-env'].split(',').filter(Boolean).map((kv) => kv.split('=')));
   return {
     scenarios, runs: Number(values.runs), rate: Number(values.rate), keyCount: Number(values.keys), seed: Number(values.seed),
-    out: resolve(values.out), network: values.network, managerEnv, nodeCpus: values['node-cpus'], arms, lab: values.lab,
+    out: resolve(values.out), network: values.network, managerEnv, nodeCpus: values['node-cpus'], arms, lab: values.lab, client: values.client,
   };
 }
 

@@ -316,7 +316,7 @@ async function prepareTable(kubectl, password) {
 }
 
 export async function runOnKubeLab(scenario, arm, {
-  rate, keyCount, managerEnv = {}, log = () => {},
+  rate, keyCount, managerEnv = {}, client = 'plain', log = () => {},
 }) {
   const withHold = arm === 'manager+gate+hold';
   const withManager = arm === 'manager' || arm === 'manager+gate' || withHold;
@@ -342,7 +342,7 @@ export async function runOnKubeLab(scenario, arm, {
   const onTheNode = avoidNode ? (await kubectl.json('get', 'pods', '-A', '--field-selector', `spec.nodeName=${avoidNode}`)).items.map((p) => p.metadata.name) : null;
   log({ hosts: hosts ?? 'rethinkdb-client:28015', avoidNode, onTheNode }, 'starting the client pod');
   await startClientPod(kubectl, name, {
-    db: 'ycsb', table: 'usertable', rate, keys: keyCount, hosts, records: true, avoidNode,
+    db: 'ycsb', table: 'usertable', rate, keys: keyCount, hosts, records: true, avoidNode, client,
   });
   const wallEvents = [];
   const mark = (label) => { wallEvents.push({ label, wall: Date.now() }); log({}, label); };
@@ -402,7 +402,7 @@ export async function runOnKubeLab(scenario, arm, {
   return {
     scenario: scenario.name, arm, records, t0: 0, events, examples: {}, layout: { lab: 'kube', gate: withGate, manager: withManager },
     notes: {
-      lab: 'kube', t0Wall: new Date(start.t0Wall).toISOString(), entries: hosts ?? ['rethinkdb-client:28015'], loadRetries, rollout, ...(onTheNode ? { node: avoidNode, podsOnTheNode: onTheNode } : {}),
+      lab: 'kube', t0Wall: new Date(start.t0Wall).toISOString(), entries: hosts ?? ['rethinkdb-client:28015'], client, loadRetries, rollout, ...(onTheNode ? { node: avoidNode, podsOnTheNode: onTheNode } : {}),
     },
     phases: [], window: null, counters: summary?.counters ?? null,
   };

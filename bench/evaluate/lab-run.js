@@ -71,7 +71,7 @@ export async function runOnce(scenario, arm, options) {
     }
     // Every update an increment of its record's counter, read back at the end (report: "counted writes").
     const load = createLoadGenerator({
-      r, entries, db: 'ycsb', table: 'usertable', rateOpsPerSec: rate, keyCount, seed, opTimeoutMs: 5000, countWrites: true,
+      r, entries, db: 'ycsb', table: 'usertable', rateOpsPerSec: rate, keyCount, seed, opTimeoutMs: 5000, countWrites: true, client: options.client ?? 'plain',
     });
     const { t0 } = await load.start();
     log({}, 'load running');
@@ -80,7 +80,7 @@ export async function runOnce(scenario, arm, options) {
     const now = () => (performance.now() - t0) / 1000;
     const mark = (label) => { events.push({ t: now(), label }); log({ label }, 'event'); };
     // The wall clock at t0, to put the run's times (events, failures) against the manager's log.
-    const notes = { t0Wall: new Date(Date.now() - (performance.now() - t0)).toISOString(), ...(prepared ? { prepared } : {}) };
+    const notes = { t0Wall: new Date(Date.now() - (performance.now() - t0)).toISOString(), client: options.client ?? 'plain', ...(prepared ? { prepared } : {}) };
     await scenario.timeline({ cluster, manager, at, now, mark, arm, hotServer, layout, notes, log });
     await at(scenario.durationSeconds);
     if (manager) notes.managerCounts = await managerCounts(manager).catch((err) => ({ error: err.message }));

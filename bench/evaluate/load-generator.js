@@ -2,6 +2,7 @@
 // the ops before it, so a stalled server shows up as latency and failures rather than as fewer requests.
 
 import { performance } from 'node:perf_hooks';
+import { createResilientConnection } from '../../examples/clients/resilient-connection.js';
 import { createKeyChooser, createSeededRandom, keyName } from './zipf.js';
 
 const FIELD_COUNT = 10;
@@ -66,12 +67,15 @@ function connectWithin({ r, entry, connectTimeoutMs, timers }) {
   });
 }
 
-// connectionsPerEntry connections to each entry. A broken one is replaced in the background with exponential
-// backoff; meanwhile its slot has no connection and ops given to it fail at once as 'connection'. The backoff
-// is capped low (reconnectMaxMs) because a server's measured recovery includes up to that much of it.
+// connectionsPerEntry connections to each entry. client 'plain': a broken one is replaced in the background with
+// exponential backoff; meanwhile its slot has no connection and ops given to it fail at once as 'connection'. The
+// backoff is capped low (reconnectMaxMs) because a server's measured recovery includes up to that much of it.
+// client 'resilient': each slot is examples/clients/resilient-connection.js (what docs/install.md asks of an
+// application): an op waits for the reconnect, reads are sent again, updates never (their outcome is then unknown).
 function createConnectionPool({
-  r, entries, connectionsPerEntry, connectTimeoutMs, reconnectMinMs, reconnectMaxMs, timers,
+  r, entries, connectionsPerEntry, connectTimeoutMs, reconnectMinMs, reconnectMaxMs, timers, client = 'plain', opTimeoutMs = 5000,
 }) {
+  if (client === 'resilient') return createResilientPool({ r, entries, connectionsPerEntry, connectTimeoutMs, timers, opTimeoutMs });
   const slots = entries.flatMap((entry) => Array.from({ length: connectionsPerEntry },
     (_, index) => ({ entry, index, conn: null, retryTimer: null, backoffMs: reconnectMinMs, reconnects: 0, lastError: null })));
   let closed = false;
@@ -142,6 +146,37 @@ function createConnectionPool({
   return { open, close, slotFor, reportBroken, reconnects, anyConnection: () => slots.find((s) => s.conn)?.conn ?? null };
 }
 
+function createResilientPool({ r, entries, connectionsPerEntry, connectTimeoutMs, timers, opTimeoutMs }) {
+  const slots = entries.flatMap((entry) => Array.from({ length: connectionsPerEntry }, (_, index) => ({
+    entry,
+    index,
+    conn: null,
+    db: createResilientConnection({
+      r, connect: () => connectWithin({ r, entry, connectTimeoutMs, timers }), maxWaitMs: opTimeoutMs, sleep: (ms) => new Promise((resolve) => { timers.setTimeout(resolve, ms); }),
+    }),
+  })));
+  return {
+    // The first query of each slot connects it; all or nothing, as the plain pool.
+    async open() {
+      const results = await Promise.allSettled(slots.map((slot) => slot.db.run(r.expr(1), { resend: true })));
+      const failure = results.find((res) => res.status === 'rejected');
+      if (failure) {
+        await Promise.all(slots.map((slot) => slot.db.close()));
+        throw new Error(`load generator could not connect: ${errorMessage(failure.reason)}`);
+      }
+    },
+    close: () => Promise.all(slots.map((slot) => slot.db.close())),
+    slotFor(i) {
+      const entryIndex = i % entries.length;
+      return slots[entryIndex * connectionsPerEntry + (Math.floor(i / entries.length) % connectionsPerEntry)];
+    },
+    reportBroken: () => {},
+    reconnects: () => Object.fromEntries(entries.map((e) => [e.name, slots.filter((s) => s.entry === e).reduce((n, s) => n + s.db.reconnects(), 0)])),
+    // None to lend: reading the counters back and loading the documents open one of their own.
+    anyConnection: () => null,
+  };
+}
+
 // What an answered op means: an update can answer with errors in its result instead of rejecting.
 function outcomeOfResult(kind, result) {
   if (kind === 'update' && result?.errors > 0) {
@@ -155,7 +190,7 @@ function outcomeOfResult(kind, result) {
 function createOpRunner({ tableTerm, pool, timers, opTimeoutMs, onSettled }) {
   return function runOp(record, slot, buildValue) {
     const conn = slot.conn;
-    if (!conn) {
+    if (!conn && !slot.db) {
       const cause = slot.lastError ? ` (${slot.lastError})` : '';
       onSettled(record, { errorKind: 'connection', message: `no open connection to ${slot.entry.name}${cause}` });
       return;
@@ -171,11 +206,12 @@ function createOpRunner({ tableTerm, pool, timers, opTimeoutMs, onSettled }) {
     const query = record.kind === 'read'
       ? tableTerm.get(record.key)
       : tableTerm.get(record.key).update(buildValue());
-    Promise.resolve().then(() => query.run(conn)).then(
+    const sent = slot.db ? slot.db.run(query, { resend: record.kind === 'read' }) : Promise.resolve().then(() => query.run(conn));
+    sent.then(
       (result) => settle(outcomeOfResult(record.kind, result)),
       (err) => {
         const errorKind = classifyError(err);
-        if (errorKind === 'connection') pool.reportBroken(slot, conn, errorMessage(err));
+        if (errorKind === 'connection' && conn) pool.reportBroken(slot, conn, errorMessage(err));
         settle({ errorKind, message: errorMessage(err), errorType: err?.name ?? null });
       },
     );
@@ -291,10 +327,13 @@ async function drain(inFlight, timers, opTimeoutMs) {
 export function createLoadGenerator({
   r, entries, db, table, rateOpsPerSec, readFraction = 0.5, keyCount, connectionsPerEntry = 4, opTimeoutMs = 5000,
   seed, clock = { now: () => performance.now() }, timers = { setTimeout, clearTimeout },
-  connectTimeoutMs = 5000, reconnectMinMs = 100, reconnectMaxMs = 500, countWrites = false,
+  connectTimeoutMs = 5000, reconnectMinMs = 100, reconnectMaxMs = 500, countWrites = false, client = 'plain',
 }) {
   validateOptions({ entries, rateOpsPerSec, readFraction, keyCount, connectionsPerEntry, opTimeoutMs });
-  const pool = createConnectionPool({ r, entries, connectionsPerEntry, connectTimeoutMs, reconnectMinMs, reconnectMaxMs, timers });
+  if (!['plain', 'resilient'].includes(client)) throw new Error(`client must be plain or resilient, got ${client}`);
+  const pool = createConnectionPool({
+    r, entries, connectionsPerEntry, connectTimeoutMs, reconnectMinMs, reconnectMaxMs, timers, client, opTimeoutMs,
+  });
   const recorder = createRecorder({ clock });
   const runOp = createOpRunner({ tableTerm: r.db(db).table(table), pool, timers, opTimeoutMs, onSettled: recorder.settled });
   const issue = createOpIssuer({
@@ -331,7 +370,8 @@ export function createLoadGenerator({
   async function readCounters() {
     const updates = recorder.records.filter((rec) => rec.kind === 'update');
     const keys = [...new Set(updates.map((rec) => rec.key))];
-    const conn = pool.anyConnection();
+    const shared = pool.anyConnection();
+    const conn = shared ?? await connectWithin({ r, entry: entries[0], connectTimeoutMs, timers }).catch(() => null);
     if (!conn) return { error: 'no open connection to read the counters back' };
     const read = async () => {
       const rows = keys.length === 0 ? [] : await r.db(db).table(table).getAll(r.args(keys)).pluck('id', 'n').coerceTo('array').run(conn, { readMode: 'majority' });
@@ -347,6 +387,8 @@ export function createLoadGenerator({
       return { ...again, firstRead: { missing: first.missing, beyond: first.beyond, wrongKeys: first.wrongKeys } };
     } catch (err) {
       return { error: `the counters could not be read back: ${errorMessage(err)}` };
+    } finally {
+      if (!shared) await conn.close({ noreplyWait: false }).catch(() => {});
     }
   }
 

@@ -5,7 +5,8 @@
 // summary: ops attempted, ok, failed by error kind, latency percentiles and the slowest op, the first message of each
 // error kind. Environment: CLIENT_HOST (rethinkdb-client), CLIENT_PORT (28015), RETHINKDB_PASSWORD, DB, TABLE,
 // RATE (ops/s, 200), KEYS (1000), MAX_SECONDS (600), STOP_FILE (/tmp/stop), RECORDS (1: print every op too),
-// CLIENT_HOSTS (host:port,... instead of CLIENT_HOST: several entries, e.g. the proxies' own driver ports).
+// CLIENT_HOSTS (host:port,... instead of CLIENT_HOST: several entries, e.g. the proxies' own driver ports),
+// CLIENT_MODE (plain, or resilient: each connection reconnects and sends again as examples/clients/ do).
 
 import { existsSync } from 'node:fs';
 import r from 'rethinkdb';
@@ -29,7 +30,7 @@ const sleep = (ms) => new Promise((resolve) => { setTimeout(resolve, ms); });
 
 const load = createLoadGenerator({
   r, entries, db, table, rateOpsPerSec: Number(env('RATE', '200')), readFraction: 0.5, keyCount,
-  connectionsPerEntry: 4, opTimeoutMs: 5000, seed: 7, countWrites: true,
+  connectionsPerEntry: 4, opTimeoutMs: 5000, seed: 7, countWrites: true, client: env('CLIENT_MODE', 'plain'),
 });
 // The documents first, once the table takes writes: a shard left without a primary by what ran before (seen after a
 // rolling restart) would otherwise end the client before it measures anything. Up to LOAD_WAIT_SECONDS (120).

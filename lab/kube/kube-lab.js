@@ -120,7 +120,7 @@ export { r };
 // read-only: open-loop load through the Service rethinkdb-client until `stopClientPod`.
 // avoidNode: a node the client pod must not run on (a scenario that takes that node away).
 export async function startClientPod(kubectl, name, {
-  db = 'lab', table = 'usertable', rate = 200, keys = 1000, hosts = null, records = false, avoidNode = null,
+  db = 'lab', table = 'usertable', rate = 200, keys = 1000, hosts = null, records = false, avoidNode = null, client = 'plain',
 } = {}) {
   const pod = {
     apiVersion: 'v1', kind: 'Pod',
@@ -146,7 +146,7 @@ export async function startClientPod(kubectl, name, {
         env: [
           { name: 'RETHINKDB_PASSWORD', valueFrom: { secretKeyRef: { name: 'rethinkdb-admin', key: 'password' } } },
           { name: 'DB', value: db }, { name: 'TABLE', value: table }, { name: 'RATE', value: String(rate) }, { name: 'KEYS', value: String(keys) },
-          { name: 'RECORDS', value: records ? '1' : '0' }, ...(hosts ? [{ name: 'CLIENT_HOSTS', value: hosts.join(',') }] : []),
+          { name: 'RECORDS', value: records ? '1' : '0' }, { name: 'CLIENT_MODE', value: client }, ...(hosts ? [{ name: 'CLIENT_HOSTS', value: hosts.join(',') }] : []),
         ],
         volumeMounts: [{ name: 'repo', mountPath: '/repo', readOnly: true }],
       }],

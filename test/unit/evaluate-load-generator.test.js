@@ -46,6 +46,7 @@ function createFakeR({ answer = () => Promise.resolve(null), refuse = new Set() 
   });
   const r = {
     db: (db) => ({ table: (table) => tableTerm(db, table) }),
+    expr: (value) => leaf({ kind: 'expr', value }),
     async connect({ host, port }) {
       if (refuse.has(port)) throw new Error(`Could not connect to ${host}:${port}.\nconnect ECONNREFUSED ${host}:${port}`);
       const conn = Object.assign(new EventEmitter(), { id: `${host}:${port}#${connections.length}`, port, open: true });
@@ -186,6 +187,39 @@ describe('failures', () => {
     expect(records.find((rec) => rec.i === 20).ok).toBe(true);
     expect(reconnects).toEqual({ a: 1, b: 0 });
     expect(examples.connection).toBe('no open connection to a (connection closed)');
+  });
+
+  test('when a connection breaks with client resilient, then an op given to it waits for the reconnect, and none fails', async () => {
+    const time = createManualTime();
+    const fake = createFakeR({ answer: (q) => Promise.resolve({ id: q.key }) });
+    const generator = makeGenerator(fake, time, { client: 'resilient' });
+    await generator.start();
+    await time.advance(95);
+    fake.connections[0].breakNow();
+    await time.advance(300);
+    const stopping = generator.stop();
+    await time.advance(300);
+    const { records, reconnects } = await stopping;
+    expect(records.filter((rec) => !rec.ok)).toEqual([]);
+    expect(records.length).toBeGreaterThan(30);
+    expect(reconnects).toEqual({ a: 1, b: 0 });
+    // Ops 12 and 16, due while it was closed, went on the new connection.
+    expect(fake.queries.filter((q) => q.kind !== 'expr' && q.conn === fake.connections[4].id).length).toBeGreaterThan(0);
+  });
+
+  test('when an update is in flight as its connection closes with client resilient, then it is not sent again and fails as connection (unknown)', async () => {
+    const time = createManualTime();
+    let broke = false;
+    const fake = createFakeR({
+      answer: (q) => {
+        if (q.kind === 'update' && !broke) { broke = true; return Promise.reject(Object.assign(new Error('Connection is closed.'), { name: 'ReqlDriverError' })); }
+        return Promise.resolve({ id: q.key, replaced: 1 });
+      },
+    });
+    const { records } = await runFor(makeGenerator(fake, time, { client: 'resilient' }), time, 100);
+    const failed = records.filter((rec) => !rec.ok);
+    expect(failed.map((rec) => [rec.kind, rec.errorKind, rec.errorType])).toEqual([['update', 'connection', 'OutcomeUnknownError']]);
+    expect(fake.queries.filter((q) => q.kind === 'update' && q.key === failed[0].key)).toHaveLength(1);
   });
 
   test('when a reconnect is refused, then it retries with doubling backoff', async () => {
