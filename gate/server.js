@@ -20,17 +20,20 @@ async function main() {
     process.stderr.write(`${err.message}\n`);
     process.exit(2);
   }
-  const logger = pino({ level: config.logLevel, base: { service: 'rethinkdb-query-gate' } });
+  // ISO times, as the manager logs them.
+  const logger = pino({ level: config.logLevel, base: { service: 'rethinkdb-query-gate' }, timestamp: pino.stdTimeFunctions.isoTime });
+  for (const warning of config.warnings) logger.warn(warning);
   const metrics = createGateMetrics();
   const gate = createGate({ config, metrics, clock, logger });
-  const { port } = await gate.start();
+  const { port } = await gate.start().catch((err) => { throw portError(err, 'GATE_PORT', config.port); });
   const probes = createServer(createAdminHandler({ gate, metrics, tokenFile: config.hold.tokenFile, logger }));
   // A request must arrive whole within 10 s (Node's default is 300 s): a slow caller holds no connection for long.
   probes.requestTimeout = 10000;
   probes.headersTimeout = 10000;
   await new Promise((resolve, reject) => {
-    probes.once('error', reject);
-    probes.listen(config.metricsPort, config.host, () => { probes.off('error', reject); resolve(); });
+    const onError = (err) => reject(portError(err, 'GATE_METRICS_PORT', config.metricsPort));
+    probes.once('error', onError);
+    probes.listen(config.metricsPort, config.host, () => { probes.off('error', onError); resolve(); });
   });
   logger.info({ port, metricsPort: probes.address().port, upstream: `${config.upstream.host}:${config.upstream.port}`, retryBudgetMs: config.retry.budgetMs, holds: config.hold.tokenFile ? 'on' : 'off (GATE_HOLD_TOKEN_FILE is not set)' }, 'query gate listening');
   let leaving = false;
@@ -52,6 +55,13 @@ async function main() {
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
+}
+
+// A port that cannot be bound, said with the key that chose it.
+function portError(err, key, port) {
+  if (err.code === 'EADDRINUSE') return new Error(`${key}=${port}: the port is in use by another process (EADDRINUSE); stop it or set ${key} to a free port`);
+  if (err.code === 'EACCES') return new Error(`${key}=${port}: not allowed to listen there (EACCES); ports below 1024 need privileges, set ${key}`);
+  return err;
 }
 
 main().catch((err) => {

@@ -46,19 +46,49 @@ export function loadGateConfig(env) {
     }
     setPath(config, key.field, value);
   }
-  if (!config.upstream) problems.push('GATE_UPSTREAM is required: host:port of a RethinkDB proxy or server (its driver port)');
+  if (!config.upstream && !env.GATE_UPSTREAM) problems.push('GATE_UPSTREAM is required: host:port of a RethinkDB proxy or server (its driver port)');
   if (config.port !== 0 && config.port === config.metricsPort) problems.push('GATE_PORT and GATE_METRICS_PORT must differ');
   if (config.maxPartialFrameBytes < config.maxFrameBytes) problems.push('GATE_MAX_PARTIAL_FRAME_BYTES must be at least GATE_MAX_FRAME_BYTES (one whole frame must fit)');
   if (config.retry.minMs > config.retry.maxMs) problems.push('GATE_RETRY_MIN_MS must not exceed GATE_RETRY_MAX_MS');
   if (Boolean(config.tls.certFile) !== Boolean(config.tls.keyFile)) problems.push('GATE_TLS_CERT_FILE and GATE_TLS_KEY_FILE go together');
   config.tls.enabled = Boolean(config.tls.certFile && config.tls.keyFile);
   if (config.upstreamTls.caFile && !config.upstreamTls.enabled) problems.push('GATE_UPSTREAM_TLS_CA_FILE is set but GATE_UPSTREAM_TLS is not true');
+  // A GATE_ variable that is none of the keys is most likely a misspelling, which would otherwise go unnoticed.
+  config.warnings = unknownGateKeys(env).map(({ key, nearest }) => `${key} is not a gate configuration key${nearest ? ` (did you mean ${nearest}?)` : ''}; it is ignored`);
   if (problems.length > 0) {
     const err = new Error(`invalid gate configuration:\n  - ${problems.join('\n  - ')}`);
     err.problems = problems;
     throw err;
   }
   return config;
+}
+
+// What Kubernetes puts in every container for each Service of the namespace (service links, e.g. a Service
+// gate-metrics gives GATE_METRICS_SERVICE_HOST and GATE_METRICS_PORT_9180_TCP): not the gate's keys, not misspellings.
+const SERVICE_LINK = /_SERVICE_(HOST|PORT)(_[A-Z0-9_]+)?$|_PORT_\d+_(TCP|UDP|SCTP)(_(PROTO|PORT|ADDR))?$/;
+
+// Pure: the GATE_ variables that are none of the keys, each with the nearest key (edit distance at most 3), sorted.
+export function unknownGateKeys(env) {
+  const known = KEYS.map((k) => k.env);
+  return Object.keys(env)
+    .filter((key) => key.startsWith('GATE_') && !known.includes(key) && !SERVICE_LINK.test(key))
+    .sort()
+    .map((key) => {
+      const [nearest, distance] = known.map((k) => [k, editDistance(key, k)]).sort((a, b) => a[1] - b[1])[0];
+      return { key, nearest: distance <= 3 || nearest.startsWith(key) ? nearest : null };
+    });
+}
+
+function editDistance(a, b) {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i += 1) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j += 1) {
+      current[j] = Math.min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    previous = current;
+  }
+  return previous[b.length];
 }
 
 function setPath(target, path, value) {
