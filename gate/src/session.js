@@ -75,6 +75,10 @@ export function createSession({
   // soon as it has an answer would otherwise find the connection closing under that query, not knowing whether it
   // ran).
   let draining = false;
+  // A query was answered GATE_STOPPING: the client has been told, so the connection closes as soon as nothing of it is
+  // in flight (a client that does not reconnect on that answer would otherwise keep it open with more queries, each
+  // answered the same, until the drain's end).
+  let toldStopping = false;
   let drainTimer = null;
   let lastClientFrameAt = clock.now();
   const drainIdleMs = config.drainIdleMs ?? 200;
@@ -249,6 +253,7 @@ export function createSession({
       if (query === undefined || !isNoreplyQuery(query)) {
         metrics.stoppingAnswer();
         write(client, opFailedFrame(frame.raw, GATE_STOPPING));
+        toldStopping = true;
         closeIfDrained();
         return false;
       }
@@ -451,11 +456,12 @@ export function createSession({
     closeIfDrained();
   }
 
-  // Draining: closes once nothing is in flight and the client has been quiet for drainIdleMs; else looks again then.
+  // Draining: closes once nothing is in flight and either the client has been quiet for drainIdleMs or it has been
+  // told the gate is stopping; else looks again when it will have been quiet for long enough.
   function closeIfDrained() {
     if (!draining || closed || pendingCount() > 0) return;
     const quietFor = clock.now() - lastClientFrameAt;
-    if (quietFor >= drainIdleMs) { close('drained', { graceful: true }); return; }
+    if (toldStopping || quietFor >= drainIdleMs) { close('drained', { graceful: true }); return; }
     if (drainTimer) clearTimeout(drainTimer);
     drainTimer = setTimeout(() => { drainTimer = null; closeIfDrained(); }, drainIdleMs - quietFor);
     drainTimer.unref?.();

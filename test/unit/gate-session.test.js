@@ -440,6 +440,20 @@ describe('draining', () => {
     expect(await value(metrics, 'rethinkdb_gate_stopping_answers_total')).toBe(1);
   });
 
+  test('when a client keeps sending after it was told the gate is stopping, then the connection closes at once, not at the drain\'s end', async () => {
+    const up = await scriptedUpstream(() => ({ t: 1, r: ['fine'] }));
+    const { port, gate } = await startGate(up.port, { drainIdleMs: 60000 });
+    const c = await client(port);
+    c.send(1, read);
+    expect(await c.next()).toEqual({ token: 1, body: { t: 1, r: ['fine'] } });
+    const stopped = gate.stop(30000);
+    c.send(2, read);
+    expect(await c.next()).toEqual({ token: 2, body: stoppingAnswer });
+    c.send(3, read);
+    expect(await c.next()).toBeNull();
+    expect(await stopped).toEqual({ closedWithQueriesInFlight: 0 });
+  });
+
   test('when a connection is quiet during a drain, then it closes once it has been quiet for GATE_DRAIN_IDLE_MS', async () => {
     const up = await scriptedUpstream(() => ({ t: 1, r: ['fine'] }));
     const { port, gate } = await startGate(up.port, { drainIdleMs: 50 });
