@@ -1,6 +1,7 @@
 // Wires the manager from its dependencies. Used by src/server.js with real clients and by tests with fakes.
 
 import { createActions } from './actions/actions.js';
+import { createAttachmentCheck } from './events/attachment-check.js';
 import { createOperationRegistry } from './actions/operations.js';
 import { createRaftLeadership } from './actions/raft-leadership.js';
 import { createReconfigurer } from './actions/reconfigurer.js';
@@ -140,6 +141,9 @@ export function createManager({
   // The query gates asked once when this replica starts leading (not waited for): a gate that refuses the token shows
   // now, not at the first handover, and that first hold is not the HTTP client's first request.
   runner.add({ name: 'gate-check', group: 'leading', start: () => { queryHolds.check(); return null; } });
+  // What the StatefulSet's pods lack that the manager needs, said once this replica leads (src/policy/attachment.js).
+  const attachment = createAttachmentCheck({ kube, config, clock, logger, metrics });
+  runner.add({ name: 'attachment-check', group: 'leading', start: () => { attachment.run(); return null; } });
   const { served } = leadership;
   // GET /v1/leader and /v1/cluster's leadership: the election as this replica sees it, and the parts it runs now.
   const leaderView = () => ({ ...elector().view(), parts: runner.running() });

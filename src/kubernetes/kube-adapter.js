@@ -158,6 +158,18 @@ export function createKubeAdapter({
     };
   }
 
+  // What src/policy/attachment.js checks of the StatefulSet's pod template; null when there is no such StatefulSet.
+  async function getStatefulSetPodTemplate() {
+    let sts;
+    try {
+      sts = await call('get statefulset', () => apps.readNamespacedStatefulSet({ name: statefulSetName, namespace }));
+    } catch (err) {
+      if (err.code === 'NOT_FOUND') return null;
+      throw err;
+    }
+    return toPodTemplate(statefulSetName, sts.spec?.template ?? {});
+  }
+
   // Sets one condition in a pod's status (a strategic merge by type: the kubelet's own conditions stay); its
   // transition time changes only with its status.
   async function setPodCondition(name, { type, status, reason, message, previous = null }) {
@@ -260,6 +272,7 @@ export function createKubeAdapter({
     listNodeMetrics,
     getStatefulSetScale,
     getStatefulSetRollout,
+    getStatefulSetPodTemplate,
     setPodCondition,
     patchStatefulSetScale,
     annotatePod,
@@ -294,6 +307,32 @@ function toPod(pod) {
     readinessGates: Object.fromEntries((pod.spec?.readinessGates ?? []).map((g) => [
       g.conditionType, (pod.status?.conditions ?? []).find((c) => c.type === g.conditionType)?.status ?? null,
     ])),
+  };
+}
+
+// A pod template as src/policy/attachment.js reads it: labels, grace period, readiness gates, which volumes carry a
+// service-account token for which audiences, and per container its ports, its command and arguments, its hooks (an
+// exec hook's command, an HTTP hook's path) and the volumes it mounts.
+export function toPodTemplate(name, template) {
+  const spec = template.spec ?? {};
+  const hook = (h) => (h?.exec ? (h.exec.command ?? []).join(' ') : h?.httpGet ? `http ${h.httpGet.path ?? '/'}` : null);
+  return {
+    name,
+    podLabels: template.metadata?.labels ?? {},
+    terminationGracePeriodSeconds: spec.terminationGracePeriodSeconds ?? null,
+    readinessGates: (spec.readinessGates ?? []).map((g) => g.conditionType),
+    volumes: (spec.volumes ?? []).map((v) => ({
+      name: v.name,
+      tokenAudiences: (v.projected?.sources ?? []).filter((src) => src.serviceAccountToken).map((src) => src.serviceAccountToken.audience ?? null),
+    })),
+    containers: (spec.containers ?? []).map((c) => ({
+      name: c.name,
+      ports: (c.ports ?? []).map((p) => p.containerPort),
+      text: [...(c.command ?? []), ...(c.args ?? [])].join(' '),
+      preStop: hook(c.lifecycle?.preStop),
+      postStart: hook(c.lifecycle?.postStart),
+      volumeMounts: (c.volumeMounts ?? []).map((m) => m.name),
+    })),
   };
 }
 

@@ -58,6 +58,7 @@ export function createMetrics({ prefix = DEFAULT_METRICS_PREFIX, processMetrics 
   const suspicionHoldSeconds = counter('suspicion_hold_seconds_total', 'Seconds the suspicion holds lasted, by how they ended.', ['how']);
   const lostServers = gauge('lost_servers', 'Servers the table configs name that are disconnected, at the last look of the loss-restore key (each restored around after LOSS_RESTORE_AFTER_SECONDS).');
   const lossRestores = counter('loss_restores_total', 'Lost servers whose replicas the manager started recreating on the other servers (LOSS_RESTORE_AFTER_SECONDS).');
+  const setupFindings = gauge('setup_findings', 'What the manager needs from the RethinkDB StatefulSet\'s pod template and found missing at its last check (docs/existing-statefulset.md), 1 per missing piece, by check.', ['check']);
   const handBacksOwed = gauge('hand_backs_owed', 'Servers that came back during a rollout and are owed their primaries at its end.');
   const queryHolds = counter('query_holds_total', 'Holds taken on the query gates around a table_config write that moved primaries, by how they ended (handed_over: no old primary acted any more; late: taken after the write (GATE_HOLD_DELAY_MS), it found no old primary acting at its first read, so it may have come too late; ttl: GATE_HOLD_TTL_MS passed first; write_failed; not_taken: no gate was held; skipped: the deadline left no time).', ['how']);
   const queryHoldSeconds = counter('query_hold_seconds_total', 'Seconds the query gates held queries for the manager, by how the holds ended.', ['how']);
@@ -140,6 +141,11 @@ export function createMetrics({ prefix = DEFAULT_METRICS_PREFIX, processMetrics 
     setHandBacksOwed(count) { handBacksOwed.set(count); },
     setSuspectedServers(count) { suspectedServers.set(count); },
     setLostServers(count) { lostServers.set(count); },
+    // findings: src/policy/attachment.js's (reset first: a piece added since leaves no series).
+    setSetupFindings(findings) {
+      setupFindings.reset();
+      for (const { check } of findings) setupFindings.set({ check }, 1);
+    },
     countLossRestore() { lossRestores.inc(); },
     suspicionHoldEnded(how, ms) {
       suspicionHolds.inc({ how });

@@ -96,6 +96,14 @@ describe('Kubernetes adapter against a real kube-apiserver', () => {
     });
   });
 
+  test('when the StatefulSet\'s pod template is read, then it comes back as src/policy/attachment.js reads it; another name reads null', async () => {
+    const template = await kube.getStatefulSetPodTemplate();
+    expect(template).toMatchObject({ name: 'rethinkdb', podLabels: { app: 'rethinkdb' }, terminationGracePeriodSeconds: 30, readinessGates: [], volumes: [] });
+    expect(template.containers).toEqual([expect.objectContaining({ name: 'rethinkdb', preStop: null, postStart: null, volumeMounts: [] })]);
+    const other = createKubeAdapter({ kubeConfig: api.kubeConfig, namespace: NAMESPACE, clock, statefulSetName: 'no-such-set' });
+    expect(await other.getStatefulSetPodTemplate()).toBeNull();
+  });
+
   test('when a pod has a readiness gate, then the manager\'s condition is set by a status patch, keeping the others, with its transition time only on a change', async () => {
     await core.createNamespacedPod({
       namespace: NAMESPACE,

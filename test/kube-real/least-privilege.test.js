@@ -108,6 +108,7 @@ describe('the manager\'s ServiceAccount with only the rules derived from KUBE_CA
     },
     createPodEvent: async () => kube.createPodEvent({ pod: await kube.getPod('rethinkdb-1'), reason: 'Test', message: 'least privilege' }),
     getStatefulSetRollout: async () => kube.getStatefulSetRollout(),
+    getStatefulSetPodTemplate: async () => kube.getStatefulSetPodTemplate(),
     setPodCondition: async () => kube.setPodCondition('rethinkdb-1', {
       type: 'rethinkdb-manager.io/replicas-ready', status: 'True', reason: 'Test', message: 'least privilege', previous: null,
     }),
