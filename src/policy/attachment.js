@@ -33,7 +33,7 @@ export function checkAttachment(statefulSet, config) {
       check: 'statefulset',
       missing: `no StatefulSet ${config.statefulSetName} in the namespace ${config.namespace} (RETHINKDB_STATEFULSET)`,
       consequence: 'the manager cannot tell a rollout from single stops (each returning server gets its primaries back at once) and the monitor cannot scale out',
-      fix: `${DOCS}#the-manager-s-configuration`,
+      fix: `${DOCS}#configure-the-manager`,
     }];
   }
   const findings = [];
@@ -43,7 +43,7 @@ export function checkAttachment(statefulSet, config) {
   if (unmatched.length > 0) {
     add('pod-selector', `the pods of ${statefulSet.name} do not carry ${unmatched.map((t) => `${t.key}=${t.value}`).join(', ')} (RETHINKDB_POD_SELECTOR=${config.podLabelSelector})`,
       'the manager finds none of these pods: it refuses their hooks, places no server on a pod or node, and sets no readiness condition',
-      'the-manager-s-configuration');
+      'configure-the-manager');
   }
   const container = serverContainer(statefulSet);
   const name = container ? `the container ${container.name}` : 'the pod template';

@@ -3,7 +3,8 @@
 // emits the base's names and labels); non-default values land where the README's values table says; values that
 // would break the wiring are refused with a message.
 
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CONFIG_KEYS, loadConfig } from '../../src/config.js';
 import { REPLICAS_READY_CONDITION } from '../../src/policy/rollout.js';
@@ -199,6 +200,31 @@ describe('the Helm chart: other values', () => {
     expect(servers.spec.template.spec.containers[0].ports).toContainEqual({ name: client.spec.ports[0].targetPort, containerPort: client.spec.ports[0].port });
   });
 
+  test('when rethinkdb.existing names a StatefulSet of its own, then only the manager is rendered, configured for its pods, names, servers and ServiceAccount', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'rkm-existing-'));
+    const values = join(dir, 'values.yaml');
+    writeFileSync(values, [
+      'rethinkdb:', '  existing:', '    statefulSetName: rdb', '    podLabels:', '      app.kubernetes.io/name: rdb', '      tier: db',
+      '    hosts: [rdb-0.rdb, rdb-1.rdb, rdb-2.rdb]', '    driverPort: 28016', '    serviceAccountName: rdb-sa', '',
+    ].join('\n'));
+    const objects = objectsById(renderHelmChart({ namespace: 'db', valuesFiles: [values] }));
+    rmSync(dir, { recursive: true, force: true });
+    const kinds = [...objects.keys()].filter((id) => !id.includes('rethinkdb-manager') && !id.includes('operator'));
+    // Nothing of RethinkDB's own: no StatefulSet, Services, PDB, ServiceAccount, proxies or gates.
+    expect(kinds).toEqual([]);
+    const config = loadConfig(managerEnv(objects, 'db'));
+    expect({
+      seeds: config.rethinkdb.seeds.map((s) => `${s.host}:${s.port}`), selector: config.kubernetes.podLabelSelector, statefulSet: config.kubernetes.statefulSetName,
+      hookSubjects: config.auth.hookSubjects, holds: config.gateHold.tokenFile,
+    }).toEqual({
+      seeds: ['rdb-0.rdb:28016', 'rdb-1.rdb:28016', 'rdb-2.rdb:28016'], selector: 'app.kubernetes.io/name=rdb,tier=db', statefulSet: 'rdb',
+      hookSubjects: ['system:serviceaccount:db:rdb-sa'], holds: undefined,
+    });
+    const policy = objects.get('NetworkPolicy/db/rethinkdb-manager').spec;
+    expect(policy.ingress[0].from[0].podSelector.matchLabels).toEqual({ 'app.kubernetes.io/name': 'rdb', tier: 'db' });
+    expect(policy.egress[0]).toEqual({ to: [{ podSelector: { matchLabels: { 'app.kubernetes.io/name': 'rdb', tier: 'db' } } }], ports: [{ protocol: 'TCP', port: 28016 }] });
+  });
+
   test('when gate.enabled is false, then the proxies run alone and rethinkdb-client goes to their driver port', () => {
     const objects = objectsById(renderHelmChart({ set: { 'gate.enabled': false } }));
     expect(diffFromBase(objects, objectsById(renderHelmChart({ set: { 'gate.hold.enabled': false } })))).toEqual({
@@ -276,6 +302,13 @@ describe('the Helm chart: other values', () => {
     ['a manager.config key the manager does not know', { 'manager.config.RETHINKDB_HOSTS': 'x' }, /invalid propertyName 'RETHINKDB_HOSTS'/],
   ])('when %s is given, then helm refuses to render and says which value is wrong', (name, set, message) => {
     expect(() => renderHelmChart({ set })).toThrow(message);
+  });
+
+  test('when rethinkdb.existing names a StatefulSet of its own without its pods\' labels or its servers, then helm refuses to render, saying which', () => {
+    expect(() => renderHelmChart({ set: { 'rethinkdb.existing.statefulSetName': 'rdb', 'rethinkdb.existing.hosts[0]': 'rdb-0.rdb' } }))
+      .toThrow('rethinkdb.existing.podLabels: the labels of the existing StatefulSet\'s pods');
+    expect(() => renderHelmChart({ set: { 'rethinkdb.existing.statefulSetName': 'rdb', 'rethinkdb.existing.podLabels.app': 'rdb' } }))
+      .toThrow('rethinkdb.existing.hosts: the existing servers\' addresses');
   });
 
   test('when the schema lists the keys manager.config may hold, then they are exactly the manager\'s configuration keys', () => {

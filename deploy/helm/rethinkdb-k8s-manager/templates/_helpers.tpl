@@ -49,5 +49,38 @@ rethinkdb-0.rethinkdb:29015,... for { replicas, port }. */}}
 {{/* Holds on the query gates around a primary handover (docs/query-gate.md): with the proxies, their gates and
 gate.hold.enabled. */}}
 {{- define "rkm.gateHolds" -}}
-{{- if and .Values.proxy.enabled .Values.gate.enabled .Values.gate.hold.enabled -}}true{{- end -}}
+{{- if and (include "rkm.proxies" .) .Values.gate.enabled .Values.gate.hold.enabled -}}true{{- end -}}
+{{- end }}
+
+{{/* Attached to a RethinkDB StatefulSet the chart did not install (rethinkdb.existing, docs/existing-statefulset.md):
+then it renders no StatefulSet, RethinkDB Services, RethinkDB PodDisruptionBudget, proxies or gates. */}}
+{{- define "rkm.existing" -}}
+{{- if .Values.rethinkdb.existing.statefulSetName -}}true{{- end -}}
+{{- end }}
+
+{{/* The proxies (and their gates): proxy.enabled, unless attached to an existing StatefulSet. */}}
+{{- define "rkm.proxies" -}}
+{{- if and .Values.proxy.enabled (not (include "rkm.existing" .)) -}}true{{- end -}}
+{{- end }}
+
+{{/* The RethinkDB pods' labels: the existing StatefulSet's (rethinkdb.existing.podLabels), else app: rethinkdb. */}}
+{{- define "rkm.podLabels" -}}
+{{- if include "rkm.existing" . -}}
+{{- toYaml .Values.rethinkdb.existing.podLabels -}}
+{{- else -}}
+app: rethinkdb
+{{- end -}}
+{{- end }}
+
+{{/* The same as RETHINKDB_POD_SELECTOR: k=v pairs, comma-separated, sorted by key. */}}
+{{- define "rkm.podSelector" -}}
+{{- if include "rkm.existing" . -}}
+{{- $terms := list -}}
+{{- range $k, $v := .Values.rethinkdb.existing.podLabels -}}
+{{- $terms = append $terms (printf "%s=%s" $k $v) -}}
+{{- end -}}
+{{- join "," $terms -}}
+{{- else -}}
+app=rethinkdb
+{{- end -}}
 {{- end }}
