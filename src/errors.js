@@ -104,7 +104,8 @@ const MESSAGES = {
   noKubeForScale: ['KUBERNETES_UNAVAILABLE', () => 'no Kubernetes API to scale the StatefulSet with'],
   noKubeForNode: ['KUBERNETES_UNAVAILABLE', () => 'no Kubernetes API is configured, so a node cannot be resolved to pods'],
   // what a request names
-  podNotFound: ['POD_NOT_FOUND', ({ pod, namespace }) => `pod "${pod}" does not exist in namespace ${namespace}`],
+  podNotFound: ['POD_NOT_FOUND', ({ pod, namespace, known = null }) => `pod "${pod}" does not exist in namespace ${namespace}${known === null ? '' : ` (RethinkDB pods: ${known})`}`],
+  podHasNoServer: ['POD_NOT_FOUND', ({ pod, known }) => `no RethinkDB server belongs to pod "${pod}" (without a Kubernetes API the manager knows pods only by their servers' hostnames: ${known})`],
   nodeNotFound: ['NODE_NOT_FOUND', ({ node }) => `Kubernetes node "${node}" does not exist`],
   serverNotFound: ['SERVER_NOT_FOUND', ({ ref, known }) => `server "${ref}" is not in the cluster (known: ${known})`],
   tableNotManaged: ['TABLE_NOT_FOUND', ({ ref, known }) => `table "${ref}" is not managed by this manager (managed: ${known})`],

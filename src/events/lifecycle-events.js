@@ -31,6 +31,9 @@ export function createLifecycleEvents({
     const { actor = hookActor('prestop', pod), dryRun = false, deadline = null } = ctx;
     const { cluster, targets: [{ server }] } = await serversForPods([pod]);
     const heartbeat = { seconds: config.prestop.heartbeatTimeoutSeconds, windowSeconds: config.prestop.heartbeatWindowSeconds };
+    // Without a Kubernetes API nothing says the pod exists: a name no server answers to is a mistake (a mistyped hook
+    // must not look like success), and nothing changed.
+    if (!server && !kube) throw appError('podHasNoServer', { pod, known: targets.knownPods(cluster) });
     if (!server) {
       const decision = decidePrestop({ pod, server, heartbeat, moveRaftLeader: config.prestop.moveRaftLeader });
       log.warn({ pod, reason: decision.reason }, 'preStop: nothing to demote');

@@ -8,14 +8,19 @@ import { findServerForPod, podNameForServer, resolveServer } from '../cluster/cl
 export function createTargets({ store, kube, config }) {
   const overrides = config.podServerOverrides;
 
-  // The pod, or POD_NOT_FOUND; null when there is no Kubernetes API to ask.
+  // The pod, or POD_NOT_FOUND naming the RethinkDB pods there are; null when there is no Kubernetes API to ask.
   async function existingPod(podName) {
     if (!kube) return null;
-    return kube.getPod(podName).catch((err) => {
-      if (err.code === 'NOT_FOUND') throw appError('podNotFound', { pod: podName, namespace: config.kubernetes.namespace });
-      throw err;
+    return kube.getPod(podName).catch(async (err) => {
+      if (err.code !== 'NOT_FOUND') throw err;
+      const pods = await kube.listRethinkDbPods().catch(() => null);
+      const known = pods === null ? null : pods.map((p) => p.name).sort().join(', ') || 'none';
+      throw appError('podNotFound', { pod: podName, namespace: config.kubernetes.namespace, known });
     });
   }
+
+  // The pod names the servers of `cluster` give (their hostnames, or POD_SERVER_OVERRIDES), for a message.
+  const knownPods = (cluster) => cluster.servers.map((s) => podNameForServer(s, overrides)).filter(Boolean).sort().join(', ') || 'none';
 
   // pods: [{ name, podIp }]. By hostname (= pod name in a StatefulSet), canonical address, pod IP, or override.
   function serversOf(cluster, pods) {
@@ -69,6 +74,6 @@ export function createTargets({ store, kube, config }) {
   }
 
   return {
-    existingPod, serversForPods, serversOnNode, serverByRef, serversOf, statefulSetRollout, podPlacement,
+    existingPod, knownPods, serversForPods, serversOnNode, serverByRef, serversOf, statefulSetRollout, podPlacement,
   };
 }

@@ -51,6 +51,8 @@ describe('hooks with the Kubernetes adapter over HTTP', () => {
     const res = await request(m.app).post('/v1/hooks/prestop?pod=rethinkdb-9');
     expect(res.status).toBe(404);
     expect(res.body.error).toBe('POD_NOT_FOUND');
+    // The RethinkDB pods the API lists are named, so that a typo shows what was meant.
+    expect(res.body.message).toBe('pod "rethinkdb-9" does not exist in namespace rethinkdb (RethinkDB pods: rethinkdb-0, rethinkdb-1, rethinkdb-2, rethinkdb-3)');
     expect(await primaryMap(m.store)).toEqual(['rethinkdb_0', 'rethinkdb_1', 'rethinkdb_2', 'rethinkdb_3']);
     expect(api.requests.filter((r) => r.method !== 'GET')).toEqual([]);
   });

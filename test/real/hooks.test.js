@@ -88,6 +88,18 @@ describe('hooks on a real RethinkDB cluster', () => {
     expect(await m.marks.departures()).toEqual([]);
   });
 
+  test('when PRESTOP names a pod no server answers to (no Kubernetes API here), then 404 POD_NOT_FOUND naming the pods it knows, and nothing changed', async () => {
+    const res = await post('/v1/hooks/prestop?pod=rethinkdb-7');
+    expect(res.status).toBe(404);
+    expect(res.body).toMatchObject({
+      error: 'POD_NOT_FOUND',
+      message: 'no RethinkDB server belongs to pod "rethinkdb-7" (without a Kubernetes API the manager knows pods only by their servers\' hostnames: rethinkdb-0, rethinkdb-1, rethinkdb-2, rethinkdb-3)',
+    });
+    expect(await heartbeatSecs()).toBe(10);
+    expect(await readLayout(cluster)).toEqual(created);
+    expect((await request(m.app).get('/v1/cluster')).body.servers.filter((s) => s.draining)).toEqual([]);
+  });
+
   test('when rethinkdb-3 returns and calls POSTSTART, then it is released and gets primaries back once its replicas are ready', async () => {
     await stopAfterPrestop('rethinkdb-3', 3);
     await cluster.restartServer(3);
