@@ -8,6 +8,9 @@ import { appError } from '../errors.js';
 // The largest request body accepted, in bytes (larger is a 413 before any route runs).
 export const bodyLimitBytes = 16 * 1024;
 
+const SERVER_PATTERN = '^[A-Za-z0-9_]+$';
+const POD_NAME = /^[a-z0-9]+(-[a-z0-9]+)+$/;
+
 const ajv = new Ajv({
   allErrors: true, strict: true, strictRequired: false, coerceTypes: false, verbose: true,
 });
@@ -32,6 +35,10 @@ function formatError(error, where) {
   if (error.keyword === 'required') return `${path}.${error.params.missingProperty} is required`;
   if (error.keyword === 'oneOf') return `${path} must have exactly one of ${error.schema.map((b) => b.required.join(' + ')).join(', ')}`;
   if (error.keyword === 'enum') return `${path} must be one of ${error.params.allowedValues.join(', ')}`;
+  // A pod's name where a server's is asked (rethinkdb-1 for rethinkdb_1): said with the server's name.
+  if (error.keyword === 'pattern' && error.schema === SERVER_PATTERN && typeof error.data === 'string' && POD_NAME.test(error.data)) {
+    return `${path} must be a server name (letters, digits and _); "${error.data}" looks like a pod's name: its server is ${error.data.replace(/[^A-Za-z0-9_]/g, '_')} (RethinkDB names a server after its hostname, with _ for each -)`;
+  }
   return `${path} ${error.message}`;
 }
 
@@ -104,7 +111,7 @@ export function mountRoute(router, route, handler) {
 const dnsName = { type: 'string', minLength: 1, maxLength: 253, pattern: '^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$' };
 
 export const fields = {
-  server: { type: 'string', minLength: 1, maxLength: 128, pattern: '^[A-Za-z0-9_]+$' },
+  server: { type: 'string', minLength: 1, maxLength: 128, pattern: SERVER_PATTERN },
   node: dnsName,
   pod: dnsName,
   table: { type: 'string', minLength: 3, maxLength: 200, pattern: '^[A-Za-z0-9_]+\\.[A-Za-z0-9_]+$' },

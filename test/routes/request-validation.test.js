@@ -25,6 +25,8 @@ describe('request validation on every route', () => {
     ['POST /v1/sandbox/servers/Bad-Name/crash', (app) => request(app).post('/v1/sandbox/servers/Bad-Name/crash'), /path.name must match pattern/],
     ['POST /v1/sandbox/pods/rethinkdb-1/cpu?cores=2', (app) => json(request(app).post('/v1/sandbox/pods/rethinkdb-1/cpu?cores=2'), { cores: 2 }), /query.cores is not an accepted field/],
     ['POST /v1/sandbox/scale with {"replicas":"5"}', (app) => json(request(app).post('/v1/sandbox/scale'), { replicas: '5' }), /body.replicas must be integer/],
+    ['POST /v1/actions/move-primaries-from-server with a pod\'s name', (app) => json(request(app).post('/v1/actions/move-primaries-from-server'), { server: 'rethinkdb-1' }),
+      /body.server must be a server name \(letters, digits and _\); "rethinkdb-1" looks like a pod's name: its server is rethinkdb_1/],
     ['POST /v1/actions/move-primaries-from-server with {"__proto__":…}', (app) => request(app).post('/v1/actions/move-primaries-from-server')
       .set('content-type', 'application/json').send('{"server":"rethinkdb_1","__proto__":{"admin":true}}'), /body.__proto__ is not an accepted field/],
   ])('when %s, then 400 naming what is wrong and nothing changes', async (_, send, message) => {
