@@ -7,6 +7,9 @@
 
 import { jest } from '@jest/globals';
 import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import {
   REPO, adminPassword, applyObject, clientLines, connectPod, connectReadyPod, createKubectl, labDown, labLeftovers, labNode, labUp, nodeOf,
@@ -342,6 +345,39 @@ test('kubectl rollout restart under client load through rethinkdb-client: each p
   await conn.close();
 });
 
+// The gate tier's own event (docs/query-gate.md, "Stopping a gate"): the proxy Deployment rolled under a client that
+// reconnects and sends again as examples/clients/ do. Each old gate leaves (not ready, still serving), then drains:
+// a busy connection's next query is answered "the query gate is stopping" and sent again through another gate.
+test('kubectl rollout restart of the proxies (the gates) under a client that reconnects: no operation fails, no increment unknown', async () => {
+  const conn = await observer('none');
+  await ensureTable(conn, 'usertable');
+  await conn.close();
+  await startClientPod(kubectl, 'client-proxies', { table: 'usertable', client: 'resilient' });
+  let summary;
+  let clientLog = '';
+  let rolloutSeconds;
+  try {
+    await until('the client is loaded and running', async () => (await clientLines(kubectl, 'client-proxies')).some((l) => l.started), { timeoutMs: 300000 });
+    await sleep(5000);
+    const t0 = Date.now();
+    await kubectl.ns('rollout', 'restart', 'deployment/rethinkdb-proxy');
+    await kubectl.ns('rollout', 'status', 'deployment/rethinkdb-proxy', '--timeout=600s');
+    rolloutSeconds = (Date.now() - t0) / 1000;
+    // The old pods' gates drain after rollout status returns (their proxies outlast them): wait them out.
+    await until('the old proxy pods gone', async () => (await kubectl.nsJson('get', 'pods', '-l', 'app=rethinkdb-proxy')).items.length === 2, { timeoutMs: 120000, intervalMs: 1000 });
+    await sleep(5000);
+    summary = await stopClientPod(kubectl, 'client-proxies');
+  } finally {
+    if (!summary) clientLog = await kubectl.ns('logs', 'client-proxies', '--tail=20').catch((err) => err.message);
+    await kubectl.ns('delete', 'pod', 'client-proxies', '--wait=false').catch(() => {});
+  }
+  expect({ clientLog }).toEqual({ clientLog: '' });
+  process.stderr.write(`proxy rollout, resilient client: ${rolloutSeconds.toFixed(0)} s; client: ${JSON.stringify(summary)}\n`);
+  expect(summary.reconnects.client).toBeGreaterThanOrEqual(4);
+  expect({ failed: summary.failed, failedByKind: summary.failedByKind }).toEqual({ failed: 0, failedByKind: {} });
+  expect(summary.counters).toMatchObject({ missing: 0, beyond: 0, unknown: 0 });
+});
+
 test('a node dies (kubelet, containerd and containers killed, network cut): RethinkDB keeps the table writable, Kubernetes marks the node, and it comes back', async () => {
   const victim = 'rethinkdb-1';
   const node = (await pod(victim)).spec.nodeName;
@@ -557,3 +593,143 @@ test('the kustomize base in place of the chart (helm uninstall, kubectl apply -k
   await until('the manager serves the eviction webhook', async () => (await kubectl.ns('logs', '-l', 'app=rethinkdb-manager', '--tail=-1')).includes('eviction webhook listening (TLS)'),
     { timeoutMs: 240000, intervalMs: 5000 });
 });
+
+// docs/existing-statefulset.md as written: a StatefulSet made by hand as users run RethinkDB already (names and labels
+// of its own, its own ServiceAccount and Secret, no hooks), the chart's manager attached to it (the kustomize base
+// removed first: one release per cluster), what it says its pods lack, then deploy/existing/statefulset-patch.yaml
+// applied, then a pod deleted and a rollout restart.
+test('an existing StatefulSet of its own attached by the chart: the manager names what its pods lack; after the documented patch, a pod deleted and a rollout restart go through its hooks', async () => {
+  try {
+    await attachToExistingStatefulSet();
+  } finally {
+    // The release's cluster-scoped objects would stop lab.sh up from installing the chart again (LAB_KEEP=1, an
+    // evaluation after the tests).
+    await run(`${REPO}test/helm/bin/helm`, ['uninstall', 'rethinkdb-manager', '-n', 'db', '--wait', '--timeout', '5m'], { env: kubectl.env }).catch(() => {});
+    await kubectl('delete', 'namespace', 'db', '--ignore-not-found', '--wait=true', '--timeout=300s').catch(() => {});
+  }
+}, 40 * 60 * 1000);
+
+async function attachToExistingStatefulSet() {
+  const helm = `${REPO}test/helm/bin/helm`;
+  const NS = 'db';
+  const k = Object.assign((...args) => kubectl('-n', NS, ...args), {
+    json: kubectl.json, env: kubectl.env, ns: (...args) => kubectl('-n', NS, ...args), nsJson: (...args) => kubectl.json('-n', NS, ...args),
+  });
+  const labels = { 'app.kubernetes.io/name': 'rdb' };
+  const rdbPods = async () => (await k.nsJson('get', 'pods', '-l', 'app.kubernetes.io/name=rdb')).items;
+  // RethinkDB names a server after its hostname with a random suffix (rdb_1_x7k) unless told a name: by hostname, then.
+  const serverOfPod = async (conn, podName) => (await r.db('rethinkdb').table('server_status').coerceTo('array').run(conn))
+    .find((srv) => srv.network.hostname === podName)?.name;
+  await kubectl('delete', '-k', `${REPO}deploy/k8s`, '--ignore-not-found', '--wait=true', '--timeout=600s');
+  await kubectl('delete', 'namespace', NS, '--ignore-not-found', '--wait=true', '--timeout=300s');
+  const password = `lab-${Date.now()}`;
+  await kubectl('create', 'namespace', NS);
+  await k('create', 'secret', 'generic', 'rdb-admin', `--from-literal=password=${password}`);
+  await applyObject(kubectl, { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'rdb', namespace: NS }, automountServiceAccountToken: false });
+  await applyObject(kubectl, {
+    apiVersion: 'v1', kind: 'Service', metadata: { name: 'rdb', namespace: NS },
+    spec: { clusterIP: 'None', publishNotReadyAddresses: true, selector: labels, ports: [{ name: 'driver', port: 28015 }, { name: 'cluster', port: 29015 }] },
+  });
+  const start = [
+    'set -eu',
+    'set -- --bind all --directory /data/rethinkdb --cache-size 256 --canonical-address "$POD_IP" --canonical-address 127.0.0.1',
+    'for i in 0 1 2; do peer="rdb-$i.rdb"; [ "rdb-$i" = "$(hostname)" ] && continue; getent hosts "$peer" >/dev/null && set -- "$@" --join "$peer:29015"; done',
+    'exec rethinkdb "$@" --initial-password "$RETHINKDB_PASSWORD"',
+  ].join('\n');
+  await applyObject(kubectl, {
+    apiVersion: 'apps/v1', kind: 'StatefulSet', metadata: { name: 'rdb', namespace: NS },
+    spec: {
+      replicas: 3, serviceName: 'rdb', selector: { matchLabels: labels },
+      template: {
+        metadata: { labels },
+        spec: {
+          serviceAccountName: 'rdb', automountServiceAccountToken: false,
+          securityContext: { runAsNonRoot: true, runAsUser: 1000, runAsGroup: 1000, fsGroup: 1000 },
+          containers: [{
+            name: 'server', image: 'rethinkdb-k8s-rethinkdb:2.4.4-bookworm-slim', imagePullPolicy: 'Never', command: ['/bin/sh', '-c', start],
+            env: [
+              { name: 'POD_IP', valueFrom: { fieldRef: { fieldPath: 'status.podIP' } } },
+              { name: 'RETHINKDB_PASSWORD', valueFrom: { secretKeyRef: { name: 'rdb-admin', key: 'password' } } },
+            ],
+            ports: [{ containerPort: 28015 }, { containerPort: 29015 }],
+            readinessProbe: { tcpSocket: { port: 28015 }, periodSeconds: 2 },
+            resources: { requests: { cpu: '100m', memory: '256Mi' }, limits: { memory: '1Gi' } },
+            volumeMounts: [{ name: 'data', mountPath: '/data' }],
+          }],
+        },
+      },
+      volumeClaimTemplates: [{ metadata: { name: 'data' }, spec: { accessModes: ['ReadWriteOnce'], storageClassName: 'lab-local', resources: { requests: { storage: '1Gi' } } } }],
+    },
+  });
+  await k('rollout', 'status', 'statefulset/rdb', '--timeout=600s');
+  const conn = await until('a Ready rdb pod answers', async () => {
+    for (const p of (await rdbPods()).filter(podReady)) { try { return await connectPod(k, p.metadata.name, password); } catch { /* the next */ } }
+    return null;
+  }, { timeoutMs: 120000, intervalMs: 1000 });
+  try {
+    await r.dbCreate('app').run(conn);
+    await r.db('app').tableCreate('items', { shards: 3, replicas: 3 }).run(conn);
+    await r.db('app').table('items').wait({ waitFor: 'all_replicas_ready', timeout: 60 }).run(conn);
+    await r.db('app').table('items').insert(Array.from({ length: 300 }, (_, i) => ({ id: i }))).run(conn);
+  } finally { await conn.close(); }
+
+  // The manager alone, as the page says.
+  await run(helm, ['install', 'rethinkdb-manager', `${REPO}deploy/helm/rethinkdb-k8s-manager`, '-n', NS,
+    '--set', 'rethinkdb.existing.statefulSetName=rdb', '--set', 'rethinkdb.existing.podLabels.app\\.kubernetes\\.io/name=rdb',
+    '--set', 'rethinkdb.existing.hosts={rdb-0.rdb,rdb-1.rdb,rdb-2.rdb}', '--set', 'rethinkdb.existing.serviceAccountName=rdb',
+    '--set', 'rethinkdb.adminSecret.name=rdb-admin', '--set', 'manager.replicas=1', '--wait', '--timeout', '10m'], { env: kubectl.env });
+  await run('sh', [`${REPO}deploy/webhook-cert.sh`], { env: { ...kubectl.env, NAMESPACE: NS, PATH: `${REPO}lab/kube/bin:${process.env.PATH}` } });
+  const { stdout: manifest } = await run(helm, ['get', 'manifest', 'rethinkdb-manager', '-n', NS], { env: kubectl.env });
+  expect(manifest).not.toMatch(/kind: StatefulSet/);
+  const attachmentLines = async () => (await k('logs', '-l', 'app=rethinkdb-manager', '--tail=-1')).split('\n').filter((l) => l.includes('"module":"attachment"')).map((l) => JSON.parse(l));
+  const said = await until('the manager says what the pods lack', async () => { const lines = await attachmentLines(); return lines.length >= 5 && lines; }, { timeoutMs: 180000, intervalMs: 2000 });
+  process.stderr.write(`existing StatefulSet, the manager's findings: ${said.map((l) => l.msg).join(' | ')}\n`);
+  expect(said.map((l) => l.check)).toEqual(['prestop-hook', 'poststart-hook', 'hook-token', 'readiness-gate', 'grace-period']);
+
+  // The patch, its container name changed to this StatefulSet's, as the page says.
+  const patchFile = join(mkdtempSync(join(tmpdir(), 'rdb-patch-')), 'patch.yaml');
+  writeFileSync(patchFile, readFileSync(`${REPO}deploy/existing/statefulset-patch.yaml`, 'utf8').replace('- name: rethinkdb\n', '- name: server\n'));
+  const patchedAt = new Date().toISOString();
+  await k('patch', 'statefulset', 'rdb', '--patch-file', patchFile);
+  await k('rollout', 'status', 'statefulset/rdb', '--timeout=900s');
+  const managerLines = async (since) => (await k('logs', '-l', 'app=rethinkdb-manager', '--tail=-1', `--since-time=${since}`)).split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
+  // Every pod made again with the manager's readiness condition set, and each one's preStop and postStart reached it.
+  for (const p of await rdbPods()) {
+    expect({ pod: p.metadata.name, gate: (p.status.conditions ?? []).find((c) => c.type === 'rethinkdb-manager.io/replicas-ready')?.status })
+      .toEqual({ pod: p.metadata.name, gate: 'True' });
+  }
+  const afterPatch = await managerLines(patchedAt);
+  const hooks = (name) => [...new Set(afterPatch.filter((l) => l.msg === name).map((l) => l.pod))].sort();
+  expect(hooks('postStart decision')).toEqual(['rdb-0', 'rdb-1', 'rdb-2']);
+
+  // A pod deleted: its preStop moves its primaries before it stops, and the others keep the table writable.
+  const c2 = await until('a Ready rdb pod other than rdb-1 answers', async () => {
+    for (const p of (await rdbPods()).filter((x) => podReady(x) && x.metadata.name !== 'rdb-1')) { try { return await connectPod(k, p.metadata.name, password); } catch { /* the next */ } }
+    return null;
+  }, { timeoutMs: 120000, intervalMs: 1000 });
+  try {
+    const rdb1 = await serverOfPod(c2, 'rdb-1');
+    const primaries = async () => (await r.db('app').table('items').config().run(c2)).shards.map((s) => s.primary_replica);
+    await until(`${rdb1} holds a primary (the levelling after the rollout)`, async () => (await primaries()).includes(rdb1), { timeoutMs: 120000, intervalMs: 1000 });
+    const deletedAt = new Date().toISOString();
+    await k('delete', 'pod', 'rdb-1', '--wait=false');
+    await until(`${rdb1} holds no primary`, async () => !(await primaries()).includes(rdb1), { timeoutMs: 60000, intervalMs: 200 });
+    await k('rollout', 'status', 'statefulset/rdb', '--timeout=600s');
+    await until('rdb-1 Ready again', async () => podReady((await rdbPods()).find((p) => p.metadata.name === 'rdb-1')), { timeoutMs: 300000, intervalMs: 1000 });
+    const prestops = (await managerLines(deletedAt)).filter((l) => l.pod === 'rdb-1' && l.msg === 'preStop handled');
+    expect(prestops).toEqual([expect.objectContaining({ server: rdb1, primariesOff: true })]);
+
+    // A rollout restart: one event, every pod made again and Ready through the manager's condition, the table whole.
+    await k('rollout', 'restart', 'statefulset/rdb');
+    await k('rollout', 'status', 'statefulset/rdb', '--timeout=900s');
+  } finally { await c2.close(); }
+  const c3 = await until('a Ready rdb pod answers after the rollout', async () => {
+    for (const p of (await rdbPods()).filter(podReady)) { try { return await connectPod(k, p.metadata.name, password); } catch { /* the next */ } }
+    return null;
+  }, { timeoutMs: 120000, intervalMs: 1000 });
+  try {
+    expect(await r.db('app').table('items').count().run(c3)).toBe(300);
+    expect((await r.db('rethinkdb').table('server_status').coerceTo('array').run(c3)).map((srv) => srv.network.hostname).sort()).toEqual(['rdb-0', 'rdb-1', 'rdb-2']);
+  } finally { await c3.close(); }
+  expect((await managerLines(patchedAt)).filter((l) => l.msg === 'rollout ended: levelling the primaries once').length).toBeGreaterThanOrEqual(1);
+}
