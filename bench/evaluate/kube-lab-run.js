@@ -26,12 +26,14 @@ async function restartsOf(kubectl, pod) {
 }
 
 // SIGKILLs, from the host (the lab's kubelets run here), every process named `comm` whose environment names the pod
-// (POD_NAME, which the chart's containers get from the downward API). -> the pids killed.
-function killPodProcesses(pod, comm) {
+// (POD_NAME, which the chart's RethinkDB containers get from the downward API, or HOSTNAME, which every container of
+// a pod gets) and holds `alsoEnv` (e.g. GATE_PORT=28017: the gate, not the proxy beside it). -> the pids killed.
+function killPodProcesses(pod, comm, alsoEnv = null) {
   const pids = readdirSync('/proc').filter((d) => /^\d+$/.test(d)).filter((pid) => {
     try {
+      const env = readFileSync(`/proc/${pid}/environ`, 'latin1').split('\0');
       return readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === comm
-        && readFileSync(`/proc/${pid}/environ`, 'latin1').split('\0').includes(`POD_NAME=${pod}`);
+        && (env.includes(`POD_NAME=${pod}`) || env.includes(`HOSTNAME=${pod}`)) && (alsoEnv === null || env.includes(alsoEnv));
     } catch {
       return false;
     }
@@ -213,6 +215,26 @@ export const KUBE_SCENARIOS = {
       await kubectl.ns('delete', 'pod', pod.metadata.name, '--wait=true');
       await kubectl.ns('rollout', 'status', 'deployment/rethinkdb-proxy', '--timeout=600s');
       mark('proxies Ready');
+      await sleep(15000);
+    },
+  },
+  // A gate that crashes: one proxy pod's query gate SIGKILLed (its node process), started again by its kubelet in the
+  // same pod. Every connection through it breaks at once, queries in flight included, and its holds end with it.
+  'gate-crash': {
+    name: 'gate-crash', title: 'a proxy pod\'s query gate SIGKILLed, started again by its kubelet', durationSeconds: 300, span: ['SIGKILL the gate', 'the gate Ready'],
+    gateOnly: true,
+    async act({ kubectl, mark }) {
+      const [pod] = (await kubectl.nsJson('get', 'pods', '-l', 'app=rethinkdb-proxy')).items.filter(podReady);
+      const name = pod.metadata.name;
+      const before = await restartsOf(kubectl, name);
+      const killed = killPodProcesses(name, 'node', 'GATE_PORT=28017');
+      if (killed.length !== 1) throw new Error(`expected the one gate process of ${name}, found ${killed.length}`);
+      mark('SIGKILL the gate');
+      await until(`${name}'s gate restarted and Ready`, async () => {
+        const now = await restartsOf(kubectl, name);
+        return now && now.ready && now.count > before.count;
+      }, { timeoutMs: 300000 });
+      mark('the gate Ready');
       await sleep(15000);
     },
   },
