@@ -26,7 +26,7 @@ export function httpListener({
         server.once('error', reject);
         server.listen(port, host, resolve);
       }).catch((err) => {
-        throw Object.assign(new Error(listenFailureMessage(err, { what: 'HTTP', host, port })), { code: 'HTTP_LISTEN_FAILED', listenCode: err.code });
+        throw Object.assign(new Error(listenFailureMessage(err, { what: 'HTTP', host, port, key: 'PORT' })), { code: 'HTTP_LISTEN_FAILED', listenCode: err.code });
       });
       listened = server.address().port;
       logger.debug({ port: listened }, 'API port open');

@@ -49,7 +49,7 @@ export async function startWebhookServer({
     server.once('error', (err) => {
       clearInterval(timer);
       reject(Object.assign(
-        new Error(listenFailureMessage(err, { what: 'webhook', host, port })),
+        new Error(listenFailureMessage(err, { what: 'webhook', host, port, key: 'WEBHOOK_PORT' })),
         { code: 'WEBHOOK_LISTEN_FAILED' },
       ));
     });

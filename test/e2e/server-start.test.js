@@ -95,7 +95,7 @@ describe('node src/server.js', () => {
       const { code, out } = await runServer({ PORT: String(port), HOST: '127.0.0.1' });
       expect(code).toBe(1);
       const fatal = out.split('\n').filter(Boolean).map((l) => JSON.parse(l)).find((l) => l.level === 60);
-      expect(fatal).toMatchObject({ msg: 'cannot listen', code: 'EADDRINUSE', err: `the HTTP port 127.0.0.1:${port} is already in use (another process listens there; set a free port)` });
+      expect(fatal).toMatchObject({ msg: 'cannot listen', code: 'EADDRINUSE', err: `the HTTP port 127.0.0.1:${port} is already in use (another process listens there; set PORT to a free port)` });
       expect(out).not.toMatch(/TypeError/);
     } finally {
       holder.close();
