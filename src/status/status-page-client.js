@@ -304,6 +304,10 @@
     return items.length ? h('ul', { class: 'plain' }, items) : empty('nothing is draining or hot');
   }
 
+  // Operations are the actions that run in the background (data moves); a primary move answers at once and shows only
+  // under Recent events, which a new user looking here first did not know.
+  const NO_FINISHED_OPERATION = 'none yet (only data moves run as operations; primary moves and hooks answer at once and are in Recent events below)';
+
   function operationsView(summaries) {
     const running = summaries.filter((o) => o.status === 'running');
     const finished = summaries.filter((o) => o.status !== 'running').slice(-MAX_FINISHED_OPERATIONS).reverse();
@@ -313,7 +317,7 @@
       h('h3', {}, 'Recently finished'),
       finished.length ? h('ul', { class: 'plain', 'data-testid': 'finished-operations' }, finished.map((o) => h('li', { 'data-operation': o.id, 'data-status': o.status },
         h('span', { class: 'mono' }, o.kind), ' ', flag(o.status, o.status === 'succeeded' ? 'ok' : 'bad'), ' ',
-        h('span', { class: 'muted' }, 'finished ', time(o.finishedAt), ` — ${o.id}`)))) : empty('none yet'),
+        h('span', { class: 'muted' }, 'finished ', time(o.finishedAt), ` — ${o.id}`)))) : empty(NO_FINISHED_OPERATION),
     ];
   }
 

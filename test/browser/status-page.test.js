@@ -95,6 +95,8 @@ describe('status page in headless chromium', () => {
     await expect(page.locator(`[data-testid="server-${target}"] [data-testid="primaries"]`).textContent()).resolves.toBe('0');
     await page.waitForSelector(`[data-testid="draining-item"][data-server="${target}"]`, { timeout: waitMs });
     await page.waitForSelector('[data-testid="event"][data-action="move-primaries-from-server"][data-outcome="completed"]', { timeout: waitMs });
+    // The move ran as no operation (it answered at once): the operations box says where it is instead of "none".
+    await expect(page.locator('[data-testid="operations"]').textContent()).resolves.toContain('primary moves and hooks answer at once and are in Recent events below');
     await expect(page.locator('[data-testid="banner"]').isHidden()).resolves.toBe(true);
     await page.screenshot({ path: join(screenshotDir, 'after-drain.png'), fullPage: true });
     expect(problems).toEqual([]); // among others, no CSP violation: the nonce admits our script and style
