@@ -48,6 +48,14 @@ export function createResilientConnection({
   let opening = null;
   let closed = false;
   let reconnects = 0;
+  let everConnected = false;
+
+  // A connection no new query goes to (a stopping gate's, or a broken one); closed at the latest by close().
+  const abandoned = new Set();
+  function abandon(c) {
+    if (conn === c) conn = null;
+    abandoned.add(c);
+  }
 
   // The open connection, or a new one; concurrent callers share one attempt.
   function current() {
@@ -60,10 +68,12 @@ export function createResilientConnection({
           if (closed) throw new Error('the resilient connection was closed');
           try {
             const fresh = await connect();
+            const replaced = everConnected;
+            everConnected = true;
             // The driver emits its socket's errors (a reset: ECONNRESET) on the connection, and Node throws an
             // 'error' nobody listens to: the process would die of a gate's crash. The query in flight fails anyway.
             fresh.on('error', () => {});
-            if (conn) { reconnects += 1; onReconnect(reconnects); }
+            if (replaced) { reconnects += 1; onReconnect(reconnects); }
             conn = fresh;
             return fresh;
           } catch (err) {
@@ -84,8 +94,11 @@ export function createResilientConnection({
       try {
         return await query.run(c, runOptions);
       } catch (err) {
-        if (isGateStopping(err)) { c.close({ noreplyWait: false }).catch(() => {}); continue; }
+        // Not closed here: other queries of this connection may still be in flight, and the stopping gate answers them
+        // before it closes it. New queries go to a new connection.
+        if (isGateStopping(err)) { abandon(c); continue; }
         if (!isConnectionError(err)) throw err;
+        abandon(c);
         if (c.open) c.close({ noreplyWait: false }).catch(() => {});
         if (!resend) throw new OutcomeUnknownError(err);
         if (now() > until) throw err;
@@ -95,7 +108,7 @@ export function createResilientConnection({
 
   async function close() {
     closed = true;
-    if (conn?.open) await conn.close({ noreplyWait: false }).catch(() => {});
+    for (const c of [conn, ...abandoned]) if (c?.open) await c.close({ noreplyWait: false }).catch(() => {});
   }
 
   return { run, close, reconnects: () => reconnects };
