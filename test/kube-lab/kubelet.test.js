@@ -662,10 +662,14 @@ async function attachToExistingStatefulSet() {
     },
   });
   await k('rollout', 'status', 'statefulset/rdb', '--timeout=600s');
-  const conn = await until('a Ready rdb pod answers', async () => {
-    for (const p of (await rdbPods()).filter(podReady)) { try { return await connectPod(k, p.metadata.name, password); } catch { /* the next */ } }
+  // A driver connection to a Ready rdb pod other than `avoid`.
+  const readyRdb = (avoid = null) => until(`a Ready rdb pod${avoid ? ` other than ${avoid}` : ''} answers`, async () => {
+    for (const p of (await rdbPods()).filter((x) => podReady(x) && x.metadata.name !== avoid)) {
+      try { return await connectPod(k, p.metadata.name, password); } catch { /* the next */ }
+    }
     return null;
   }, { timeoutMs: 120000, intervalMs: 1000 });
+  const conn = await readyRdb();
   try {
     await r.dbCreate('app').run(conn);
     await r.db('app').tableCreate('items', { shards: 3, replicas: 3 }).run(conn);
@@ -703,10 +707,7 @@ async function attachToExistingStatefulSet() {
   expect(hooks('postStart decision')).toEqual(['rdb-0', 'rdb-1', 'rdb-2']);
 
   // A pod deleted: its preStop moves its primaries before it stops, and the others keep the table writable.
-  const c2 = await until('a Ready rdb pod other than rdb-1 answers', async () => {
-    for (const p of (await rdbPods()).filter((x) => podReady(x) && x.metadata.name !== 'rdb-1')) { try { return await connectPod(k, p.metadata.name, password); } catch { /* the next */ } }
-    return null;
-  }, { timeoutMs: 120000, intervalMs: 1000 });
+  const c2 = await readyRdb('rdb-1');
   try {
     const rdb1 = await serverOfPod(c2, 'rdb-1');
     const primaries = async () => (await r.db('app').table('items').config().run(c2)).shards.map((s) => s.primary_replica);
@@ -723,10 +724,7 @@ async function attachToExistingStatefulSet() {
     await k('rollout', 'restart', 'statefulset/rdb');
     await k('rollout', 'status', 'statefulset/rdb', '--timeout=900s');
   } finally { await c2.close(); }
-  const c3 = await until('a Ready rdb pod answers after the rollout', async () => {
-    for (const p of (await rdbPods()).filter(podReady)) { try { return await connectPod(k, p.metadata.name, password); } catch { /* the next */ } }
-    return null;
-  }, { timeoutMs: 120000, intervalMs: 1000 });
+  const c3 = await readyRdb();
   try {
     expect(await r.db('app').table('items').count().run(c3)).toBe(300);
     expect((await r.db('rethinkdb').table('server_status').coerceTo('array').run(c3)).map((srv) => srv.network.hostname).sort()).toEqual(['rdb-0', 'rdb-1', 'rdb-2']);
