@@ -25,6 +25,15 @@ async function restartsOf(kubectl, pod) {
   return p && { ready: podReady(p), count: (p.status?.containerStatuses ?? []).reduce((n, c) => n + c.restartCount, 0), uid: p.metadata.uid };
 }
 
+// Waits until `pod` has restarted a container since `before` (restartsOf) and is Ready again.
+const untilRestarted = (kubectl, pod, before, what = `${pod} restarted and Ready`) => until(what, async () => {
+  const now = await restartsOf(kubectl, pod);
+  return now && now.ready && now.count > before.count;
+}, { timeoutMs: 300000 });
+
+// A Ready proxy pod (a gate beside a `rethinkdb proxy`).
+const readyProxyPod = async (kubectl) => (await kubectl.nsJson('get', 'pods', '-l', 'app=rethinkdb-proxy')).items.filter(podReady)[0];
+
 // SIGKILLs, from the host (the lab's kubelets run here), every process named `comm` whose environment names the pod
 // (POD_NAME, which the chart's RethinkDB containers get from the downward API, or HOSTNAME, which every container of
 // a pod gets) and holds `alsoEnv` (e.g. GATE_PORT=28017: the gate, not the proxy beside it). -> the pids killed.
@@ -138,10 +147,7 @@ export const KUBE_SCENARIOS = {
       const killed = killPodProcesses('rethinkdb-1', 'rethinkdb');
       if (killed.length === 0) throw new Error('no rethinkdb process of pod rethinkdb-1 found on this host');
       mark('SIGKILL');
-      await until('rethinkdb-1 restarted and Ready', async () => {
-        const now = await restartsOf(kubectl, 'rethinkdb-1');
-        return now && now.ready && now.count > before.count;
-      }, { timeoutMs: 300000 });
+      await untilRestarted(kubectl, 'rethinkdb-1', before);
       mark('rethinkdb-1 Ready');
       await sleep(20000);
     },
@@ -158,10 +164,7 @@ export const KUBE_SCENARIOS = {
       mark('memory hog sent');
       // About 150 bytes an element on the server: 40 million of them is well past 2Gi. The answer never comes.
       const hog = r.range(40000000).map((i) => [i, i, i]).coerceTo('array').count().run(conn, { arrayLimit: 100000000 }).catch((err) => err);
-      await until('rethinkdb-1 restarted and Ready', async () => {
-        const now = await restartsOf(kubectl, 'rethinkdb-1');
-        return now && now.ready && now.count > before.count;
-      }, { timeoutMs: 300000 });
+      await untilRestarted(kubectl, 'rethinkdb-1', before);
       mark('rethinkdb-1 Ready');
       await Promise.race([hog, sleep(1000)]);
       await conn.close({ noreplyWait: false }).catch(() => {});
@@ -210,7 +213,7 @@ export const KUBE_SCENARIOS = {
     name: 'proxy-delete', title: 'a proxy pod (a gate) deleted, on real kubelets', durationSeconds: 300, span: ['delete a proxy pod', 'proxies Ready'],
     gateOnly: true,
     async act({ kubectl, mark }) {
-      const [pod] = (await kubectl.nsJson('get', 'pods', '-l', 'app=rethinkdb-proxy')).items.filter(podReady);
+      const pod = await readyProxyPod(kubectl);
       mark('delete a proxy pod');
       await kubectl.ns('delete', 'pod', pod.metadata.name, '--wait=true');
       await kubectl.ns('rollout', 'status', 'deployment/rethinkdb-proxy', '--timeout=600s');
@@ -224,16 +227,13 @@ export const KUBE_SCENARIOS = {
     name: 'gate-crash', title: 'a proxy pod\'s query gate SIGKILLed, started again by its kubelet', durationSeconds: 300, span: ['SIGKILL the gate', 'the gate Ready'],
     gateOnly: true,
     async act({ kubectl, mark }) {
-      const [pod] = (await kubectl.nsJson('get', 'pods', '-l', 'app=rethinkdb-proxy')).items.filter(podReady);
+      const pod = await readyProxyPod(kubectl);
       const name = pod.metadata.name;
       const before = await restartsOf(kubectl, name);
       const killed = killPodProcesses(name, 'node', 'GATE_PORT=28017');
       if (killed.length !== 1) throw new Error(`expected the one gate process of ${name}, found ${killed.length}`);
       mark('SIGKILL the gate');
-      await until(`${name}'s gate restarted and Ready`, async () => {
-        const now = await restartsOf(kubectl, name);
-        return now && now.ready && now.count > before.count;
-      }, { timeoutMs: 300000 });
+      await untilRestarted(kubectl, name, before, `${name}'s gate restarted and Ready`);
       mark('the gate Ready');
       await sleep(15000);
     },

@@ -133,18 +133,22 @@ function createConnectionPool({
     await Promise.all(open.map((conn) => conn.close({ noreplyWait: false }).catch(() => {})));
   }
 
-  // Op i goes to entry i mod E, and to that entry's connections in turn.
-  function slotFor(i) {
-    const entryIndex = i % entries.length;
-    const connIndex = Math.floor(i / entries.length) % connectionsPerEntry;
-    return slots[entryIndex * connectionsPerEntry + connIndex];
-  }
-
   const reportBroken = (slot, conn, reason) => { if (conn.open === false) markBroken(slot, conn, reason); };
-  const reconnects = () => Object.fromEntries(entries.map((e) => [e.name,
-    slots.filter((s) => s.entry === e).reduce((n, s) => n + s.reconnects, 0)]));
-  return { open, close, slotFor, reportBroken, reconnects, anyConnection: () => slots.find((s) => s.conn)?.conn ?? null };
+  return {
+    open, close, slotFor: (i) => slotOf(slots, entries, connectionsPerEntry, i), reportBroken,
+    reconnects: () => reconnectsByEntry(slots, entries, (s) => s.reconnects), anyConnection: () => slots.find((s) => s.conn)?.conn ?? null,
+  };
 }
+
+// Op i goes to entry i mod E, and to that entry's connections in turn (both pools).
+function slotOf(slots, entries, connectionsPerEntry, i) {
+  const entryIndex = i % entries.length;
+  const connIndex = Math.floor(i / entries.length) % connectionsPerEntry;
+  return slots[entryIndex * connectionsPerEntry + connIndex];
+}
+
+const reconnectsByEntry = (slots, entries, count) => Object.fromEntries(entries.map((e) => [e.name,
+  slots.filter((s) => s.entry === e).reduce((n, s) => n + count(s), 0)]));
 
 function createResilientPool({ r, entries, connectionsPerEntry, connectTimeoutMs, timers, opTimeoutMs }) {
   const slots = entries.flatMap((entry) => Array.from({ length: connectionsPerEntry }, (_, index) => ({
@@ -166,12 +170,9 @@ function createResilientPool({ r, entries, connectionsPerEntry, connectTimeoutMs
       }
     },
     close: () => Promise.all(slots.map((slot) => slot.db.close())),
-    slotFor(i) {
-      const entryIndex = i % entries.length;
-      return slots[entryIndex * connectionsPerEntry + (Math.floor(i / entries.length) % connectionsPerEntry)];
-    },
+    slotFor: (i) => slotOf(slots, entries, connectionsPerEntry, i),
     reportBroken: () => {},
-    reconnects: () => Object.fromEntries(entries.map((e) => [e.name, slots.filter((s) => s.entry === e).reduce((n, s) => n + s.db.reconnects(), 0)])),
+    reconnects: () => reconnectsByEntry(slots, entries, (s) => s.db.reconnects()),
     // None to lend: reading the counters back and loading the documents open one of their own.
     anyConnection: () => null,
   };

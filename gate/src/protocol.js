@@ -265,7 +265,12 @@ export function parseQuery(body) {
 export const NOT_JSON = 'Client is buggy (failed to deserialize query).';
 export const TYPE_NOT_PLAIN = 'Client is buggy: rethinkdb-query-gate reads a query\'s type only as a plain integer from 1 to 5.';
 export function clientErrorFrame(raw, message) {
-  const body = Buffer.from(JSON.stringify({ t: RESPONSE.CLIENT_ERROR, r: [message], b: [] }));
+  return answerFrame(raw, { t: RESPONSE.CLIENT_ERROR, r: [message], b: [] });
+}
+
+// An answer the gate writes itself, for the query whose frame is `raw` (its token).
+function answerFrame(raw, answer) {
+  const body = Buffer.from(JSON.stringify(answer));
   const header = Buffer.alloc(12);
   raw.copy(header, 0, 0, 8);
   header.writeUInt32LE(body.length, 8);
@@ -277,11 +282,7 @@ export function clientErrorFrame(raw, message) {
 // gate) and sends it again, whatever the query: examples/clients/ match this message.
 export const GATE_STOPPING = 'Cannot run the query: the query gate is stopping and closes this connection; the query was not sent to RethinkDB. Reconnect and send it again.';
 export function opFailedFrame(raw, message) {
-  const body = Buffer.from(JSON.stringify({ t: RESPONSE.RUNTIME_ERROR, e: ERROR_TYPE.OP_FAILED, r: [message], b: [] }));
-  const header = Buffer.alloc(12);
-  raw.copy(header, 0, 0, 8);
-  header.writeUInt32LE(body.length, 8);
-  return Buffer.concat([header, body]);
+  return answerFrame(raw, { t: RESPONSE.RUNTIME_ERROR, e: ERROR_TYPE.OP_FAILED, r: [message], b: [] });
 }
 
 // The response type from the start of a response's JSON body, without parsing it (the server writes "t" first:
