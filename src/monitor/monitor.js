@@ -4,7 +4,7 @@
 // cooldown ends it; uniform overload scales the StatefulSet out by one. Polls never overlap, and a failed
 // poll is logged and counted while the loop goes on.
 
-import { decideMonitorStep, initialMonitorState } from '../policy/monitor.js';
+import { decideMonitorStep, initialMonitorState, scaleOutSettled } from '../policy/monitor.js';
 import { MONITOR, warningSourceOf } from '../policy/requesters.js';
 import { evaluateHotspots, utilizationSamples } from './hotspot.js';
 
@@ -111,11 +111,11 @@ export function createMonitor({ kube, events, marks, config, clock, logger, metr
     return events.scaleOutFromMonitor({ to: decision.to, reason: decision.reason });
   }
 
-  // A scale-out is in flight until the StatefulSet has its pods and no POSTSTART is still bringing one in.
+  // A scale-out is in flight until its pods are Ready and no POSTSTART is still bringing one in (scaleOutSettled).
   async function settleScaleOut() {
     if (!scale.inFlight) return;
-    const current = await kube.getStatefulSetScale();
-    if (current.currentReplicas >= scale.inFlight.to && !events.poststartRunning()) scale.inFlight = null;
+    const { readyReplicas } = await kube.getStatefulSetRollout();
+    if (scaleOutSettled({ to: scale.inFlight.to, readyReplicas, poststartRunning: events.poststartRunning() })) scale.inFlight = null;
   }
 
   // A replica that stops leading forgets its streaks: if it leads again, it starts from the marks on the pods, not
@@ -124,5 +124,15 @@ export function createMonitor({ kube, events, marks, config, clock, logger, metr
     state = initialMonitorState();
   }
 
-  return { pollOnce, reset, view: () => structuredClone(view) };
+  // The pods the last poll found busy (own load or their node's at or above MONITOR_HOT_UTILIZATION), while that poll
+  // is recent (three intervals): the prober waits longer before it suspects their servers (src/policy/suspicion.js).
+  function busyPods() {
+    if (view.lastPollAt === null || clock.now() - Date.parse(view.lastPollAt) > 3 * settings.pollIntervalMs) return [];
+    const busy = (u) => u !== null && u !== undefined && u >= settings.hotUtilization;
+    return view.pods.filter((p) => busy(p.own) || busy(p.interference)).map((p) => p.pod);
+  }
+
+  return {
+    pollOnce, reset, busyPods, view: () => structuredClone(view),
+  };
 }

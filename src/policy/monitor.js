@@ -87,6 +87,14 @@ function decideScaleOut({ uniformStreak, evaluation, consecutivePolls, now, enab
   return { type: 'scale-out', to: replicas + 1, reason: `${base}: scale the StatefulSet from ${replicas} to ${replicas + 1}` };
 }
 
+// Whether a scale-out to `to` pods is over: that many pods are Ready and no POSTSTART is still adding a server. Ready,
+// not created: the StatefulSet counts a new pod as soon as it exists, before its kubelet has run its postStart hook
+// (on real kubelets that left a scale-out in flight for no poll at all). A new pod's postStart calls POSTSTART before
+// it can be Ready, so Ready means the POSTSTART has begun, and once it has finished the new server holds its share.
+export function scaleOutSettled({ to, readyReplicas, poststartRunning }) {
+  return readyReplicas >= to && !poststartRunning;
+}
+
 export const initialMonitorState = () => ({ pods: {}, uniformStreak: 0 });
 
 export function pct(u) {

@@ -7,7 +7,7 @@ import {
   decideOperatorDrain, decidePoststart, decidePrestop, decideRelease, prestopActionSeconds, primariesOffAfter,
 } from '../../src/policy/lifecycle.js';
 import { decideAfterRefusedFinalize, decideMigrateReplicasOff, decideMigrationRetry } from '../../src/policy/migrations.js';
-import { decideMonitorStep, initialMonitorState } from '../../src/policy/monitor.js';
+import { decideMonitorStep, initialMonitorState, scaleOutSettled } from '../../src/policy/monitor.js';
 import {
   decidePerfWarning, decidePerfWarningEnd, decidePerfWarningEscalation,
 } from '../../src/policy/perf-warnings.js';
@@ -549,5 +549,15 @@ describe('monitor: utilization and hot-spots', () => {
     const second = decideMonitorStep(first.state, uniform, { ...o, scaleOut: { ...o.scaleOut, ...scale } });
     expect(second.decisions.map((d) => d.type)).toEqual([type]);
     if (type === 'scale-out') expect(second.decisions[0].to).toBe(5);
+  });
+
+  // Pods created are not pods serving: on real kubelets the StatefulSet counted the new pod before its postStart ran.
+  test.each([
+    [{ to: 4, readyReplicas: 3, poststartRunning: false }, false, 'the new pod is not Ready yet'],
+    [{ to: 4, readyReplicas: 4, poststartRunning: true }, false, 'its POSTSTART still adds the server'],
+    [{ to: 4, readyReplicas: 4, poststartRunning: false }, true, 'Ready and added'],
+    [{ to: 4, readyReplicas: 5, poststartRunning: false }, true, 'more Ready than asked (someone scaled further)'],
+  ])('a scale-out with %o is over: %s (%s)', (state, settled) => {
+    expect(scaleOutSettled(state)).toBe(settled);
   });
 });
