@@ -195,11 +195,14 @@ export function createPrimaryActions({
   // byLoad: level with the least busy shards (client traffic read once from rethinkdb.stats; if that read fails,
   // on counts alone). Levelling the manager starts itself (POSTSTART, a warning's end, the primaries a new or
   // replacement server gets after its replicas) goes by load; the operator's rebalance-primaries by counts.
+  // take 'busiest' (with byLoad): the busiest shards instead, for a server added to take load (planRebalancePrimaries).
   async function rebalancePrimaries({
-    reason, tableIds = null, prefer = [], byLoad = false,
+    reason, tableIds = null, prefer = [], byLoad = false, take = 'quietest',
   } = {}, ctx = {}) {
     const stats = byLoad ? await store.readTableServerStats().catch((err) => { log.warn({ err: err.message }, 'traffic not read; levelling by counts'); return null; }) : null;
-    const planFn = (c, draining) => planRebalancePrimaries(c, { draining, tableIds, prefer, loads: stats && shardLoads(c, stats) });
+    const planFn = (c, draining) => planRebalancePrimaries(c, {
+      draining, tableIds, prefer, loads: stats && shardLoads(c, stats), take,
+    });
     return runPrimaryPlan({
       action: 'rebalance-primaries', target: {}, planFn, reason, pod: ctx.pod ?? null,
     }, ctx);

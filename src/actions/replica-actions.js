@@ -97,16 +97,19 @@ export function createReplicaActions({
     const plan = timePlanning(() => planAddServer(cluster, s.id, { draining, tableIds, grow }));
     return startReplicaMoves({
       action: 'add-server', target: { server: s.name, tables: tables ?? null, grow }, intent: { type: 'add-server', serverId: s.id, tableIds, grow }, stateServer: s,
-      cluster, plan, reason, afterMoves: giveShareOfPrimaries(s, ctx),
+      cluster, plan, reason, afterMoves: giveShareOfPrimaries(s, ctx, { take: 'busiest' }),
     }, ctx);
   }
 
   // After a new or replacement server's replicas are in: the primaries it gets, by load, on the tables it was given.
-  // planned: a dry run's context ({ dryRun, snapshot }: the cluster as the moves will leave it); the real run's
-  // levelling reads the cluster then, and has its own deadline.
-  function giveShareOfPrimaries(s, { actor, marks: view }) {
+  // A replacement takes the quietest shards (a handover fails what reaches its shard meanwhile); a server added for
+  // capacity (add-server) the busiest, so that it takes load at once. planned: a dry run's context ({ dryRun,
+  // snapshot }: the cluster as the moves will leave it); the real run's levelling reads the cluster then, and has its
+  // own deadline.
+  function giveShareOfPrimaries(s, { actor, marks: view }, { take = 'quietest' } = {}) {
+    const reason = take === 'busiest' ? `give ${s.name} its share of primaries, the busiest it can take (it adds capacity)` : `give ${s.name} its share of primaries`;
     return (touched, planned = {}) => rebalancePrimaries(
-      { tableIds: touched, reason: `give ${s.name} its share of primaries`, byLoad: true },
+      { tableIds: touched, reason, byLoad: true, take },
       { actor, pod: podNameOf(s), marks: view, ...planned },
     );
   }

@@ -128,18 +128,26 @@ export function orderBusiestFirst(plan, loads) {
 // return), because a handover fails the operations that reach the shard meanwhile: moving an idle shard's primary
 // costs clients nothing. Without traffic every move is as cheap, and `prefer` restores the old placement.
 // A shard missing from `loads` (its primary's stats not read) counts as the busiest: it is moved last.
+// take 'busiest' turns the choice round, for a server that was added to take load (add-server, the monitor's
+// scale-out): of the primaries it may take, the busiest, so that it serves reads at once instead of idle shards; the
+// handover of a busy shard is the price (the query gates send its refused queries again).
 // Of the plan by traffic and the plan by counts, the one with fewer handovers is kept, and on a tie the one that
-// moves less traffic (greedy quiet moves can need an extra handover: then the count plan is the cheaper).
-export function planRebalancePrimaries(cluster, { draining = [], tableIds = null, prefer = [], loads = null } = {}) {
+// moves less traffic (greedy quiet moves can need an extra handover: then the count plan is the cheaper), or with
+// take 'busiest' more.
+export function planRebalancePrimaries(cluster, {
+  draining = [], tableIds = null, prefer = [], loads = null, take = 'quietest',
+} = {}) {
   const byCounts = levelPrimaries(cluster, { draining, tableIds, prefer, byTraffic: null });
   if (!loads || ![...loads.values()].some((v) => v > 0)) return byCounts;
-  const byTraffic = levelPrimaries(cluster, { draining, tableIds, prefer, byTraffic: loads });
+  const busiest = take === 'busiest';
+  const byTraffic = levelPrimaries(cluster, { draining, tableIds, prefer, byTraffic: loads, busiest });
   const cost = (plan) => {
     const moves = plan.changes.flatMap((c) => c.moves.map((m) => loadOf(loads, c.tableId, m.shard)));
     return { handovers: moves.length, traffic: moves.reduce((a, b) => a + b, 0) };
   };
   const [t, c] = [cost(byTraffic), cost(byCounts)];
-  return t.handovers < c.handovers || (t.handovers === c.handovers && t.traffic <= c.traffic) ? byTraffic : byCounts;
+  const trafficWins = busiest ? t.traffic >= c.traffic : t.traffic <= c.traffic;
+  return t.handovers < c.handovers || (t.handovers === c.handovers && trafficWins) ? byTraffic : byCounts;
 }
 
 const loadOf = (loads, tableId, shard) => {
@@ -147,7 +155,9 @@ const loadOf = (loads, tableId, shard) => {
   return Number.isFinite(v) ? v : Infinity;
 };
 
-function levelPrimaries(cluster, { draining, tableIds, prefer, byTraffic }) {
+function levelPrimaries(cluster, {
+  draining, tableIds, prefer, byTraffic, busiest = false,
+}) {
   const view = createView(cluster, { draining });
   const tables = tableIds ? cluster.tables.filter((t) => tableIds.includes(t.id)) : cluster.tables;
   const counts = countPrimaries(tables);
@@ -199,7 +209,7 @@ function levelPrimaries(cluster, { draining, tableIds, prefer, byTraffic }) {
   // Then, move one primary at a time from the most to a less loaded server while that narrows the gap by 2+.
   const homeOf = preferredHomes(prefer);
   for (;;) {
-    const move = byTraffic ? findQuietestLevellingMove(view, byServer, counts, eligibleFor, compareNames, byTraffic, homeOf)
+    const move = byTraffic ? findTrafficLevellingMove(view, byServer, counts, eligibleFor, compareNames, byTraffic, homeOf, busiest)
       : findLevellingMove(view, byServer, counts, eligibleFor, compareNames, homeOf);
     if (!move) break;
     assign(move.ref, move.to);
@@ -256,13 +266,14 @@ function findLevellingMove(view, byServer, counts, eligibleFor, compareNames, ho
 
 // With shard loads: as by counts, a move takes a primary off the most loaded servers (the next ones down only where
 // none of theirs can move), so it mostly takes as many moves (planRebalancePrimaries keeps the count plan where it
-// does not); but of all the primaries on the servers with that count, it moves the quietest. Ties go to a
-// preferred return, then to the least loaded destination.
-function findQuietestLevellingMove(view, byServer, counts, eligibleFor, compareNames, loads, homeOf) {
+// does not); but of all the primaries on the servers with that count, it moves the quietest (busiest: the busiest).
+// Ties go to a preferred return, then to the least loaded destination.
+function findTrafficLevellingMove(view, byServer, counts, eligibleFor, compareNames, loads, homeOf, busiest) {
   const trafficOf = (ref) => loadOf(loads, ref.table.id, ref.shard.index);
   const count = (id) => counts.get(id) ?? 0;
   const fewest = fewestOnRecipients(view, counts);
-  const better = (a, b) => compareTraffic(trafficOf(a.ref), trafficOf(b.ref)) || a.back - b.back || count(a.to) - count(b.to)
+  const byTraffic = (a, b) => (busiest ? compareTraffic(trafficOf(b.ref), trafficOf(a.ref)) : compareTraffic(trafficOf(a.ref), trafficOf(b.ref)));
+  const better = (a, b) => byTraffic(a, b) || a.back - b.back || count(a.to) - count(b.to)
     || compareNames(a.from, b.from);
   const levels = [...new Set([...byServer.keys()].map(count))].filter((c) => c - fewest >= 2).sort((a, b) => b - a);
   for (const level of levels) {

@@ -71,13 +71,16 @@ describe('primary planner invariants', () => {
     }), RUNS);
   });
 
-  // Each handover costs clients: choosing quiet shards must not take more of them than levelling by counts.
-  test('when rebalancing with shard loads, then it makes no more moves than by counts', () => {
+  // Each handover costs clients: choosing quiet shards (or, for a server added for capacity, busy ones) must not take
+  // more of them than levelling by counts, and must end as level, every change safe.
+  test.each(['quietest', 'busiest'])('when rebalancing with shard loads (take %s), then it makes no more moves than by counts and ends as level', (take) => {
     fc.assert(fc.property(clusterArbitrary, fc.array(fc.nat({ max: 1000 }), { minLength: 64, maxLength: 64 }), (cluster, values) => {
       const loads = new Map(cluster.tables.flatMap((t, ti) => t.shards.map((sh) => [`${t.id}:${sh.index}`, values[(ti * 8 + sh.index) % 64]])));
       const moves = (plan) => plan.changes.flatMap((c) => c.moves).length;
-      expect(moves(planRebalancePrimaries(cluster, { draining: cluster.draining, loads })))
-        .toBeLessThanOrEqual(moves(planRebalancePrimaries(cluster, { draining: cluster.draining })));
+      const plan = planRebalancePrimaries(cluster, { draining: cluster.draining, loads, take });
+      expect(moves(plan)).toBeLessThanOrEqual(moves(planRebalancePrimaries(cluster, { draining: cluster.draining })));
+      expect(planRebalancePrimaries(applyChanges(cluster, plan.changes), { draining: cluster.draining }).changes).toEqual([]);
+      expect(everyChangeIsSafe(cluster, plan, cluster.draining)).toBe(true);
     }), RUNS);
   });
 

@@ -181,6 +181,31 @@ describe('planRebalancePrimaries', () => {
     expect(Math.max(...counts.values()) - Math.min(...counts.values())).toBeLessThanOrEqual(1);
   });
 
+  // A server added for capacity (add-server, the monitor's scale-out) takes load: of the primaries it may take, the
+  // busiest. Seen on real kubelets: taking the quietest gave a new server an idle table's primary and none of the load.
+  test('when a server is added for capacity (take busiest), then levelling moves the busiest shards, as many as by counts', () => {
+    const { drained, byCount, r1 } = drainedRethinkdb1();
+    const loads = loadsOf(drained, 1);
+    const movable = [...loads.keys()].filter((k) => {
+      const [tableId, shard] = [k.slice(0, k.lastIndexOf(':')), Number(k.slice(k.lastIndexOf(':') + 1))];
+      const sh = drained.tables.find((t) => t.id === tableId).shards[shard];
+      return sh.primary !== r1 && sh.replicas.includes(r1);
+    });
+    // The busy shard: one the count plan does not pick first.
+    const firstByCount = byCount.changes.flatMap((c) => c.moves.map((m) => `${c.tableId}:${m.shard}`));
+    const busy = movable.find((k) => !firstByCount.includes(k));
+    loads.set(busy, 500);
+    const quiet = planRebalancePrimaries(drained, { loads });
+    const busiest = planRebalancePrimaries(drained, { loads, take: 'busiest' });
+    const moved = (plan) => plan.changes.flatMap((c) => c.moves.map((m) => `${c.tableId}:${m.shard}`));
+    expect(moved(quiet)).not.toContain(busy);
+    expect(moved(busiest)).toContain(busy);
+    expect(moved(busiest)).toHaveLength(moved(byCount).length);
+    expect(named(drained, busiest).every((m) => m.endsWith('-> rethinkdb_1'))).toBe(true);
+    // Without traffic known, both are the plan by counts.
+    expect(planRebalancePrimaries(drained, { loads: loadsOf(drained, 0), take: 'busiest' })).toEqual(byCount);
+  });
+
   test('when the shard loads show no traffic, then levelling gives the preferred shards back, as without loads', () => {
     const { drained, drain, r1 } = drainedRethinkdb1();
     const prefer = drain.changes.flatMap((c) => c.moves.map((m) => ({ tableId: c.tableId, shard: m.shard, serverId: r1 })));
