@@ -45,7 +45,7 @@ export function planMigrateReplicasOff(cluster, serverId, { draining = [] } = {}
       const staged = shard.nonvoting.find((id) => id !== serverId && hosts.includes(id));
       const to = staged ?? pickLeastLoaded(view, hosts.filter((id) => !shard.replicas.includes(id)), counts);
       if (to === null) {
-        skipped.push({ tableId: table.id, shard: shard.index, reason: 'no connected, non-draining server without a replica of this shard' });
+        skipped.push({ tableId: table.id, shard: shard.index, reason: 'no connected server without a replica of this shard that the manager does not keep off (a server draining or under a performance warning is kept off)' });
         continue;
       }
       counts.set(to, (counts.get(to) ?? 0) + 1);

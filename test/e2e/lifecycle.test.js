@@ -330,6 +330,21 @@ describe('the monitor', () => {
     expect(view.pods.map((p) => p.pod)).toEqual(['rethinkdb-0', 'rethinkdb-1', 'rethinkdb-2', 'rethinkdb-3']);
   });
 
+  // What the prober reads (src/policy/suspicion.js: a busy server is suspected later): the pods the last poll found at
+  // or above MONITOR_HOT_UTILIZATION on either signal, while that poll is at most three intervals old.
+  test('when a poll finds pods busy, then busyPods names them until the poll is three intervals old', async () => {
+    const h = createSandboxHarness({ env: { MONITOR_SCALE_OUT: 'false' } });
+    expect(h.monitor.busyPods()).toEqual([]);
+    h.kube.setPodCpu('rethinkdb-2', 0.95);
+    h.kube.setInterference('node-1', 1.8);
+    await h.monitor.pollOnce();
+    expect(h.monitor.busyPods().sort()).toEqual(['rethinkdb-1', 'rethinkdb-2']);
+    h.clock.advance(3 * 15000);
+    expect(h.monitor.busyPods().sort()).toEqual(['rethinkdb-1', 'rethinkdb-2']);
+    h.clock.advance(1);
+    expect(h.monitor.busyPods()).toEqual([]);
+  });
+
   test('when a hot-spot the monitor raised is still hot PERFWARNING_LONG_SECONDS later, then it is escalated once: the replicas migrate off, and the end of the warning moves a share of them back', async () => {
     const h = createSandboxHarness({ env: { PERFWARNING_LONG_SECONDS: '60', MONITOR_SCALE_OUT: 'false' } });
     // A noisy neighbour on rethinkdb-1's node (the interference signal).
@@ -538,7 +553,7 @@ describe('state that survives the manager', () => {
     // migration reports it rather than weakening the shard. Every other replica has left rethinkdb_1.
     expect(await replicasOf(second, 'rethinkdb_1')).toEqual([0]);
     const resumedOp = second.operations.get(reconciled.resumed[0].operation);
-    expect(resumedOp.report.skipped).toEqual([expect.objectContaining({ shard: 0, reason: expect.stringMatching(/no connected, non-draining server/) })]);
+    expect(resumedOp.report.skipped).toEqual([expect.objectContaining({ shard: 0, reason: expect.stringMatching(/no connected server without a replica of this shard that the manager does not keep off/) })]);
     expect((await second.marks.perfWarnings())[0]).toMatchObject({ pod: 'rethinkdb-1', long: true, durationSeconds: 3600 });
     expect((await second.marks.list())[0]).toMatchObject({ serverName: 'rethinkdb_3' });
     const primaries = await primaryMap(second.store);
