@@ -46,6 +46,7 @@ const KEYS = [
   { env: 'FAILOVER_CHECK_MS', field: 'failover.checkMs', parse: integer(200, 600000), default: 2000 },
   { env: 'SUSPICION_PROBE_INTERVAL_MS', field: 'suspicion.probeIntervalMs', parse: offOrInteger(20, 60000), default: 50 },
   { env: 'SUSPICION_AFTER_MS', field: 'suspicion.afterMs', parse: integer(50, 60000), default: 150 },
+  { env: 'SUSPICION_BUSY_AFTER_MS', field: 'suspicion.busyAfterMs', parse: integer(50, 60000), default: 1000 },
   { env: 'SUSPICION_HOLD_TTL_MS', field: 'suspicion.holdTtlMs', parse: integer(100, 60000), default: 4000 },
   { env: 'LOSS_RESTORE_AFTER_SECONDS', field: 'lossRestore.afterSeconds', parse: offOrInteger(5, 604800), default: 1800 },
   { env: 'PRESTOP_HEARTBEAT_TIMEOUT_SECONDS', field: 'prestop.heartbeatTimeoutSeconds', parse: offOrInteger(2, 3600), default: 2 },

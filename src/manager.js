@@ -113,6 +113,7 @@ export function createManager({
   const failover = createFailoverEvents({ store, marks, executor, config, clock, logger });
   const prober = probeTargets && config.suspicion.probeIntervalMs > 0 ? createProber({
     ...probeTargets, clock, logger, timers, intervalMs: config.suspicion.probeIntervalMs, suspectAfterMs: config.suspicion.afterMs,
+    busyPods: () => monitor.busyPods(), busyAfterMs: config.suspicion.busyAfterMs,
     onChange: () => queue.add(SUSPICION_KEY),
   }) : null;
   const lossRestore = createLossRestoreEvents({ store, marks, executor, config, clock, logger, metrics });

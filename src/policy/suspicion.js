@@ -16,12 +16,16 @@
 // - their direct probe has waited that long, unless most of the other servers still reach them (then it is the
 //   manager that does not: RethinkDB will not fail over, and holding their writes would only delay them).
 // A via that is itself directly silent is not counted: its own probes wait, which says nothing of the server.
-export function silentServers(probes, now, { suspectAfterMs }) {
-  const waited = (since) => since !== null && since !== undefined && now - since >= suspectAfterMs;
-  const directly = new Set(probes.filter((p) => waited(p.waitingSince)).map((p) => p.serverId));
+// busy (serverIds) and busyAfterMs: a server the monitor last found at its CPU limit (or on a saturated node) is
+// silent only after busyAfterMs. The kernel throttles a container at its CPU limit for the rest of each period (CFS),
+// so a busy server answers late, not never: on real kubelets servers held at 200m of CPU went 150-375 ms without
+// answering, again and again, and each time their tables' writes were held for nothing.
+export function silentServers(probes, now, { suspectAfterMs, busyAfterMs = suspectAfterMs, busy = new Set() }) {
+  const waited = (serverId, since) => since !== null && since !== undefined && now - since >= (busy.has(serverId) ? busyAfterMs : suspectAfterMs);
+  const directly = new Set(probes.filter((p) => waited(p.serverId, p.waitingSince)).map((p) => p.serverId));
   const most = (list, test) => list.length > 0 && list.filter(test).length * 2 > list.length;
-  const gone = (v) => v.unreachable || waited(v.waitingSince);
   return probes.filter((p) => {
+    const gone = (v) => v.unreachable || waited(p.serverId, v.waitingSince);
     const vias = (p.vias ?? []).filter((v) => !directly.has(v.viaId));
     if (most(vias, gone)) return true;
     return directly.has(p.serverId) && !most(vias, (v) => v.reachable && !gone(v));

@@ -10,8 +10,9 @@
 // knows it as fast) is not silence: only waiting is. A read through another server that comes back without the row
 // means that server does not reach it: it counts as the read waiting would. After each round the silent servers (src/policy/suspicion.js,
 // silentServers) are compared with the last round's, and onChange() is called when they differ. listServers():
-// [{ serverId, name, addresses }] (the connection manager's, from the last server_status read); connect(address) -> a
-// driver connection; probe(conn) and probeVia(conn, serverId) -> promises.
+// [{ serverId, name, hostname, addresses }] (the connection manager's, from the last server_status read); connect(address) -> a
+// driver connection; probe(conn) and probeVia(conn, serverId) -> promises. busyPods() -> the pods the monitor last
+// found busy (their servers are silent only after busyAfterMs: silentServers), matched to servers by hostname.
 
 import { silentServers } from '../policy/suspicion.js';
 
@@ -21,7 +22,7 @@ export const VIAS = 3;
 
 export function createProber({
   connect, probe, probeVia = null, listServers, clock, logger, intervalMs, suspectAfterMs, onChange = () => {},
-  timers = { setInterval, clearInterval },
+  busyPods = () => [], busyAfterMs = suspectAfterMs, timers = { setInterval, clearInterval },
 }) {
   const log = logger.child({ module: 'prober' });
   // serverId -> { serverId, name, conn, waitingSince, busy, next (address index), lastError, vias: Map viaId -> { waitingSince, busy } }
@@ -132,10 +133,14 @@ export function createProber({
         viaId, waitingSince: v.waitingSince, unreachable: v.unreachable, reachable: v.reachable,
       })),
     }));
-    const now = silentServers(probes, clock.now(), { suspectAfterMs });
+    const pods = new Set(busyPods());
+    const busy = new Set(listed.filter((s) => pods.has(s.hostname)).map((s) => s.serverId));
+    const now = silentServers(probes, clock.now(), { suspectAfterMs, busyAfterMs, busy });
     if (now.join() !== suspects.join()) {
       const named = (list) => list.map((id) => names.get(id) ?? id);
-      log.warn({ silent: named(now), before: named(suspects), suspectAfterMs }, 'servers silent to the manager\'s probes changed');
+      log.warn({
+        silent: named(now), before: named(suspects), suspectAfterMs, busy: named([...busy]), busyAfterMs,
+      }, 'servers silent to the manager\'s probes changed');
       suspects = now;
       onChange(now);
     }

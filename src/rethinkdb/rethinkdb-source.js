@@ -226,7 +226,7 @@ export function createConnectionManager({
       const canonical = (s.network.canonical_addresses ?? []).map((a) => a.host).filter(Boolean);
       const routable = canonical.filter((host) => !isLoopback(host));
       const hosts = [...new Set([s.network.hostname, ...(routable.length > 0 ? routable : canonical)].filter(Boolean))];
-      learned.set(s.id, { name: s.name, addresses: hosts.map((host) => ({ host, port })) });
+      learned.set(s.id, { name: s.name, hostname: s.network.hostname ?? null, addresses: hosts.map((host) => ({ host, port })) });
     }
   }
 
@@ -268,7 +268,9 @@ export function createConnectionManager({
     },
     learn,
     // The servers server_status listed at the last read, with their driver addresses: [{ serverId, name, addresses }].
-    servers: () => [...learned.entries()].map(([serverId, s]) => ({ serverId, name: s.name, addresses: s.addresses })),
+    servers: () => [...learned.entries()].map(([serverId, s]) => ({
+      serverId, name: s.name, hostname: s.hostname, addresses: s.addresses,
+    })),
     steerAwayFrom,
     status: () => ({
       connected: conn !== null, attempts, via: via ? { host: via.host, port: via.port, server: via.name } : null,

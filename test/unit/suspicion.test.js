@@ -27,6 +27,23 @@ describe('the policy (pure)', () => {
     expect(silentServers(probes, 2001, { suspectAfterMs: 600 })).toEqual(['b', 'c']);
   });
 
+  // A server at its CPU limit is throttled for the rest of each period and answers late, not never (real kubelets:
+  // 150-375 ms at 200m of CPU): the monitor's busy servers wait busyAfterMs, directly and through other servers.
+  test.each([
+    ['not busy, direct probe 300 ms', false, 300, null, true],
+    ['busy, direct probe 300 ms', true, 300, null, false],
+    ['busy, direct probe 1000 ms', true, 1000, null, true],
+    ['busy, most probes through others 300 ms', true, null, 300, false],
+    ['busy, most probes through others 1000 ms', true, null, 1000, true],
+    ['not busy, most probes through others 300 ms', false, null, 300, true],
+  ])('when a server is %s, then it is silent: %s', (_, isBusy, direct, through, expected) => {
+    const now = 10000;
+    const via = (waited) => ({ viaId: `v${Math.random()}`, waitingSince: waited === null ? null : now - waited, unreachable: false, reachable: waited === null });
+    const probes = [{ serverId: 'b', waitingSince: direct === null ? null : now - direct, vias: through === null ? [] : [via(through), via(through), via(null)] }];
+    const busy = new Set(isBusy ? ['b'] : []);
+    expect(silentServers(probes, now, { suspectAfterMs: 150, busyAfterMs: 1000, busy })).toEqual(expected ? ['b'] : []);
+  });
+
   test('when a majority of a server\'s probes through other servers have waited or found it unreachable, then it is silent though its direct probe answers (a partition); one of three is not', () => {
     const via = (waitingSince, unreachable = false) => ({ viaId: `v${waitingSince}${unreachable}`, waitingSince, unreachable, reachable: false });
     const probes = [
@@ -150,6 +167,31 @@ describe('the prober (fake connections)', () => {
     expect(targets.calls.filter((c) => c === 'probe b').length).toBe(bProbes);
     await stop();
     expect(changes).toEqual([['b'], []]);
+  });
+
+  test('when the monitor finds b\'s pod busy, then b silent for suspectAfterMs is not suspected until busyAfterMs (matched by hostname)', async () => {
+    const clock = createVirtualClock();
+    const behaviour = { a: 'answers', b: 'silent', c: 'answers' };
+    const targets = fakeTargets(behaviour);
+    const listServers = () => targets.listServers().map((s) => ({ ...s, hostname: `pod-${s.name}` }));
+    let busyPods = ['pod-b'];
+    const prober = createProber({
+      ...targets, listServers, clock, logger: silent, intervalMs: 100, suspectAfterMs: 300, busyAfterMs: 1000, busyPods: () => busyPods, timers: { setInterval: () => null, clearInterval: () => {} },
+    });
+    for (let i = 0; i < 6; i += 1) { prober.round(); await flush(); clock.advance(100); }
+    prober.round();
+    expect(prober.suspects()).toEqual([]);
+    // No longer busy (or the monitor's poll grew old): the ordinary threshold, which b passed long ago.
+    busyPods = [];
+    prober.round();
+    expect(prober.suspects()).toEqual(['b']);
+    busyPods = ['pod-b'];
+    prober.round();
+    expect(prober.suspects()).toEqual([]);
+    await flush();
+    clock.advance(400);
+    prober.round();
+    expect(prober.suspects()).toEqual(['b']);
   });
 
   test('when a probed server\'s connection breaks (the driver emits error: EPIPE), then nothing is thrown and the next round connects again', async () => {
