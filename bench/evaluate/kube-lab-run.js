@@ -14,6 +14,9 @@ import {
   stopClientPod, until,
 } from '../../lab/kube/kube-lab.js';
 import { failuresPerPod, watchRollout } from '../../lab/kube/rollout-watch.js';
+import {
+  SCALE_OUT_TABLE, SQUEEZED_CPU, managerApi, monitorDecisions, scaleIn, squeezeCpu, unsqueezeCpu,
+} from '../../lab/kube/scale-out.js';
 
 const sleep = (ms) => new Promise((resolve) => { setTimeout(resolve, ms); });
 const run = promisify(execFile);
@@ -62,6 +65,9 @@ async function rethinkdb1Back(kubectl, mark, before) {
   }, { timeoutMs: 300000 });
   mark('rethinkdb-1 Ready');
 }
+
+// How long the scale-out scenario holds the servers squeezed.
+const SCALE_OUT_HOLD_SECONDS = 240;
 
 // What Kubernetes does in each scenario, between the client's steady start and its steady end. A scenario that
 // takes a node away (avoidsNodeOf) keeps the client pod off that pod's node, so that the client measures it.
@@ -238,6 +244,61 @@ export const KUBE_SCENARIOS = {
       await sleep(15000);
     },
   },
+  // Issue 45 part 3 (seed 003): every RethinkDB server held to SQUEEZED_CPU under the load, so that all three are
+  // over the monitor's 80 % (lab/kube/scale-out.js says why the lab squeezes). With the manager, the monitor scales the
+  // StatefulSet out by one and the new pod's POSTSTART gives its server replicas and a primary (add-server); the pod is
+  // squeezed too as soon as it exists, four servers alike. Without it, the three stay overloaded. The squeeze lasts
+  // SCALE_OUT_HOLD_SECONDS either way; the run's window compares its last minute with the steady start. The table has
+  // four shards (SCALE_OUT_TABLE). After the run, the lab is scaled back in and given its CPU back.
+  'scale-out': {
+    name: 'scale-out', title: 'every RethinkDB server held to 200m of CPU under load: the monitor scales the StatefulSet out by one', durationSeconds: 600,
+    span: ['servers squeezed', 'rethinkdb_3 serving'],
+    table: SCALE_OUT_TABLE,
+    window: { from: 'servers squeezed', to: 'squeeze ends', graceS: SCALE_OUT_HOLD_SECONDS - 60 },
+    phases: [
+      { name: 'three servers overloaded', from: 'servers squeezed', to: 'scale-out decided' },
+      { name: 'four servers', from: 'rethinkdb_3 serving', to: 'squeeze ends' },
+    ],
+    async act({ kubectl, mark, password }) {
+      const api = managerApi(kubectl);
+      const since = new Date().toISOString();
+      await squeezeCpu(kubectl, ['rethinkdb-0', 'rethinkdb-1', 'rethinkdb-2']);
+      mark('servers squeezed');
+      const conn = await connectReadyPod(kubectl, password);
+      const { db, table } = SCALE_OUT_TABLE;
+      const seen = { decided: false, squeezed: false, serving: false };
+      try {
+        const endAt = Date.now() + SCALE_OUT_HOLD_SECONDS * 1000;
+        while (Date.now() < endAt) {
+          if (!seen.decided) {
+            const [decision] = await monitorDecisions(api, 'scale-out', since).catch(() => []);
+            if (decision) { seen.decided = true; mark('scale-out decided', Date.parse(decision.time)); }
+          }
+          if (!seen.squeezed && (await kubectl.nsJson('get', 'pod', 'rethinkdb-3').catch(() => null))?.status?.containerStatuses) {
+            seen.squeezed = await squeezeCpu(kubectl, ['rethinkdb-3']).then(() => true, () => false);
+            if (seen.squeezed) mark('rethinkdb-3 squeezed');
+          }
+          // Serving: the new server is a primary of the table, and every replica of it is ready.
+          if (seen.decided && !seen.serving) {
+            const config = await r.db(db).table(table).config().run(conn);
+            if (config.shards.some((sh) => sh.primary_replica === 'rethinkdb_3')) {
+              const status = await r.db(db).table(table).status().run(conn);
+              if (status.status.all_replicas_ready) { seen.serving = true; mark('rethinkdb_3 serving'); }
+            }
+          }
+          await sleep(500);
+        }
+        mark('squeeze ends');
+      } finally {
+        await conn.close().catch(() => {});
+      }
+    },
+    // After the client is gone: three servers again (rethinkdb_3's replicas given away first), each with its CPU back.
+    async cleanup({ kubectl, log }) {
+      await unsqueezeCpu(kubectl);
+      await scaleIn(kubectl, { to: 3, log });
+    },
+  },
   'rolling-restart': {
     name: 'rolling-restart', title: 'kubectl rollout restart statefulset/rethinkdb, on real kubelets', durationSeconds: 600, span: ['rollout restart', 'rollout done'],
     async act({ kubectl, mark }) {
@@ -315,23 +376,24 @@ async function setManagerReplicas(kubectl, replicas) {
   else await until('no manager pod', async () => (await kubectl.nsJson('get', 'pods', '-l', 'app=rethinkdb-manager')).items.length === 0, { timeoutMs: 300000 });
 }
 
-// The usertable: 3 shards x 3 replicas (one server per node), all replicas ready, primaries levelled.
-async function prepareTable(kubectl, password) {
+// The scenario's table (ycsb.usertable, 3 shards, unless it names another): 3 replicas (one server per node), all
+// replicas ready, primaries levelled.
+async function prepareTable(kubectl, password, { db = 'ycsb', table = 'usertable', shards: shardCount = 3 } = {}) {
   const conn = await connectPod(kubectl, 'rethinkdb-0', password);
   try {
-    if (!(await r.dbList().run(conn)).includes('ycsb')) await r.dbCreate('ycsb').run(conn);
-    if (!(await r.db('ycsb').tableList().run(conn)).includes('usertable')) {
-      await r.db('ycsb').tableCreate('usertable', { shards: 3, replicas: 3 }).run(conn);
+    if (!(await r.dbList().run(conn)).includes(db)) await r.dbCreate(db).run(conn);
+    if (!(await r.db(db).tableList().run(conn)).includes(table)) {
+      await r.db(db).tableCreate(table, { shards: shardCount, replicas: 3 }).run(conn);
     }
-    await r.db('ycsb').table('usertable').wait({ waitFor: 'all_replicas_ready', timeout: 120 }).run(conn);
-    await r.db('ycsb').table('usertable').rebalance().run(conn).catch(() => {});
-    await r.db('ycsb').table('usertable').wait({ waitFor: 'all_replicas_ready', timeout: 120 }).run(conn);
-    // The same layout for every run, as the process lab pins it: shard i's primary on rethinkdb_i, so that the
+    await r.db(db).table(table).wait({ waitFor: 'all_replicas_ready', timeout: 120 }).run(conn);
+    await r.db(db).table(table).rebalance().run(conn).catch(() => {});
+    await r.db(db).table(table).wait({ waitFor: 'all_replicas_ready', timeout: 120 }).run(conn);
+    // The same layout for every run, as the process lab pins it: shard i's primary on rethinkdb_(i mod 3), so that the
     // server a scenario stops always holds one (earlier runs and the manager's hand-backs move them).
-    const config = await r.db('ycsb').table('usertable').config().run(conn);
-    const shards = config.shards.map((shard, i) => ({ ...shard, primary_replica: `rethinkdb_${i}` }));
-    const changed = await r.db('ycsb').table('usertable').config().update({ shards }).run(conn);
-    await r.db('ycsb').table('usertable').wait({ waitFor: 'all_replicas_ready', timeout: 120 }).run(conn);
+    const config = await r.db(db).table(table).config().run(conn);
+    const shards = config.shards.map((shard, i) => ({ ...shard, primary_replica: `rethinkdb_${i % 3}` }));
+    const changed = await r.db(db).table(table).config().update({ shards }).run(conn);
+    await r.db(db).table(table).wait({ waitFor: 'all_replicas_ready', timeout: 120 }).run(conn);
     // A handover the pinning started must be over before the load starts (its failures would count against the run).
     if (changed.replaced > 0) await sleep(10000);
   } finally { await conn.close(); }
@@ -355,7 +417,8 @@ export async function runOnKubeLab(scenario, arm, {
   }
   await setReadinessGate(kubectl, withManager, log);
   if (!withManager) await setManagerReplicas(kubectl, 0);
-  await prepareTable(kubectl, password);
+  const tableOf = scenario.table ?? { db: 'ycsb', table: 'usertable', shards: 3 };
+  await prepareTable(kubectl, password, tableOf);
   const proxies = (await kubectl.nsJson('get', 'pods', '-l', 'app=rethinkdb-proxy')).items.filter(podReady);
   const hosts = withGate ? null : proxies.map((p) => `${p.status.podIP}:28015`);
   const name = `eval-${scenario.name}-${arm.replaceAll('+', '-')}`;
@@ -364,10 +427,11 @@ export async function runOnKubeLab(scenario, arm, {
   const onTheNode = avoidNode ? (await kubectl.json('get', 'pods', '-A', '--field-selector', `spec.nodeName=${avoidNode}`)).items.map((p) => p.metadata.name) : null;
   log({ hosts: hosts ?? 'rethinkdb-client:28015', avoidNode, onTheNode }, 'starting the client pod');
   await startClientPod(kubectl, name, {
-    db: 'ycsb', table: 'usertable', rate, keys: keyCount, hosts, records: true, avoidNode, client,
+    db: tableOf.db, table: tableOf.table, rate, keys: keyCount, hosts, records: true, avoidNode, client,
   });
   const wallEvents = [];
-  const mark = (label) => { wallEvents.push({ label, wall: Date.now() }); log({}, label); };
+  // An event now, or at a wall time read elsewhere (the manager's time of a decision).
+  const mark = (label, wall = Date.now()) => { wallEvents.push({ label, wall }); log({}, label); };
   let rows;
   let start;
   let summary;
@@ -379,7 +443,7 @@ export async function runOnKubeLab(scenario, arm, {
     await until('the client is loaded and running', async () => (await clientLines(kubectl, name)).some((l) => l.started), { timeoutMs: 300000 });
     await sleep(10000);
     const watch = watchRollout({
-      r, db: 'ycsb', table: 'usertable', connect: () => connectReadyPod(kubectl, password),
+      r, db: tableOf.db, table: tableOf.table, connect: () => connectReadyPod(kubectl, password),
       listPods: async () => (await kubectl.nsJson('get', 'pods', '-l', 'app=rethinkdb')).items,
     });
     try {
@@ -396,6 +460,8 @@ export async function runOnKubeLab(scenario, arm, {
   } finally {
     // A failed run leaves no client behind; lab.sh up also puts the manager back to 2 replicas.
     await kubectl.ns('delete', 'pod', name, '--wait=false').catch(() => {});
+    // What the scenario changed goes back for the next run (the scale-out's fourth server, its squeeze).
+    if (scenario.cleanup) await scenario.cleanup({ kubectl, log });
   }
   const records = rows.map(([startMs, endMs, ok, kind, errorKind], i) => ({
     i, startMs, issuedMs: startMs, endMs, ok: ok === 1, kind, errorKind, entry: 'client',
@@ -426,7 +492,7 @@ export async function runOnKubeLab(scenario, arm, {
     notes: {
       lab: 'kube', t0Wall: new Date(start.t0Wall).toISOString(), entries: hosts ?? ['rethinkdb-client:28015'], client, loadRetries, rollout, ...(onTheNode ? { node: avoidNode, podsOnTheNode: onTheNode } : {}),
     },
-    phases: [], window: null, counters: summary?.counters ?? null,
+    phases: scenario.phases ?? [], window: scenario.window ?? null, counters: summary?.counters ?? null,
   };
 }
 

@@ -17,6 +17,9 @@ import {
   r, startClientPod, stopClientPod, until,
 } from '../../lab/kube/kube-lab.js';
 import { watchRollout } from '../../lab/kube/rollout-watch.js';
+import {
+  managerApi, monitorDecisions, scaleIn, squeezeCpu, unsqueezeCpu,
+} from '../../lab/kube/scale-out.js';
 
 // Longer than any test's own waits (a drain may take 10 minutes on a loaded 2-core machine), so that a slow run
 // fails on its own message and still runs its clean-up.
@@ -75,11 +78,11 @@ const primariesOfAnyTable = async (conn) => (await r.db('rethinkdb').table('tabl
 const connectedServers = async (conn) => (await r.db('rethinkdb').table('server_status').pluck('name').coerceTo('array').run(conn))
   .map((s) => s.name);
 
-async function ensureTable(conn, table) {
+async function ensureTable(conn, table, { shards = 3 } = {}) {
   const dbs = await r.dbList().run(conn);
   if (!dbs.includes(DB)) await r.dbCreate(DB).run(conn);
   const tables = await r.db(DB).tableList().run(conn);
-  if (!tables.includes(table)) await r.db(DB).tableCreate(table, { shards: 3, replicas: 3 }).run(conn);
+  if (!tables.includes(table)) await r.db(DB).tableCreate(table, { shards, replicas: 3 }).run(conn);
   await r.db(DB).table(table).wait({ waitFor: 'all_replicas_ready', timeout: 60 }).run(conn);
   await r.db(DB).table(table).rebalance().run(conn).catch(() => {});
   await r.db(DB).table(table).wait({ waitFor: 'all_replicas_ready', timeout: 60 }).run(conn);
@@ -592,6 +595,77 @@ test('the kustomize base in place of the chart (helm uninstall, kubectl apply -k
   // Step 4's check: the manager serves the webhook once it has read the certificate.
   await until('the manager serves the eviction webhook', async () => (await kubectl.ns('logs', '-l', 'app=rethinkdb-manager', '--tail=-1')).includes('eviction webhook listening (TLS)'),
     { timeoutMs: 240000, intervalMs: 5000 });
+});
+
+// Issue 45 part 3 (seed 003): uniform overload on real kubelets. Every server is held to 200m of CPU under a load this
+// machine can make (lab/kube/scale-out.js says why), so all three are over the monitor's 80 %: the manager scales the
+// StatefulSet out by one, the scheduler puts the new pod on the one node without a server, its postStart's POSTSTART
+// gives its server replicas and a primary (add-server), and a second overload within the cooldown adds nothing. Then
+// the lab is scaled back in the way docs/monitor.md says an operator does.
+test('uniform overload: the monitor scales the StatefulSet out by one, the new server gets replicas and a primary, a second overload in the cooldown adds nothing, and the documented scale-in puts it back', async () => {
+  const api = managerApi(kubectl);
+  const conn = await observer('none');
+  await ensureTable(conn, 'scaleout', { shards: 4 });
+  const clientPod = 'scale-client';
+  await startClientPod(kubectl, clientPod, { db: DB, table: 'scaleout', rate: 300, keys: 2000 });
+  await until('the client is loaded and running', async () => (await clientLines(kubectl, clientPod)).some((l) => l.started), { timeoutMs: 300000, intervalMs: 1000 });
+  const since = new Date().toISOString();
+  let summary = null;
+  // The connection is closed at the end, or in the clean-up when the test failed before it (an open one keeps jest up).
+  let passedOverload = false;
+  try {
+    await squeezeCpu(kubectl, ['rethinkdb-0', 'rethinkdb-1', 'rethinkdb-2']);
+    const squeezedAt = Date.now();
+    const [decision] = await until('the monitor decides a scale-out', async () => {
+      const found = await monitorDecisions(api, 'scale-out', since);
+      return found.length > 0 && found;
+    }, { timeoutMs: 240000, intervalMs: 2000 });
+    expect(decision).toMatchObject({ to: 4, result: { replicas: 4 }, reason: expect.stringMatching(/^uniform overload/) });
+    const decidedAt = Date.parse(decision.time);
+    // The fourth pod, squeezed like the others as soon as it runs.
+    await until('rethinkdb-3 runs', async () => (await pod('rethinkdb-3')).status?.containerStatuses, { timeoutMs: 300000, intervalMs: 500 });
+    await squeezeCpu(kubectl, ['rethinkdb-3']);
+    // On the one node without a server (the chart's required anti-affinity).
+    const others = await Promise.all(['rethinkdb-0', 'rethinkdb-1', 'rethinkdb-2'].map((p) => nodeOf(kubectl, p)));
+    expect(others).not.toContain(await nodeOf(kubectl, 'rethinkdb-3'));
+    // Its server: replicas, and a primary (of any table: the manager levels primaries over the cluster), all ready.
+    await until('rethinkdb_3 holds a primary and every replica is ready', async () => {
+      if (!(await primariesOfAnyTable(conn)).includes('rethinkdb_3')) return false;
+      const statuses = await r.db('rethinkdb').table('table_status').coerceTo('array').run(conn);
+      return statuses.every((t) => t.status.all_replicas_ready);
+    }, { timeoutMs: 300000, intervalMs: 500 });
+    const servingAt = Date.now();
+    const replicasOnNew = (await r.db('rethinkdb').table('table_config').coerceTo('array').run(conn))
+      .flatMap((t) => t.shards).filter((sh) => sh.replicas.includes('rethinkdb_3')).length;
+    expect(replicasOnNew).toBeGreaterThan(0);
+    await until('rethinkdb-3 Ready', async () => podReady(await pod('rethinkdb-3')), { timeoutMs: 120000, intervalMs: 500 });
+    // A second overload within the cooldown: all four held tighter. The monitor sees it and scales nothing.
+    const secondSince = new Date().toISOString();
+    await squeezeCpu(kubectl, ['rethinkdb-0', 'rethinkdb-1', 'rethinkdb-2', 'rethinkdb-3'], '150m');
+    const suppressed = await until('a second uniform overload, suppressed', async () => {
+      const found = await monitorDecisions(api, 'scale-out-suppressed', secondSince);
+      return found.length > 0 && found;
+    }, { timeoutMs: 240000, intervalMs: 2000 });
+    expect(suppressed[0].reason).toMatch(/cooldown/);
+    expect(await monitorDecisions(api, 'scale-out', since)).toHaveLength(1);
+    expect((await kubectl.nsJson('get', 'statefulset', 'rethinkdb')).spec.replicas).toBe(4);
+    process.stderr.write(`scale-out on real kubelets: decided ${((decidedAt - squeezedAt) / 1000).toFixed(1)} s after the squeeze, `
+      + `rethinkdb_3 serving ${((servingAt - decidedAt) / 1000).toFixed(1)} s after the decision with ${replicasOnNew} replicas; second overload: ${suppressed[0].reason}\n`);
+    passedOverload = true;
+  } finally {
+    summary = await stopClientPod(kubectl, clientPod, { timeoutMs: 120000 }).catch((err) => { process.stderr.write(`scale-out client: ${err.message}\n`); return null; });
+    await kubectl.ns('delete', 'pod', clientPod, '--ignore-not-found', '--wait=false').catch(() => {});
+    await unsqueezeCpu(kubectl);
+    await scaleIn(kubectl, { to: 3, log: (o, m) => process.stderr.write(`${m} ${JSON.stringify(o)}\n`) })
+      .finally(() => (passedOverload ? null : conn.close().catch(() => {})));
+  }
+  process.stderr.write(`scale-out client: ${JSON.stringify({ attempted: summary?.attempted, failed: summary?.failed, failedByKind: summary?.failedByKind, latencyMs: summary?.latencyMs })}\n`);
+  // Scaled back in: three servers, none of the fourth's replicas left anywhere, each pod with the chart's CPU again.
+  const configs = await r.db('rethinkdb').table('table_config').coerceTo('array').run(conn);
+  expect(configs.flatMap((t) => t.shards).filter((sh) => sh.replicas.includes('rethinkdb_3') || sh.nonvoting_replicas.includes('rethinkdb_3'))).toEqual([]);
+  expect((await pods()).map((p) => [p.metadata.name, p.spec.containers.find((c) => c.name === 'rethinkdb').resources.limits.cpu]).sort())
+    .toEqual([['rethinkdb-0', '1'], ['rethinkdb-1', '1'], ['rethinkdb-2', '1']]);
+  await conn.close();
 });
 
 // docs/existing-statefulset.md as written: a StatefulSet made by hand as users run RethinkDB already (names and labels
