@@ -251,7 +251,7 @@ export const KUBE_SCENARIOS = {
   // SCALE_OUT_HOLD_SECONDS either way; the run's window compares its last minute with the steady start. The table has
   // four shards (SCALE_OUT_TABLE). After the run, the lab is scaled back in and given its CPU back.
   'scale-out': {
-    name: 'scale-out', title: 'every RethinkDB server held to 200m of CPU under load: the monitor scales the StatefulSet out by one', durationSeconds: 600,
+    name: 'scale-out', title: `every RethinkDB server held to ${SQUEEZED_CPU} of CPU under load: the monitor scales the StatefulSet out by one`, durationSeconds: 600,
     span: ['servers squeezed', 'rethinkdb_3 serving'],
     table: SCALE_OUT_TABLE,
     window: { from: 'servers squeezed', to: 'squeeze ends', graceS: SCALE_OUT_HOLD_SECONDS - 60 },
