@@ -105,6 +105,9 @@ export function formatReport(report) {
   }
   lines.push(...itemLines('skipped', report.skipped), ...itemLines('not done', report.notDone), ...itemLines('pending', report.pending));
   if (report.unmappedPods?.length > 0) lines.push(...report.unmappedPods.map((p) => `unmapped pod ${p.pod}: ${p.reason}`));
+  if (report.draining?.length > 0) {
+    lines.push(`${report.dryRun ? 'would mark' : 'marked'} draining: ${report.draining.join(', ')} (no primary goes to ${report.draining.length > 1 ? 'them' : 'it'} until: rethinkdb-manager release-server SERVER)`);
+  }
   for (const inner of [report.demotion, report.rebalance, report.primaries]) {
     if (inner && typeof inner === 'object') lines.push('', ...formatReport(inner));
   }

@@ -12,11 +12,13 @@ import { resultOf } from './executor.js';
 export function createOperatorCommands({ marks, executor, targets, audit, logger }) {
   const log = logger.child({ module: 'operator' });
 
+  // The answer names the servers left marked draining (`draining`; a dry run: the ones it would mark): a server that
+  // holds no primary answers nothing_to_do, yet it is kept off from then on, until release-server.
   async function movePrimariesFromServer({ server, reason }, ctx = {}) {
     const { cluster, server: s } = await targets.serverByRef(server);
     const decision = decideOperatorDrain({ servers: [s], reason });
     const done = await executor.run(decision.intents, { ...ctx, snapshot: cluster });
-    return resultOf(done, 'demote');
+    return { ...resultOf(done, 'demote'), draining: [s.name] };
   }
 
   // Every RethinkDB pod on the node, in one plan; pods without a connected server are listed as unmapped.
@@ -26,7 +28,7 @@ export function createOperatorCommands({ marks, executor, targets, audit, logger
     const decision = decideOperatorDrain({ servers, node, pods: found.map((t) => t.pod), reason });
     const done = await executor.run(decision.intents, { ...ctx, snapshot: cluster });
     const unmappedPods = found.filter((t) => !t.server).map((t) => ({ pod: t.pod, reason: 'no connected RethinkDB server matches this pod' }));
-    return { ...resultOf(done, 'demote'), unmappedPods };
+    return { ...resultOf(done, 'demote'), draining: servers.map((x) => x.name), unmappedPods };
   }
 
   async function releaseServer({ server, rebalance = true, reason }, ctx = {}) {

@@ -88,6 +88,7 @@ const ActionReport = open({
   demotion: { ...ref('ActionReport'), description: 'migrate-replicas-off: the demotion of the server\'s primaries that came first' },
   durationMs: number,
   unmappedPods: arrayOf(closed({ pod: string, reason: string })),
+  draining: { ...arrayOf(string), description: 'move-primaries-from-server and -node: the servers now marked draining (a dry run: would be); they take no primary until release-server, also when nothing moved' },
 }, ['action', 'target', 'dryRun', 'outcome', 'changes', 'skipped', 'notDone']);
 
 // The 200 of an action (src/routes/action-routes.js): the report and where its time went.

@@ -36,6 +36,20 @@ describe('POST /v1/actions/move-primaries-from-server', () => {
     expect(again.body).toMatchObject({ outcome: 'nothing_to_do', changes: [] });
   });
 
+  // A new user's friction (issue 44): nothing_to_do read as "nothing happened", yet the server was kept off from then on.
+  test('when the server holds no primary, then the answer is nothing_to_do and says the server is now marked draining', async () => {
+    const h = createSandboxHarness();
+    await post(h.app, '/v1/actions/move-primaries-from-server', { server: 'rethinkdb_1' });
+    await post(h.app, '/v1/actions/release-server', { server: 'rethinkdb_1', rebalance: false });
+    expect((await request(h.app).get('/v1/cluster')).body.servers.find((x) => x.name === 'rethinkdb_1')).toMatchObject({ draining: false, primaries: 0 });
+    const dry = await post(h.app, '/v1/actions/move-primaries-from-server?dryRun=true', { server: 'rethinkdb_1' });
+    expect(dry.body).toMatchObject({ dryRun: true, changes: [], draining: ['rethinkdb_1'] });
+    expect((await request(h.app).get('/v1/cluster')).body.servers.find((x) => x.name === 'rethinkdb_1').draining).toBe(false);
+    const res = await post(h.app, '/v1/actions/move-primaries-from-server', { server: 'rethinkdb_1' });
+    expect(res.body).toMatchObject({ outcome: 'nothing_to_do', changes: [], draining: ['rethinkdb_1'] });
+    expect((await request(h.app).get('/v1/cluster')).body.servers.find((x) => x.name === 'rethinkdb_1').draining).toBe(true);
+  });
+
   test('when a second server drains, then nothing is demoted onto the first', async () => {
     const h = createSandboxHarness();
     await post(h.app, '/v1/actions/move-primaries-from-server', { server: 'rethinkdb_1' });

@@ -156,6 +156,13 @@ describe('formatReport', () => {
       'TABLE           SHARD  KIND     FROM         TO',
       'ycsb.usertable  1      primary  rethinkdb_0  rethinkdb_3',
     ]],
+    ['a drain of a server that held no primary (it stays marked draining)', {
+      action: 'move-primaries-from-server', target: { server: 'rethinkdb_3' }, dryRun: false, outcome: 'nothing_to_do', changes: [], skipped: [], notDone: [], durationMs: 4, draining: ['rethinkdb_3'],
+    }, [
+      'move-primaries-from-server server=rethinkdb_3: nothing_to_do in 4 ms',
+      'no changes',
+      'marked draining: rethinkdb_3 (no primary goes to it until: rethinkdb-manager release-server SERVER)',
+    ]],
     ['a POSTSTART expansion whose work ran as another operation', {
       action: 'poststart', target: { pod: 'rethinkdb-4', server: 'rethinkdb_4' }, outcome: 'completed', operationId: 'op-5', changes: [], skipped: [], notDone: [], durationMs: 5116,
       decision: { reason: 'no server is missing', actions: ['add-server'] },
