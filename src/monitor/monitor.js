@@ -4,7 +4,9 @@
 // cooldown ends it; uniform overload scales the StatefulSet out by one. Polls never overlap, and a failed
 // poll is logged and counted while the loop goes on.
 
-import { decideMonitorStep, initialMonitorState, scaleOutSettled } from '../policy/monitor.js';
+import {
+  busyPodsOf, decideMonitorStep, initialMonitorState, scaleOutSettled,
+} from '../policy/monitor.js';
 import { MONITOR, warningSourceOf } from '../policy/requesters.js';
 import { evaluateHotspots, utilizationSamples } from './hotspot.js';
 
@@ -124,13 +126,10 @@ export function createMonitor({ kube, events, marks, config, clock, logger, metr
     state = initialMonitorState();
   }
 
-  // The pods the last poll found busy (own load or their node's at or above MONITOR_HOT_UTILIZATION), while that poll
-  // is recent (three intervals): the prober waits longer before it suspects their servers (src/policy/suspicion.js).
-  function busyPods() {
-    if (view.lastPollAt === null || clock.now() - Date.parse(view.lastPollAt) > 3 * settings.pollIntervalMs) return [];
-    const busy = (u) => u !== null && u !== undefined && u >= settings.hotUtilization;
-    return view.pods.filter((p) => busy(p.own) || busy(p.interference)).map((p) => p.pod);
-  }
+  // The pods the last poll found busy (busyPodsOf): the prober waits longer before it suspects their servers.
+  const busyPods = () => busyPodsOf({
+    pods: view.pods, lastPollAt: view.lastPollAt, now: clock.now(), pollIntervalMs: settings.pollIntervalMs, hotUtilization: settings.hotUtilization,
+  });
 
   return {
     pollOnce, reset, busyPods, view: () => structuredClone(view),

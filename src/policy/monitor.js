@@ -95,6 +95,17 @@ export function scaleOutSettled({ to, readyReplicas, poststartRunning }) {
   return readyReplicas >= to && !poststartRunning;
 }
 
+// The pods a poll found busy: own load or their node's at or above hotUtilization (pods: the monitor's view, each
+// { pod, own, interference }), while that poll (lastPollAt, ISO) is at most three poll intervals old; none otherwise
+// (no poll yet, or polls failing). The prober suspects their servers later (src/policy/suspicion.js, silentServers).
+export function busyPodsOf({
+  pods, lastPollAt, now, pollIntervalMs, hotUtilization,
+}) {
+  if (lastPollAt === null || now - Date.parse(lastPollAt) > 3 * pollIntervalMs) return [];
+  const busy = (u) => u !== null && u !== undefined && u >= hotUtilization;
+  return pods.filter((p) => busy(p.own) || busy(p.interference)).map((p) => p.pod);
+}
+
 export const initialMonitorState = () => ({ pods: {}, uniformStreak: 0 });
 
 export function pct(u) {

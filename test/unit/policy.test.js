@@ -7,7 +7,9 @@ import {
   decideOperatorDrain, decidePoststart, decidePrestop, decideRelease, prestopActionSeconds, primariesOffAfter,
 } from '../../src/policy/lifecycle.js';
 import { decideAfterRefusedFinalize, decideMigrateReplicasOff, decideMigrationRetry } from '../../src/policy/migrations.js';
-import { decideMonitorStep, initialMonitorState, scaleOutSettled } from '../../src/policy/monitor.js';
+import {
+  busyPodsOf, decideMonitorStep, initialMonitorState, scaleOutSettled,
+} from '../../src/policy/monitor.js';
 import {
   decidePerfWarning, decidePerfWarningEnd, decidePerfWarningEscalation,
 } from '../../src/policy/perf-warnings.js';
@@ -549,6 +551,25 @@ describe('monitor: utilization and hot-spots', () => {
     const second = decideMonitorStep(first.state, uniform, { ...o, scaleOut: { ...o.scaleOut, ...scale } });
     expect(second.decisions.map((d) => d.type)).toEqual([type]);
     if (type === 'scale-out') expect(second.decisions[0].to).toBe(5);
+  });
+
+  // What the prober reads: a poll's busy pods, on either signal, while the poll is recent.
+  test.each([
+    ['own load at the threshold', { own: 0.8, interference: 0.1 }, 0, ['p']],
+    ['its node at the threshold', { own: 0.1, interference: 0.8 }, 0, ['p']],
+    ['both below', { own: 0.79, interference: 0.5 }, 0, []],
+    ['no figures', { own: null, interference: null }, 0, []],
+    ['a poll three intervals old', { own: 0.9, interference: 0.1 }, 45000, ['p']],
+    ['a poll older than three intervals', { own: 0.9, interference: 0.1 }, 45001, []],
+  ])('busyPodsOf: %s', (_, figures, ageMs, expected) => {
+    const lastPollAt = new Date(1000000).toISOString();
+    expect(busyPodsOf({
+      pods: [{ pod: 'p', ...figures }], lastPollAt, now: 1000000 + ageMs, pollIntervalMs: 15000, hotUtilization: 0.8,
+    })).toEqual(expected);
+  });
+
+  test('busyPodsOf: before any poll, none', () => {
+    expect(busyPodsOf({ pods: [], lastPollAt: null, now: 0, pollIntervalMs: 15000, hotUtilization: 0.8 })).toEqual([]);
   });
 
   // Pods created are not pods serving: on real kubelets the StatefulSet counted the new pod before its postStart ran.
