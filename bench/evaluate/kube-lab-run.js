@@ -376,9 +376,11 @@ async function setManagerReplicas(kubectl, replicas) {
   else await until('no manager pod', async () => (await kubectl.nsJson('get', 'pods', '-l', 'app=rethinkdb-manager')).items.length === 0, { timeoutMs: 300000 });
 }
 
-// The scenario's table (ycsb.usertable, 3 shards, unless it names another): 3 replicas (one server per node), all
-// replicas ready, primaries levelled.
-async function prepareTable(kubectl, password, { db = 'ycsb', table = 'usertable', shards: shardCount = 3 } = {}) {
+// The scenarios' table unless one names another (scenario.table).
+const USERTABLE = { db: 'ycsb', table: 'usertable', shards: 3 };
+
+// A scenario's table: 3 replicas (one server per node), all replicas ready, primaries levelled.
+async function prepareTable(kubectl, password, { db, table, shards: shardCount }) {
   const conn = await connectPod(kubectl, 'rethinkdb-0', password);
   try {
     if (!(await r.dbList().run(conn)).includes(db)) await r.dbCreate(db).run(conn);
@@ -417,7 +419,7 @@ export async function runOnKubeLab(scenario, arm, {
   }
   await setReadinessGate(kubectl, withManager, log);
   if (!withManager) await setManagerReplicas(kubectl, 0);
-  const tableOf = scenario.table ?? { db: 'ycsb', table: 'usertable', shards: 3 };
+  const tableOf = scenario.table ?? USERTABLE;
   await prepareTable(kubectl, password, tableOf);
   const proxies = (await kubectl.nsJson('get', 'pods', '-l', 'app=rethinkdb-proxy')).items.filter(podReady);
   const hosts = withGate ? null : proxies.map((p) => `${p.status.podIP}:28015`);

@@ -439,28 +439,20 @@ test('the manager\'s leader pod deleted mid-migration: the other replica takes t
 
   const lease = await kubectl.nsJson('get', 'lease', 'rethinkdb-manager');
   const leaderPod = lease.spec.holderIdentity.split('_')[0];
-  const leader = await pod(leaderPod);
-  const token = (await kubectl.ns('create', 'token', 'rethinkdb-manager-operator', '--audience', 'rethinkdb-manager')).trim();
+  // The operator's calls go to the lease holder: the leader now, whichever replica holds it for the release.
+  const api = managerApi(kubectl);
   // The operator's drain ends with a release, whatever happens below: without it the source stays marked draining,
   // takes no primary, and the tests after this one would meet a server the manager keeps empty.
   let last = null;
   const release = () => until(`${source} released`, async () => {
-    const holder = (await kubectl.nsJson('get', 'lease', 'rethinkdb-manager')).spec.holderIdentity.split('_')[0];
-    const res = await fetch(`http://${(await pod(holder)).status.podIP}:8080/v1/actions/release-server`, {
-      method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
-      body: JSON.stringify({ server: source, rebalance: false, reason: 'lab test: the migration is over' }),
-    });
-    last = { status: res.status, body: await res.text() };
-    return res.status === 200;
+    last = await api('POST', '/v1/actions/release-server', { server: source, rebalance: false, reason: 'lab test: the migration is over' });
+    return last.status === 200;
   }, { timeoutMs: 60000, intervalMs: 2000 }).catch((err) => { throw new Error(`${err.message}; last answer ${JSON.stringify(last)}`); });
   let passed = false;
   try {
-    const answer = await fetch(`http://${leader.status.podIP}:8080/v1/actions/migrate-replicas-off`, {
-      method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
-      body: JSON.stringify({ server: source, reason: 'lab test: the leader deleted mid-migration' }),
-    });
+    const answer = await api('POST', '/v1/actions/migrate-replicas-off', { server: source, reason: 'lab test: the leader deleted mid-migration' });
     expect(answer.status).toBe(202);
-    const { operation } = await answer.json();
+    const { operation } = answer.body;
     // Mid-migration, as RethinkDB shows it: a move staged (its new replica nonvoting, backfilling), and the source still
     // holds replicas.
     await until('a replica move of the migration is staged', async () => (await r.db(DB).table('leader').config().run(conn)).shards
@@ -605,14 +597,20 @@ test('the kustomize base in place of the chart (helm uninstall, kubectl apply -k
 test('uniform overload: the monitor scales the StatefulSet out by one, the new server gets replicas and a primary, a second overload in the cooldown adds nothing, and the documented scale-in puts it back', async () => {
   const api = managerApi(kubectl);
   const conn = await observer('none');
+  try {
+    await overloadScaleOutAndIn(api, conn);
+  } finally {
+    await conn.close().catch(() => {});
+  }
+});
+
+async function overloadScaleOutAndIn(api, conn) {
   await ensureTable(conn, 'scaleout', { shards: 4 });
   const clientPod = 'scale-client';
   await startClientPod(kubectl, clientPod, { db: DB, table: 'scaleout', rate: 300, keys: 2000 });
   await until('the client is loaded and running', async () => (await clientLines(kubectl, clientPod)).some((l) => l.started), { timeoutMs: 300000, intervalMs: 1000 });
   const since = new Date().toISOString();
   let summary = null;
-  // The connection is closed at the end, or in the clean-up when the test failed before it (an open one keeps jest up).
-  let passedOverload = false;
   try {
     await squeezeCpu(kubectl, ['rethinkdb-0', 'rethinkdb-1', 'rethinkdb-2']);
     const squeezedAt = Date.now();
@@ -651,13 +649,11 @@ test('uniform overload: the monitor scales the StatefulSet out by one, the new s
     expect((await kubectl.nsJson('get', 'statefulset', 'rethinkdb')).spec.replicas).toBe(4);
     process.stderr.write(`scale-out on real kubelets: decided ${((decidedAt - squeezedAt) / 1000).toFixed(1)} s after the squeeze, `
       + `rethinkdb_3 serving ${((servingAt - decidedAt) / 1000).toFixed(1)} s after the decision with ${replicasOnNew} replicas; second overload: ${suppressed[0].reason}\n`);
-    passedOverload = true;
   } finally {
     summary = await stopClientPod(kubectl, clientPod, { timeoutMs: 120000 }).catch((err) => { process.stderr.write(`scale-out client: ${err.message}\n`); return null; });
     await kubectl.ns('delete', 'pod', clientPod, '--ignore-not-found', '--wait=false').catch(() => {});
     await unsqueezeCpu(kubectl);
-    await scaleIn(kubectl, { to: 3, log: (o, m) => process.stderr.write(`${m} ${JSON.stringify(o)}\n`) })
-      .finally(() => (passedOverload ? null : conn.close().catch(() => {})));
+    await scaleIn(kubectl, { to: 3, log: (o, m) => process.stderr.write(`${m} ${JSON.stringify(o)}\n`) });
   }
   process.stderr.write(`scale-out client: ${JSON.stringify({ attempted: summary?.attempted, failed: summary?.failed, failedByKind: summary?.failedByKind, latencyMs: summary?.latencyMs })}\n`);
   // Scaled back in: three servers, none of the fourth's replicas left anywhere, each pod with the chart's CPU again.
@@ -665,8 +661,7 @@ test('uniform overload: the monitor scales the StatefulSet out by one, the new s
   expect(configs.flatMap((t) => t.shards).filter((sh) => sh.replicas.includes('rethinkdb_3') || sh.nonvoting_replicas.includes('rethinkdb_3'))).toEqual([]);
   expect((await pods()).map((p) => [p.metadata.name, p.spec.containers.find((c) => c.name === 'rethinkdb').resources.limits.cpu]).sort())
     .toEqual([['rethinkdb-0', '1'], ['rethinkdb-1', '1'], ['rethinkdb-2', '1']]);
-  await conn.close();
-});
+}
 
 // docs/existing-statefulset.md as written: a StatefulSet made by hand as users run RethinkDB already (names and labels
 // of its own, its own ServiceAccount and Secret, no hooks), the chart's manager attached to it (the kustomize base
