@@ -50,11 +50,13 @@ export function createResilientConnection({
   let reconnects = 0;
   let everConnected = false;
 
-  // A connection no new query goes to (a stopping gate's, or a broken one); closed at the latest by close().
+  // The stopping gates' connections no new query goes to, until the gate closes them (closed at the latest by
+  // close()). Those already closed are dropped at each abandon, so that a long-lived client keeps only a few.
   const abandoned = new Set();
-  function abandon(c) {
+  function abandon(c, { keep }) {
     if (conn === c) conn = null;
-    abandoned.add(c);
+    for (const x of abandoned) if (!x.open) abandoned.delete(x);
+    if (keep) abandoned.add(c);
   }
 
   // The open connection, or a new one; concurrent callers share one attempt.
@@ -96,9 +98,9 @@ export function createResilientConnection({
       } catch (err) {
         // Not closed here: other queries of this connection may still be in flight, and the stopping gate answers them
         // before it closes it. New queries go to a new connection.
-        if (isGateStopping(err)) { abandon(c); continue; }
+        if (isGateStopping(err)) { abandon(c, { keep: true }); continue; }
         if (!isConnectionError(err)) throw err;
-        abandon(c);
+        abandon(c, { keep: false });
         if (c.open) c.close({ noreplyWait: false }).catch(() => {});
         if (!resend) throw new OutcomeUnknownError(err);
         if (now() > until) throw err;
