@@ -72,6 +72,13 @@ const KEYS = [
   { env: 'MONITOR_SCALE_OUT', field: 'monitor.scaleOut', parse: boolean, default: true },
   { env: 'MONITOR_SCALE_OUT_COOLDOWN_SECONDS', field: 'monitor.scaleOutCooldownSeconds', parse: integer(0, 86400), default: 600 },
   { env: 'MONITOR_MAX_REPLICAS', field: 'monitor.maxReplicas', parse: integer(1, 1000), default: 16 },
+  { env: 'LATENCY_TRIGGER_ENABLED', field: 'latency.enabled', parse: boolean, default: false },
+  { env: 'LATENCY_WINDOW_MS', field: 'latency.windowMs', parse: integer(200, 60000), default: 1000 },
+  { env: 'LATENCY_FACTOR', field: 'latency.factor', parse: ratio, default: 4 },
+  { env: 'LATENCY_MIN_DELTA_MS', field: 'latency.minDeltaMs', parse: integer(0, 60000), default: 5 },
+  { env: 'LATENCY_CONSECUTIVE_WINDOWS', field: 'latency.consecutiveWindows', parse: integer(1, 100), default: 2 },
+  { env: 'LATENCY_WARMUP_WINDOWS', field: 'latency.warmupWindows', parse: integer(1, 100000), default: 30 },
+  { env: 'LATENCY_CLEAR_COOLDOWN_SECONDS', field: 'latency.clearCooldownSeconds', parse: integer(0, 86400), default: 30 },
   { env: 'NODE_WATCH_ENABLED', field: 'maintenance.watchNodes', parse: boolean, default: true },
   { env: 'NODE_DRAIN_TAINTS', field: 'maintenance.taints', parse: taintKeys, default: [...DEFAULT_DRAIN_TAINTS] },
   { env: 'WEBHOOK_PORT', field: 'webhook.port', parse: integer(0, 65535), default: 8443 },
@@ -161,6 +168,7 @@ export function loadConfig(env) {
     problems.push('RETHINKDB_RECONNECT_MIN_MS must not exceed RETHINKDB_RECONNECT_MAX_MS');
   }
   if (config.retry.minMs > config.retry.maxMs) problems.push('RETRY_MIN_MS must not exceed RETRY_MAX_MS');
+  problems.push(...latencyProblems(config));
   if (Boolean(config.webhook.certFile) !== Boolean(config.webhook.keyFile)) {
     problems.push('WEBHOOK_TLS_CERT_FILE and WEBHOOK_TLS_KEY_FILE go together (the eviction webhook is served only with both)');
   }
@@ -368,4 +376,14 @@ function keyValuePairs(raw) {
     value[match[1]] = match[2];
   }
   return { value };
+}
+
+// The latency trigger reads the prober's direct probes: it needs them on, and each window must hold at least three.
+function latencyProblems({ latency, suspicion }) {
+  if (!latency.enabled) return [];
+  if (suspicion.probeIntervalMs === 0) return ['LATENCY_TRIGGER_ENABLED=true needs the probes: SUSPICION_PROBE_INTERVAL_MS is 0'];
+  if (latency.windowMs < 3 * suspicion.probeIntervalMs) {
+    return [`LATENCY_WINDOW_MS (${latency.windowMs}) must be at least 3 times SUSPICION_PROBE_INTERVAL_MS (${suspicion.probeIntervalMs}): each window needs three probes of every server`];
+  }
+  return [];
 }

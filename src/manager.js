@@ -14,6 +14,7 @@ import { createEvents } from './events/events.js';
 import { FAILOVER_KEY, createFailoverEvents } from './events/failover-events.js';
 import { SUSPICION_KEY, createSuspicionEvents } from './events/suspicion-events.js';
 import { LOSS_RESTORE_KEY, createLossRestoreEvents } from './events/loss-restore-events.js';
+import { LATENCY_KEY, createLatencyTrigger } from './monitor/latency-trigger.js';
 import { createProber } from './rethinkdb/prober.js';
 import { createExecutor } from './events/executor.js';
 import { fenceWrites } from './events/leader-election.js';
@@ -64,7 +65,7 @@ export function createManager({
     kubePort, work, metrics, config, clock, logger,
     reconcileState: () => reconcileState({ kube, store, marks, actions, executor, operations, clock, logger, retry: config.retry }),
     onLead: () => runner.startLeading(),
-    onFollow: () => { monitor.reset(); return runner.stopLeading(); },
+    onFollow: () => { monitor.reset(); latencyTrigger?.reset(); return runner.stopLeading(); },
     loadFollowerView: (pods) => marks.load(pods, { replace: true }),
   });
   const elector = () => leadership.elector();
@@ -109,16 +110,20 @@ export function createManager({
   // The work queue (src/lib/work-queue.js): each key is one kind of work reconciled while this replica leads:
   //   `failover`   a look every FAILOVER_CHECK_MS for shards RethinkDB failed over on its own;
   //   `suspicion`  the servers the prober finds silent changed (or a hold is in force): hold or release their tables;
-  //   `loss-restore` a look now and then for servers disconnected LOSS_RESTORE_AFTER_SECONDS: recreate their replicas.
+  //   `loss-restore` a look now and then for servers disconnected LOSS_RESTORE_AFTER_SECONDS: recreate their replicas;
+  //   `latency`  every LATENCY_WINDOW_MS, the probes' answer times against each server's baseline (the latency trigger).
   const failover = createFailoverEvents({ store, marks, executor, config, clock, logger });
   const prober = probeTargets && config.suspicion.probeIntervalMs > 0 ? createProber({
     ...probeTargets, clock, logger, timers, intervalMs: config.suspicion.probeIntervalMs, suspectAfterMs: config.suspicion.afterMs,
-    busyPods: () => monitor.busyPods(), busyAfterMs: config.suspicion.busyAfterMs,
+    busyPods: () => monitor.busyPods(), busyAfterMs: config.suspicion.busyAfterMs, latencies: config.latency.enabled,
     onChange: () => queue.add(SUSPICION_KEY),
   }) : null;
   const lossRestore = createLossRestoreEvents({ store, marks, executor, config, clock, logger, metrics });
   const suspicion = prober ? createSuspicionEvents({
     prober, store, marks, gates, recentCluster: failover.lastRead, config, clock, logger, metrics,
+  }) : null;
+  const latencyTrigger = prober && config.latency.enabled ? createLatencyTrigger({
+    prober, events, marks, recentCluster: failover.lastRead, config, clock, logger, metrics,
   }) : null;
   // Nothing acts before the persisted state is loaded (or while shutting down): the key looks again later.
   const whenStarted = async (fn, laterMs) => (work.started() && !work.shuttingDown() ? work.track(fn) : { requeueAfterMs: laterMs });
@@ -126,6 +131,7 @@ export function createManager({
     [FAILOVER_KEY]: async () => ({ ...(await whenStarted(() => failover.reconcileFailover())), requeueAfterMs: config.failover.checkMs }),
     [SUSPICION_KEY]: () => whenStarted(() => suspicion.reconcileSuspicion(), 200),
     [LOSS_RESTORE_KEY]: async () => ({ ...(await whenStarted(() => lossRestore.reconcileLossRestore())), requeueAfterMs: lossRestore.checkMs() }),
+    [LATENCY_KEY]: async () => ({ ...(await whenStarted(() => latencyTrigger.reconcile())), requeueAfterMs: config.latency.windowMs }),
   };
   const queue = createWorkQueue({
     name: 'manager', clock, logger, metrics, timers, workers: 2, backoff: { baseMs: config.retry.minMs, maxMs: config.retry.maxMs },
@@ -135,7 +141,13 @@ export function createManager({
   const runner = createRunner({ logger });
   runner.add({ name: 'timers', group: 'always', start: () => startTimers(periodic.timers()) });
   runner.add({
-    name: 'work-queue', group: 'leading', start: () => { const stop = queue.start(); queue.add(FAILOVER_KEY); queue.add(LOSS_RESTORE_KEY); return stop; },
+    name: 'work-queue', group: 'leading', start: () => {
+      const stop = queue.start();
+      queue.add(FAILOVER_KEY);
+      queue.add(LOSS_RESTORE_KEY);
+      if (latencyTrigger) queue.addAfter(LATENCY_KEY, config.latency.windowMs);
+      return stop;
+    },
   });
   runner.add({ name: 'prober', group: 'leading', start: () => prober?.start() ?? null });
   runner.add({ name: 'node-watch', group: 'leading', start: () => { const watch = nodeWatch.start(); return watch && (() => watch.stop()); } });
@@ -157,8 +169,10 @@ export function createManager({
   const routes = [relay.router, createHookRoutes({ events, work, prestopDeadlineSeconds: config.deadlines.prestopSeconds, clock, logger })];
   routes.push(createMetricsRoutes({ metrics, store, marks, logger }));
   if (sandboxModel) routes.push(createSandboxRoutes({ model: sandboxModel, kube, store }));
+  // /v1/monitor: the CPU rule's view, and the latency trigger's (null when it is off).
+  const monitorView = { view: () => ({ ...monitor.view(), latency: latencyTrigger?.view() ?? null }) };
   const app = createApp({
-    store, actions: { ...actions, ...commands }, marks, operations, work, logger, clock, monitor, audit, authenticator, protectReads: config.auth.protectReads,
+    store, actions: { ...actions, ...commands }, marks, operations, work, logger, clock, monitor: monitorView, audit, authenticator, protectReads: config.auth.protectReads,
     observers: [createHttpMetrics({ metrics }), createHookCounter({ metrics })], relay: relay.relay, election: () => elector().view(), podServerOverrides: config.podServerOverrides,
     extraRoutes: [...routes, ...extraRoutes],
     status: async () => ({
@@ -206,7 +220,7 @@ export function createManager({
   }
 
   return {
-    app, webhookApp, watchNodes: nodeWatch.start, lead: leadership.lead, startElection: leadership.startElection, leadership: elector, maintenance, actions, commands, events, monitor, marks, audit, authenticator, operations, work, store, metrics, reconcile: leadership.reconcile,
+    app, webhookApp, watchNodes: nodeWatch.start, lead: leadership.lead, startElection: leadership.startElection, leadership: elector, maintenance, actions, commands, events, monitor, latencyTrigger, marks, audit, authenticator, operations, work, store, metrics, reconcile: leadership.reconcile,
     tick: periodic.tick, queue, failover, prober, suspicion, lossRestore, start: runner.start, running: runner.running, shutdown,
     // The ports (src/listeners.js), added by src/server.js to the runner's serving group: tests serve the apps themselves.
     serve: (part) => runner.add({ ...part, group: 'serving' }),

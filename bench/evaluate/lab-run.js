@@ -189,5 +189,12 @@ async function startManager(cluster, { via, env = {}, kube = null }) {
     await m.shutdown(2000);
     await m.close();
   }
-  return { hook, waitOperation, stop, base, monitor: () => m.monitor.view(), audit: m.audit };
+  // The monitor's view, with the latency trigger's decisions among its own (both raise and clear perf warnings).
+  const monitorView = () => {
+    const view = m.monitor.view();
+    return { ...view, lastDecisions: [...view.lastDecisions, ...(m.latencyTrigger?.view().lastDecisions ?? [])] };
+  };
+  return {
+    hook, waitOperation, stop, base, monitor: monitorView, latency: () => m.latencyTrigger?.view() ?? null, audit: m.audit,
+  };
 }

@@ -178,6 +178,7 @@ export const SCENARIOS = {
       if (manager) await watchMonitor(ctx, 58);
       notes.monitor = manager ? manager.monitor().lastError : null;
       if (manager) notes.raftMoves = raftMovesOf(manager);
+      notes.latency = latencyNotes(manager);
     },
   },
 };
@@ -317,6 +318,69 @@ SCENARIOS['hotspot-proxy'] = {
   title: 'IV-B3 with the clients entering through a rethinkdb proxy',
   entry: 'proxy',
 };
+
+// The latency trigger (docs/monitor.md, "The latency trigger") instead of the CPU rule, on the same interference:
+// hotspot's and hotspot-proxy's timelines, the monitor off. Detection is the mark "PERFWARNING raised and handled"
+// after "interference on", against the CPU rule's in hotspot and hotspot-proxy of the same run set. The baseline
+// learns for 5 windows (the scenario's steady start is 10 s; the default, 30, is for a manager that runs for days).
+const LATENCY_ENV = {
+  MONITOR_ENABLED: 'false', LATENCY_TRIGGER_ENABLED: 'true', LATENCY_WARMUP_WINDOWS: '5', LATENCY_CLEAR_COOLDOWN_SECONDS: '10',
+};
+SCENARIOS['hotspot-latency'] = {
+  ...SCENARIOS.hotspot,
+  name: 'hotspot-latency',
+  title: 'IV-B3 CPU interference on one node, found by the latency trigger (the CPU rule off)',
+  managerEnv: LATENCY_ENV,
+};
+SCENARIOS['hotspot-proxy-latency'] = {
+  ...SCENARIOS['hotspot-proxy'],
+  name: 'hotspot-proxy-latency',
+  title: 'IV-B3 through a rethinkdb proxy, found by the latency trigger (the CPU rule off)',
+  managerEnv: LATENCY_ENV,
+};
+
+// The latency trigger's false-alarm check: ten minutes of the steady load with the trigger on at its defaults (the
+// CPU rule off), and in the middle a planned migration: every replica of one server (not the entry's) moved off,
+// then given back (add-server), each a backfill. Any raise in the run's notes (`latency.decisions`) is a false alarm.
+// The trigger holds off while data moves (by rule: src/policy/latency.js, dataMoving); the windows around the
+// migrations, when the servers settle, are what this measures.
+SCENARIOS['soak-latency'] = {
+  name: 'soak-latency',
+  title: 'Steady load for 10 minutes with the latency trigger on, a migration off one server and back in the middle',
+  durationSeconds: 600,
+  coresPerNode: 0.5,
+  window: { from: 'steady from', to: 'steady to' },
+  phases: [{ name: 'steady', from: 'steady from', to: 'steady to' }],
+  managerEnv: { MONITOR_ENABLED: 'false', LATENCY_TRIGGER_ENABLED: 'true' },
+  async timeline(ctx) {
+    const { at, mark, manager, notes } = ctx;
+    await at(2);
+    mark('steady from');
+    await at(240);
+    if (manager) {
+      const server = 'rethinkdb_3';
+      for (const [action, label] of [['migrate-replicas-off', 'replicas moved off'], ['add-server', 'replicas given back']]) {
+        const res = await manager.hook('POST', `/v1/actions/${action}`, { server, reason: 'evaluation: a planned migration under the latency trigger' });
+        const op = res.body?.operation?.href ? await manager.waitOperation(res.body.operation.href) : null;
+        notes[action] = { status: res.status, operation: op?.status ?? null, error: res.status >= 400 ? res.body : undefined };
+        mark(label);
+      }
+    }
+    await at(598);
+    mark('steady to');
+    notes.latency = latencyNotes(manager);
+  },
+};
+
+// What the latency trigger decided in a run, and the baselines it ended with; undefined when it was off.
+function latencyNotes(manager) {
+  const latency = manager?.latency?.();
+  if (!latency) return undefined;
+  return {
+    decisions: latency.lastDecisions.map((d) => ({ time: d.time, type: d.type, pod: d.pod, evidence: d.evidence ?? null })),
+    baselines: Object.fromEntries(latency.servers.map((x) => [x.server, x.baselineMs])), windows: latency.windows,
+  };
+}
 
 // What the Raft leadership move in an answer did (a PERFWARNING answer's pod entry, or a PRESTOP answer): outcome and
 // the new leaders.

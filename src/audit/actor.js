@@ -1,11 +1,12 @@
 // Who acted, as a structured value: a hook (which one, for which pod, called by whom), a caller (an operator or
-// another authenticated identity), the monitor, or the manager's own periodic work. The audit trail shows it as
+// another authenticated identity), the monitor, the latency trigger, or the manager's own periodic work. The audit trail shows it as
 // text; the metrics label it by its kind and fields, never by parsing the text.
 
 export const hookActor = (hook, pod, caller = null) => ({ kind: 'hook', hook, pod, caller });
 export const callerActor = (identity) => ({ kind: 'caller', name: identity?.username ?? 'anonymous', pod: identity?.pod ?? null });
 export const managerActor = (task) => ({ kind: 'manager', task });
 export const MONITOR_ACTOR = Object.freeze({ kind: 'monitor' });
+export const LATENCY_ACTOR = Object.freeze({ kind: 'latency' });
 
 // A name given as text (an operator named in a direct call) is a caller.
 function asActor(value) {

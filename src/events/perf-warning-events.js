@@ -3,11 +3,11 @@
 // the monitor's escalation of a long hot-spot, and the monitor's scale-out. Each reads the cluster once, asks the pure
 // policy (src/policy/perf-warnings.js, monitor.js) for a decision, and has the executor run the intents.
 
-import { MONITOR_ACTOR, managerActor } from '../audit/actor.js';
+import { LATENCY_ACTOR, MONITOR_ACTOR, managerActor } from '../audit/actor.js';
 import { scaleOutIntents } from '../policy/monitor.js';
 import { decidePerfWarning, decidePerfWarningEnd, decidePerfWarningEscalation } from '../policy/perf-warnings.js';
 import {
-  endableWarningSource, MONITOR, OPERATOR, warningSourceOf,
+  endableWarningSource, LATENCY, MONITOR, OPERATOR, warningSourceOf,
 } from '../policy/requesters.js';
 import { resultOf } from './executor.js';
 import { describeDecision } from './intent-types.js';
@@ -168,7 +168,14 @@ export function createPerfWarningEvents({
 
   const clearFromMonitor = ({ pod, reason }) => endPerfWarning({ pod, reason: `monitor: hot-spot ended, ${reason}` }, fromMonitor);
 
+  // The latency trigger's (src/monitor/latency-trigger.js): the same warning of unknown duration, its own source, so
+  // that the CPU rule neither ends it nor is ended by it. Not escalated to the long path: that is the CPU rule's.
+  const fromLatency = { actor: LATENCY_ACTOR, requester: LATENCY };
+  const raiseFromLatency = ({ pod, reason }) => perfwarning({ pod, signal: 'latency', reason: `latency: ${reason}` }, fromLatency);
+  const clearFromLatency = ({ pod, reason }) => endPerfWarning({ pod, reason: `latency: ${reason}` }, fromLatency);
+
   return {
     perfwarning, endPerfWarning, endPerfWarningsOnNode, expireDue, raiseFromMonitor, clearFromMonitor, escalateFromMonitor, scaleOutFromMonitor,
+    raiseFromLatency, clearFromLatency,
   };
 }

@@ -1,12 +1,16 @@
 // Pure: who asks, as a structured value: { kind: 'pod', pod } (a pod acting for itself, through its hooks),
-// { kind: 'operator' } or { kind: 'monitor' }. A pod or the monitor may undo only what it did itself.
+// { kind: 'operator' }, { kind: 'monitor' } (the CPU rule) or { kind: 'latency' } (the latency trigger). A pod, the
+// monitor or the latency trigger may undo only what it did itself.
 
 export const OPERATOR = Object.freeze({ kind: 'operator' });
 export const MONITOR = Object.freeze({ kind: 'monitor' });
+export const LATENCY = Object.freeze({ kind: 'latency' });
 
 // The source a warning raised by the requester is marked with ('hook' for a pod).
 export function warningSourceOf(requester) {
-  return { pod: 'hook', operator: 'operator', monitor: 'monitor' }[requester.kind];
+  return {
+    pod: 'hook', operator: 'operator', monitor: 'monitor', latency: 'latency',
+  }[requester.kind];
 }
 
 // The only source of warnings the requester may end (null: any, for an operator).

@@ -13,16 +13,20 @@
 // [{ serverId, name, hostname, addresses }] (the connection manager's, from the last server_status read); connect(address) -> a
 // driver connection; probe(conn) and probeVia(conn, serverId) -> promises. busyPods() -> the pods the monitor last
 // found busy (their servers are silent only after busyAfterMs: silentServers), matched to servers by hostname.
+// With latencies on, the time each direct probe on an open connection took to be answered is kept until
+// takeLatencies() takes it (the latency trigger, src/monitor/latency-trigger.js); a connect is not a probe's time.
 
 import { silentServers } from '../policy/suspicion.js';
 
 // How many other servers each server is probed through: a majority of them waiting makes it silent, so that one
 // partitioned server does not make the others look silent.
 export const VIAS = 3;
+// The most answer times kept for a server between two takeLatencies() (at 20 ms, 50 s of them).
+const MAX_SAMPLES = 2500;
 
 export function createProber({
   connect, probe, probeVia = null, listServers, clock, logger, intervalMs, suspectAfterMs, onChange = () => {},
-  busyPods = () => [], busyAfterMs = suspectAfterMs, timers = { setInterval, clearInterval },
+  busyPods = () => [], busyAfterMs = suspectAfterMs, timers = { setInterval, clearInterval }, latencies = false,
 }) {
   const log = logger.child({ module: 'prober' });
   // serverId -> { serverId, name, conn, waitingSince, busy, next (address index), lastError, vias: Map viaId -> { waitingSince, busy } }
@@ -39,7 +43,9 @@ export function createProber({
 
   function probeOne(state, server) {
     state.busy = true;
-    state.waitingSince = clock.now();
+    const sentAt = clock.now();
+    state.waitingSince = sentAt;
+    state.timed = latencies && state.conn !== null;
     const work = state.conn ? probe(state.conn) : (async () => {
       const address = server.addresses[state.next % server.addresses.length];
       state.next += 1;
@@ -58,13 +64,17 @@ export function createProber({
       state.conn = conn;
       await probe(conn);
     })();
-    work.then(() => { state.lastError = null; }, (err) => {
+    work.then(() => {
+      state.lastError = null;
+      if (state.timed && state.samples.length < MAX_SAMPLES) state.samples.push(clock.now() - sentAt);
+    }, (err) => {
       state.lastError = err?.message ?? String(err);
       state.conn?.close({ noreplyWait: false }).catch(() => {});
       state.conn = null;
     }).finally(() => {
       state.busy = false;
       state.waitingSince = null;
+      state.timed = false;
     });
   }
 
@@ -111,6 +121,7 @@ export function createProber({
       if (!state) {
         state = {
           serverId: server.serverId, name: server.name, conn: null, waitingSince: null, busy: false, next: 0, lastError: null, vias: new Map(),
+          hostname: server.hostname ?? null, samples: [], timed: false,
         };
         states.set(server.serverId, state);
         names.set(server.serverId, server.name);
@@ -159,6 +170,14 @@ export function createProber({
       };
     },
     round,
+    // The answer times of each probed server's direct probes since the last call (taken: the next call starts afresh),
+    // and how long the probe still unanswered has waited (null if none waits, or if what waits is a connect).
+    takeLatencies() {
+      const now = clock.now();
+      return [...states.values()].map((s) => ({
+        serverId: s.serverId, name: s.name, pod: s.hostname, samples: s.samples.splice(0), waitingMs: s.timed && s.waitingSince !== null ? now - s.waitingSince : null,
+      }));
+    },
     suspects: () => [...suspects],
     probed: () => states.size,
     listed: (id) => states.has(id),

@@ -223,6 +223,21 @@ const MonitorView = closed({
   }, ['pod', 'node', 'own', 'ownBasis', 'interference', 'hot'])),
   lastDecisions: arrayOf(open({ time: dateTime, type: { type: 'string', enum: ['raise', 'escalate', 'clear', 'scale-out', 'scale-out-suppressed'] }, pod: string, reason: string, error: string }, ['time', 'type', 'reason'])),
   scaleOut: ref('ScaleOutState'),
+  latency: nullable(ref('LatencyView')),
+});
+
+// src/monitor/latency-trigger.js view (null in MonitorView when LATENCY_TRIGGER_ENABLED is off).
+const LatencyView = closed({
+  enabled: boolean, windowMs: integer,
+  thresholds: closed({
+    factor: number, minDeltaMs: integer, consecutiveWindows: integer, warmupWindows: integer, clearCooldownSeconds: integer,
+  }),
+  windows: integer, lastWindowAt: nullable(dateTime), held: nullable(string),
+  servers: arrayOf(closed({
+    server: string, pod: nullable(string), probes: integer, p50Ms: nullable(number), p90Ms: nullable(number), baselineMs: nullable(number),
+    anomalous: nullable(boolean), streak: integer, raised: boolean,
+  })),
+  lastDecisions: arrayOf(open({ time: dateTime, type: { type: 'string', enum: ['raise', 'clear'] }, pod: string, reason: string, error: string }, ['time', 'type', 'pod', 'reason'])),
 });
 
 // src/monitor/monitor.js scaleOut: lastAt is the clock's milliseconds.
@@ -312,7 +327,7 @@ const SandboxEvents = closed({
 export const RESPONSE_SCHEMAS = {
   OperationRef, Timings, ShardConfig, Change, NamedItem, ActionReport, ActionResult, ReleaseResult, DataMoveStarted,
   Decision, PrestopResult, PoststartStarted, PerfWarningResult, PerfWarningEnded, PerfWarningEndedOnNode, PerfWarningEndResult,
-  OperationStep, Operation, OperationList, AuditRecord, AuditList, MonitorView, ScaleOutState, MonitorSummary, LeaderView, ClusterView,
+  OperationStep, Operation, OperationList, AuditRecord, AuditList, MonitorView, LatencyView, ScaleOutState, MonitorSummary, LeaderView, ClusterView,
   SandboxPod, SandboxServerCrashed, SandboxServerRestored, SandboxNodeCrashed, SandboxNodeCordoned, SandboxPodStarted, SandboxPodCpu,
   SandboxInterference, SandboxScaled, SandboxEvents,
 };

@@ -117,10 +117,11 @@ describe('the Helm chart with test/helm/custom-values.yaml renders what the valu
     expect(rethinkdbPod.imagePullSecrets).toEqual([{ name: 'regcred' }]);
   });
 
-  test('when manager.config and monitor thresholds are set, then the manager loads them (3600000 stays an integer, not 3.6e+06)', () => {
+  test('when manager.config, monitor thresholds and the latency trigger are set, then the manager loads them (3600000 stays an integer, not 3.6e+06)', () => {
     expect(loadCustomConfig()).toMatchObject({
       logLevel: 'debug', managedTables: ['ycsb.*'], deadlines: { prestopSeconds: 15 }, maintenance: { taints: ['node.kubernetes.io/unschedulable'] },
       monitor: { hotUtilization: 0.9, pollIntervalMs: 3600000, consecutivePolls: 3, immediateUtilization: 0, scaleOut: false, hotSkew: 1.3, maxReplicas: 16 },
+      latency: { enabled: true, factor: 3, windowMs: 2000, minDeltaMs: 5 },
     });
     expect(customObject('ConfigMap', 'rethinkdb-manager').data.MONITOR_POLL_INTERVAL_MS).toBe('3600000');
     expect(customObject('ConfigMap', 'rethinkdb-manager').data.MONITOR_IMMEDIATE_UTILIZATION).toBe('0');
@@ -291,6 +292,8 @@ describe('the Helm chart: other values', () => {
     ['manager.config.READINESS_GATE_ENABLED=false', { 'manager.config.READINESS_GATE_ENABLED': false }, /manager\.config\.READINESS_GATE_ENABLED: the chart sets READINESS_GATE_ENABLED itself \(from .*rethinkdb\.readinessGate/],
     ['manager.config.PORT=9090', { 'manager.config.PORT': 9090 }, /manager\.config\.PORT: the chart sets PORT itself/],
     ['manager.config.MONITOR_HOT_SKEW=2', { 'manager.config.MONITOR_HOT_SKEW': 2 }, /manager\.config\.MONITOR_HOT_SKEW: the chart sets/],
+    ['manager.config.LATENCY_FACTOR=2', { 'manager.config.LATENCY_FACTOR': 2 }, /manager\.config\.LATENCY_FACTOR: the chart sets .*latencyTrigger\.\*/],
+    ['a misspelt latency trigger setting', { 'latencyTrigger.window': 500 }, /at '\/latencyTrigger': additional properties 'window' not allowed/],
     // values.schema.json: a misspelt key or a value out of its set is refused before any template runs.
     ['a misspelt monitor setting', { 'monitor.hotUtilisation': 0.9 }, /at '\/monitor': additional properties 'hotUtilisation' not allowed/],
     ['a misspelt top-level key', { 'gates.enabled': false }, /additional properties 'gates' not allowed/],

@@ -76,6 +76,20 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ HTTP_REQUEST_TIMEOUT_SECONDS: value })).toThrow(/between 1 and 300/);
   });
 
+  test.each([
+    [{ LATENCY_TRIGGER_ENABLED: 'true', SUSPICION_PROBE_INTERVAL_MS: '0' }, 'LATENCY_TRIGGER_ENABLED=true needs the probes: SUSPICION_PROBE_INTERVAL_MS is 0'],
+    [{ LATENCY_TRIGGER_ENABLED: 'true', SUSPICION_PROBE_INTERVAL_MS: '400' }, 'LATENCY_WINDOW_MS (1000) must be at least 3 times SUSPICION_PROBE_INTERVAL_MS (400)'],
+  ])('when the latency trigger is on with %j, then start-up fails saying why', (env, message) => {
+    expect(() => loadConfig(env)).toThrow(message);
+  });
+
+  test('when the latency trigger is on with probes every 50 ms and windows of 1 s, or off with the probes off, then it is accepted', () => {
+    expect(loadConfig({ LATENCY_TRIGGER_ENABLED: 'true' }).latency).toEqual({
+      enabled: true, windowMs: 1000, factor: 4, minDeltaMs: 5, consecutiveWindows: 2, warmupWindows: 30, clearCooldownSeconds: 30,
+    });
+    expect(loadConfig({ SUSPICION_PROBE_INTERVAL_MS: '0' }).latency.enabled).toBe(false);
+  });
+
   test('when several keys are wrong, then one error lists every problem', () => {
     let error;
     try {

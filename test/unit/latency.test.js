@@ -1,0 +1,313 @@
+// The latency trigger: its policy (pure: percentiles, windows, the baseline, raise and clear), the prober's answer
+// times, and the trigger's use of both on fake events, on injected clocks.
+
+import { EventEmitter } from 'node:events';
+import request from 'supertest';
+import { createVirtualClock } from '../../src/lib/clock.js';
+import { createLatencyTrigger } from '../../src/monitor/latency-trigger.js';
+import {
+  BASELINE_WEIGHT, MIN_SAMPLES, dataMoving, decideLatencyStep, initialLatencyState, percentile, summarizeLatencyWindow,
+} from '../../src/policy/latency.js';
+import { createProber } from '../../src/rethinkdb/prober.js';
+import { buildOpenApiDocument } from '../../src/routes/openapi.js';
+import { createSandboxHarness } from '../helpers/harness.js';
+import { createResponseChecker } from '../helpers/openapi-responses.js';
+
+const quiet = { child: () => quiet, info() {}, warn() {}, debug() {} };
+const SETTINGS = {
+  factor: 4, minDeltaMs: 5, consecutiveWindows: 2, warmupWindows: 3, clearCooldownMs: 10000,
+};
+// One window's summary for servers a, b, c (pods rethinkdb-a...), each at the p90 given (p50 at half of it).
+const window = (p90s) => Object.entries(p90s).map(([id, p90Ms]) => ({
+  serverId: id, name: `rethinkdb_${id}`, pod: `rethinkdb-${id}`, n: 20, p50Ms: p90Ms === null ? null : p90Ms / 2, p90Ms,
+}));
+// Runs windows one second apart from `state`; returns the last step and every decision.
+function run(windows, options = {}, state = initialLatencyState(), start = 0) {
+  let step = { state };
+  const decisions = [];
+  windows.forEach((w, i) => {
+    step = decideLatencyStep(step.state, window(w), { ...SETTINGS, now: start + i * 1000, ...options });
+    decisions.push(...step.decisions);
+  });
+  return { ...step, decisions };
+}
+const learned = (n = 3) => Array.from({ length: n }, () => ({ a: 1, b: 1, c: 1 }));
+
+describe('the policy (pure)', () => {
+  test.each([
+    [[], 0.9, null],
+    [[5], 0.9, 5],
+    [[1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 0.9, 9],
+    [[1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 0.5, 5],
+    [[10, 1, 3], 0.5, 3],
+  ])('percentile(%j, %d) is %j (nearest rank)', (values, q, expected) => {
+    expect(percentile(values, q)).toBe(expected);
+  });
+
+  test('when a window holds fewer answers than MIN_SAMPLES, then the server has no verdict; a probe still waiting counts as an answer that late', () => {
+    const few = Array.from({ length: MIN_SAMPLES - 2 }, () => 1);
+    const [none, withWaiting, plenty] = summarizeLatencyWindow([
+      { serverId: 'a', name: 'a', pod: 'pa', samples: few, waitingMs: null },
+      { serverId: 'b', name: 'b', pod: 'pb', samples: [...few, 1], waitingMs: 900 },
+      { serverId: 'c', name: 'c', pod: null, samples: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10], waitingMs: null },
+    ]);
+    expect(none).toMatchObject({ n: MIN_SAMPLES - 2, p50Ms: null, p90Ms: null });
+    expect(withWaiting).toMatchObject({ n: MIN_SAMPLES, p90Ms: 900 });
+    expect(plenty).toMatchObject({ n: 10, p50Ms: 5, p90Ms: 9, pod: null });
+  });
+
+  test('when a server answers within its baseline, then the baseline learns each window by BASELINE_WEIGHT, and nothing is raised', () => {
+    const { state, decisions } = run([{ a: 1, b: 1, c: 1 }, { a: 3, b: 1, c: 1 }]);
+    expect(state.servers.a).toMatchObject({ baselineMs: 1 + BASELINE_WEIGHT * 2, learned: 2, anomalous: false });
+    expect(decisions).toEqual([]);
+  });
+
+  test('when the baseline has not seen warmupWindows windows yet, then no window is anomalous', () => {
+    const { state, decisions } = run([{ a: 1, b: 1, c: 1 }, { a: 50, b: 1, c: 1 }, { a: 50, b: 1, c: 1 }]);
+    expect(decisions).toEqual([]);
+    expect(state.servers.a.learned).toBe(3); // it learned them: no verdict of anomaly before the warm-up ends
+  });
+
+  test('when one server answers at factor x its baseline and minDeltaMs above for consecutiveWindows windows, then its pod is raised once, with its evidence', () => {
+    const { state, decisions } = run([...learned(), { a: 40, b: 1, c: 1 }, { a: 42, b: 1.2, c: 1 }, { a: 45, b: 1, c: 1 }]);
+    expect(decisions).toEqual([expect.objectContaining({
+      type: 'raise', pod: 'rethinkdb-a', serverId: 'a',
+      evidence: {
+        p90Ms: 42, p50Ms: 21, probes: 20, baselineMs: 1, windows: 2,
+      },
+    })]);
+    expect(decisions[0].reason).toMatch(/rethinkdb_a answers the manager's probes in 42 ms \(p90 of 20 in the last window\), 42.0x its baseline of 1.0 ms for 2 windows in a row \(thresholds 4x and \+5 ms\)/);
+    expect(state.servers.a).toMatchObject({ raised: true, baselineMs: 1 }); // the anomaly is not learned
+  });
+
+  test.each([
+    ['under the factor', 3.9, false],
+    ['at the factor but less than minDeltaMs above', 5.9, false],
+    ['at the factor and minDeltaMs above', 6, true],
+  ])('when a server answers %s (%d ms, its baseline 1 ms), then it is anomalous: %s', (_, p90, expected) => {
+    const { state } = run([...learned(), { a: p90, b: 1, c: 1 }]);
+    expect(state.servers.a.anomalous).toBe(expected);
+  });
+
+  test('when an anomaly lasts fewer than consecutiveWindows windows, then nothing is raised and the streak starts again', () => {
+    const { state, decisions } = run([...learned(), { a: 40, b: 1, c: 1 }, { a: 1, b: 1, c: 1 }, { a: 40, b: 1, c: 1 }]);
+    expect(decisions).toEqual([]);
+    expect(state.servers.a.streak).toBe(1);
+  });
+
+  test('when half the servers with a verdict or more are anomalous at once, then nothing is raised, and it says why', () => {
+    const { decisions, held } = run([...learned(), { a: 40, b: 40, c: 1 }, { a: 40, b: 40, c: 1 }]);
+    expect(decisions).toEqual([]);
+    expect(held).toBe("2 of 3 servers answer slowly at once: load everywhere, or the manager's own host; nothing raised");
+  });
+
+  test('when a server has no verdict, then it counts neither way: one anomalous of two with verdicts holds everything', () => {
+    const { decisions, held } = run([...learned(), { a: 40, b: 1, c: null }, { a: 40, b: 1, c: null }]);
+    expect(decisions).toEqual([]);
+    expect(held).toMatch(/^1 of 2 servers/);
+  });
+
+  test('when data moves, then nothing is raised and the baseline does not learn', () => {
+    const before = run(learned());
+    const { state, decisions, held } = run([{ a: 40, b: 2, c: 1 }, { a: 40, b: 2, c: 1 }], { moving: 'a backfill' }, before.state);
+    expect(decisions).toEqual([]);
+    expect(held).toBe('a backfill; nothing raised while data moves');
+    expect(state.servers.b.baselineMs).toBe(1);
+  });
+
+  test.each([
+    ['its pod already has a warning (of any source)', { warnedPods: ['rethinkdb-a'] }],
+    ['the prober finds it silent (the suspicion acts)', { silent: new Set(['a']) }],
+  ])('when %s, then it is not raised', (_, options) => {
+    const { decisions } = run([...learned(), { a: 40, b: 1, c: 1 }, { a: 40, b: 1, c: 1 }], options);
+    expect(decisions).toEqual([]);
+  });
+
+  test('when a server has no pod name (no hostname), then it is not raised', () => {
+    const before = run(learned());
+    const w = window({ a: 40, b: 1, c: 1 }).map((x) => (x.serverId === 'a' ? { ...x, pod: null } : x));
+    const one = decideLatencyStep(before.state, w, { ...SETTINGS, now: 5000 });
+    const two = decideLatencyStep(one.state, w, { ...SETTINGS, now: 6000 });
+    expect(two.decisions).toEqual([]);
+  });
+
+  test('when a raised server answers in time again for clearCooldownMs, then its warning is cleared, and not before', () => {
+    const raised = run([...learned(), { a: 40, b: 1, c: 1 }, { a: 40, b: 1, c: 1 }]);
+    const early = run([{ a: 1, b: 1, c: 1 }, { a: 1, b: 1, c: 1 }], {}, raised.state, 10000);
+    expect(early.decisions).toEqual([]);
+    expect(early.state.servers.a).toMatchObject({ raised: true, clearSince: 10000, baselineMs: 1 });
+    const late = run([{ a: 1, b: 1, c: 1 }], {}, early.state, 20000);
+    expect(late.decisions).toEqual([{
+      type: 'clear', pod: 'rethinkdb-a', serverId: 'a', reason: 'rethinkdb_a answers in 1.0 ms (p90), under the thresholds for 10 s (cooldown 10 s)',
+    }]);
+    expect(late.state.servers.a).toMatchObject({ raised: false, clearSince: null });
+  });
+
+  test('when a raised server is anomalous again during its cooldown, then the cooldown starts over', () => {
+    const raised = run([...learned(), { a: 40, b: 1, c: 1 }, { a: 40, b: 1, c: 1 }]);
+    const { state, decisions } = run([{ a: 1, b: 1, c: 1 }, { a: 40, b: 1, c: 1 }, { a: 1, b: 1, c: 1 }], {}, raised.state, 10000);
+    expect(decisions).toEqual([]);
+    expect(state.servers.a.clearSince).toBe(12000);
+  });
+
+  test('when the trigger\'s own warning is on a pod it does not remember (a new leader), then it counts as raised and is cleared in time', () => {
+    const fresh = run(learned());
+    const { decisions } = run([{ a: 1, b: 1, c: 1 }, { a: 1, b: 1, c: 1 }], { ownWarnedPods: ['rethinkdb-a'], clearCooldownMs: 1000 }, fresh.state, 5000);
+    expect(decisions).toEqual([expect.objectContaining({ type: 'clear', pod: 'rethinkdb-a' })]);
+  });
+
+  test('when a raised server is missing from a window, then its state is kept; a server never raised is forgotten', () => {
+    const raised = run([...learned(), { a: 40, b: 1, c: 1 }, { a: 40, b: 1, c: 1 }]);
+    const { state, decisions } = run([{ b: 1, c: 1 }], {}, raised.state, 10000);
+    expect(decisions).toEqual([]);
+    expect(state.servers.a).toMatchObject({ raised: true });
+    const after = run([{ a: 1, b: 1 }], {}, state, 11000);
+    expect(after.state.servers.c).toBeUndefined();
+  });
+
+  test.each([
+    ['nothing moves', { tables: [{ db: 'd', name: 't', shards: [{}], allReplicasReady: true }] }, [], null],
+    ['a replica is not ready', { tables: [{ db: 'd', name: 't', shards: [{}], allReplicasReady: false }] }, [], 'replicas of d.t are not all ready (a backfill or a reconfiguration)'],
+    ['a table has no shards (unavailable: no data moves)', { tables: [{ db: 'd', name: 't', shards: [], allReplicasReady: false }] }, [], null],
+    ['a migration is on record', { tables: [] }, [{ server: 'rethinkdb_1' }], "a migration of rethinkdb_1's replicas is under way"],
+    ['no cluster read yet', null, [], null],
+  ])('dataMoving when %s', (_, cluster, migrations, expected) => {
+    expect(dataMoving({ cluster, migrations })).toBe(expected);
+  });
+});
+
+describe('the prober\'s answer times', () => {
+  // A fake connection per server whose probe answers when the test says.
+  function setup() {
+    const clock = createVirtualClock(0);
+    const pending = new Map();
+    const conn = (id) => Object.assign(new EventEmitter(), { id, close: async () => {} });
+    const prober = createProber({
+      listServers: () => ['a', 'b'].map((id) => ({ serverId: id, name: id, hostname: `pod-${id}`, addresses: [{ host: id, port: 1 }] })),
+      connect: async ({ host }) => conn(host),
+      probe: (c) => new Promise((resolve) => { pending.set(c.id, resolve); }),
+      clock, logger: quiet, intervalMs: 50, suspectAfterMs: 150, latencies: true,
+    });
+    const answer = (id) => { pending.get(id)(1); pending.delete(id); };
+    return { clock, prober, answer };
+  }
+  const flush = () => new Promise((resolve) => { setImmediate(resolve); });
+
+  test('when probes on open connections are answered, then their times are taken once; a connect is not timed; a probe waiting shows its wait', async () => {
+    const { clock, prober, answer } = setup();
+    prober.round(); // connects
+    await flush();
+    answer('a');
+    answer('b');
+    await flush();
+    prober.round(); // probes on the connections
+    clock.advance(7);
+    answer('a');
+    await flush();
+    clock.advance(5);
+    const taken = prober.takeLatencies();
+    expect(taken).toEqual([
+      { serverId: 'a', name: 'a', pod: 'pod-a', samples: [7], waitingMs: null },
+      { serverId: 'b', name: 'b', pod: 'pod-b', samples: [], waitingMs: 12 },
+    ]);
+    expect(prober.takeLatencies()[0].samples).toEqual([]);
+  });
+
+  test('when latencies are off, then no time is kept', async () => {
+    const clock = createVirtualClock(0);
+    const prober = createProber({
+      listServers: () => [{ serverId: 'a', name: 'a', hostname: 'pod-a', addresses: [{ host: 'a', port: 1 }] }],
+      connect: async () => Object.assign(new EventEmitter(), { close: async () => {} }), probe: async () => 1, clock, logger: quiet, intervalMs: 50, suspectAfterMs: 150,
+    });
+    prober.round();
+    await flush();
+    prober.round();
+    await flush();
+    expect(prober.takeLatencies()).toEqual([{ serverId: 'a', name: 'a', pod: 'pod-a', samples: [], waitingMs: null }]);
+  });
+});
+
+describe('the trigger', () => {
+  function setup({ warnings = [], migrations = [], raise = async () => ({ event: 'PERFWARNING', pods: [{ pod: 'rethinkdb-a', outcome: 'completed' }] }) } = {}) {
+    const clock = createVirtualClock(0);
+    let times = { a: 1, b: 1, c: 1 };
+    const calls = [];
+    const prober = {
+      takeLatencies: () => Object.entries(times).map(([id, ms]) => ({
+        serverId: id, name: `rethinkdb_${id}`, pod: `rethinkdb-${id}`, samples: Array.from({ length: 10 }, () => ms), waitingMs: null,
+      })),
+      suspects: () => [],
+    };
+    const events = {
+      raiseFromLatency: async (args) => { calls.push(['raise', args]); return raise(args); },
+      clearFromLatency: async (args) => { calls.push(['clear', args]); return { event: 'PERFWARNING_END', ended: true, reason: args.reason }; },
+    };
+    let moving = [];
+    const marks = { perfWarnings: async () => warnings, migrations: async () => moving };
+    const config = {
+      latency: {
+        enabled: true, windowMs: 1000, factor: 4, minDeltaMs: 5, consecutiveWindows: 2, warmupWindows: 3, clearCooldownSeconds: 10,
+      },
+    };
+    const trigger = createLatencyTrigger({
+      prober, events, marks, recentCluster: () => null, config, clock, logger: quiet,
+    });
+    const windows = async (n) => { for (let i = 0; i < n; i += 1) { clock.advance(1000); await trigger.reconcile(); } };
+    return {
+      trigger, calls, windows, setTimes: (t) => { times = t; }, startMigrations: () => { moving = migrations; },
+    };
+  }
+
+  test('when one server slows down after the warm-up, then the trigger raises its pod through the events, and shows why in its view', async () => {
+    const { trigger, calls, windows, setTimes } = setup();
+    await windows(3);
+    setTimes({ a: 40, b: 1, c: 1 });
+    await windows(2);
+    expect(calls).toEqual([['raise', { pod: 'rethinkdb-a', reason: expect.stringMatching(/^rethinkdb_a answers the manager's probes in 40 ms/) }]]);
+    const view = trigger.view();
+    expect(view).toMatchObject({ enabled: true, windows: 5, held: null });
+    expect(view.servers.find((s) => s.server === 'rethinkdb_a')).toMatchObject({ p90Ms: 40, baselineMs: 1, anomalous: true, raised: true });
+    expect(view.lastDecisions).toEqual([expect.objectContaining({ type: 'raise', pod: 'rethinkdb-a', result: { event: 'PERFWARNING', outcomes: ['rethinkdb-a: completed'] } })]);
+  });
+
+  test('when GET /v1/monitor carries the trigger\'s view (a raise, its evidence, its result), then it is what /openapi.json documents; off, it is null', async () => {
+    const { trigger, windows, setTimes } = setup();
+    await windows(3);
+    setTimes({ a: 40, b: 1, c: 1 });
+    await windows(2);
+    const h = createSandboxHarness();
+    const res = await request(h.app).get('/v1/monitor');
+    expect(res.body.latency).toBeNull();
+    const checker = createResponseChecker(buildOpenApiDocument());
+    expect(checker.check({ method: 'GET', path: '/v1/monitor', status: 200, body: res.body })).toEqual([]);
+    expect(checker.check({ method: 'GET', path: '/v1/monitor', status: 200, body: { ...res.body, latency: trigger.view() } })).toEqual([]);
+    expect(checker.check({ method: 'GET', path: '/v1/monitor', status: 200, body: { ...res.body, latency: { ...trigger.view(), extra: 1 } } })).not.toEqual([]);
+  });
+
+  test('when raising fails, then the error is in the view and the next windows go on', async () => {
+    const { trigger, windows, setTimes } = setup({ raise: async () => { throw new Error('cluster unreachable'); } });
+    await windows(3);
+    setTimes({ a: 40, b: 1, c: 1 });
+    await windows(3);
+    expect(trigger.view().lastDecisions).toEqual([expect.objectContaining({ type: 'raise', error: 'cluster unreachable' })]);
+    expect(trigger.view().windows).toBe(6);
+  });
+
+  test('when a migration is on record, then nothing is raised and the view says why', async () => {
+    const {
+      trigger, calls, windows, setTimes, startMigrations,
+    } = setup({ migrations: [{ server: 'rethinkdb_b' }] });
+    await windows(3);
+    startMigrations();
+    setTimes({ a: 40, b: 1, c: 1 });
+    await windows(2);
+    expect(calls).toEqual([]);
+    expect(trigger.view().held).toBe("a migration of rethinkdb_b's replicas is under way; nothing raised while data moves");
+  });
+
+  test('when its own warning is on record and the server answers in time for the cooldown, then it clears it', async () => {
+    const { calls, windows } = setup({ warnings: [{ pod: 'rethinkdb-a', source: 'latency' }] });
+    await windows(12);
+    expect(calls).toEqual([['clear', { pod: 'rethinkdb-a', reason: expect.stringMatching(/^rethinkdb_a answers in 1.0 ms \(p90\)/) }]]);
+  });
+});
