@@ -74,6 +74,8 @@ const KEYS = [
   { env: 'MONITOR_MAX_REPLICAS', field: 'monitor.maxReplicas', parse: integer(1, 1000), default: 16 },
   { env: 'LATENCY_TRIGGER_ENABLED', field: 'latency.enabled', parse: boolean, default: false },
   { env: 'LATENCY_WINDOW_MS', field: 'latency.windowMs', parse: integer(200, 60000), default: 1000 },
+  { env: 'LATENCY_DISK_PROBE_INTERVAL_MS', field: 'latency.diskProbeIntervalMs', parse: offOrInteger(50, 60000), default: 250 },
+  { env: 'LATENCY_DISK_PROBE_DB', field: 'latency.diskProbeDb', parse: identifier, default: 'rethinkdb_manager' },
   { env: 'LATENCY_FACTOR', field: 'latency.factor', parse: ratio, default: 4 },
   { env: 'LATENCY_MIN_DELTA_MS', field: 'latency.minDeltaMs', parse: integer(0, 60000), default: 5 },
   { env: 'LATENCY_CONSECUTIVE_WINDOWS', field: 'latency.consecutiveWindows', parse: integer(1, 100), default: 2 },
@@ -329,6 +331,13 @@ function dnsLabel(raw) {
   return /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(raw.trim()) ? { value: raw.trim() } : { error: 'must be a DNS label (lowercase letters, digits and -)' };
 }
 
+// A RethinkDB database name ([A-Za-z0-9_]), not the system database.
+function identifier(raw) {
+  const v = raw.trim();
+  if (v === 'rethinkdb') return { error: 'must not be rethinkdb (the system database)' };
+  return /^[A-Za-z0-9_]{1,64}$/.test(v) ? { value: v } : { error: 'must be a RethinkDB database name (letters, digits and _)' };
+}
+
 // Taint keys, comma separated (a qualified name: an optional DNS prefix and a name).
 function taintKeys(raw) {
   const items = raw.split(',').map((s) => s.trim()).filter(Boolean);
@@ -382,8 +391,10 @@ function keyValuePairs(raw) {
 function latencyProblems({ latency, suspicion }) {
   if (!latency.enabled) return [];
   if (suspicion.probeIntervalMs === 0) return ['LATENCY_TRIGGER_ENABLED=true needs the probes: SUSPICION_PROBE_INTERVAL_MS is 0'];
-  if (latency.windowMs < 3 * suspicion.probeIntervalMs) {
-    return [`LATENCY_WINDOW_MS (${latency.windowMs}) must be at least 3 times SUSPICION_PROBE_INTERVAL_MS (${suspicion.probeIntervalMs}): each window needs three probes of every server`];
+  const slowest = Math.max(suspicion.probeIntervalMs, latency.diskProbeIntervalMs);
+  if (latency.windowMs < 3 * slowest) {
+    const key = slowest === suspicion.probeIntervalMs ? 'SUSPICION_PROBE_INTERVAL_MS' : 'LATENCY_DISK_PROBE_INTERVAL_MS';
+    return [`LATENCY_WINDOW_MS (${latency.windowMs}) must be at least 3 times ${key} (${slowest}): each window needs three probes of every server`];
   }
   return [];
 }

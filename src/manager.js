@@ -116,6 +116,7 @@ export function createManager({
   const prober = probeTargets && config.suspicion.probeIntervalMs > 0 ? createProber({
     ...probeTargets, clock, logger, timers, intervalMs: config.suspicion.probeIntervalMs, suspectAfterMs: config.suspicion.afterMs,
     busyPods: () => monitor.busyPods(), busyAfterMs: config.suspicion.busyAfterMs, latencies: config.latency.enabled,
+    ...(config.latency.enabled && config.latency.diskProbeIntervalMs > 0 ? { diskIntervalMs: config.latency.diskProbeIntervalMs } : { probeDisk: null }),
     onChange: () => queue.add(SUSPICION_KEY),
   }) : null;
   const lossRestore = createLossRestoreEvents({ store, marks, executor, config, clock, logger, metrics });
@@ -123,7 +124,7 @@ export function createManager({
     prober, store, marks, gates, recentCluster: failover.lastRead, config, clock, logger, metrics,
   }) : null;
   const latencyTrigger = prober && config.latency.enabled ? createLatencyTrigger({
-    prober, events, marks, recentCluster: failover.lastRead, config, clock, logger, metrics,
+    prober, events, marks, store, recentCluster: failover.lastRead, config, clock, logger, metrics,
   }) : null;
   // Nothing acts before the persisted state is loaded (or while shutting down): the key looks again later.
   const whenStarted = async (fn, laterMs) => (work.started() && !work.shuttingDown() ? work.track(fn) : { requeueAfterMs: laterMs });

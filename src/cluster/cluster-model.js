@@ -186,6 +186,23 @@ export function tableLabel(table) {
 }
 
 // selectors: ['db.table', 'db.*']; empty means every user table.
+// The system-table documents without the tables of database `db` (the manager's own disk probes, src/policy/disk-probe.js):
+// nothing the manager plans, holds or counts sees them, nor the servers only they name.
+export function withoutDatabase(raw, db) {
+  if (!db) return raw;
+  const dbIds = new Set((raw.dbConfig ?? []).filter((d) => d.name === db).map((d) => d.id));
+  if (dbIds.size === 0) return raw;
+  const dropped = new Set((raw.tableConfig ?? []).filter((t) => dbIds.has(t.db)).map((t) => t.id));
+  const keep = (t) => !dropped.has(t.id);
+  return {
+    ...raw,
+    tableConfig: (raw.tableConfig ?? []).filter(keep),
+    tableConfigByName: (raw.tableConfigByName ?? []).filter(keep),
+    tableStatus: (raw.tableStatus ?? []).filter(keep),
+    ...(raw.jobs ? { jobs: raw.jobs.filter((j) => j.info?.db !== db) } : {}),
+  };
+}
+
 export function filterManagedTables(cluster, selectors) {
   if (!selectors || selectors.length === 0) return cluster;
   const matches = (t) => selectors.some((sel) => sel === `${t.db}.${t.name}` || sel === `${t.db}.*`);

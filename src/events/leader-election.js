@@ -198,7 +198,10 @@ export function fenceWrites({ store, kube, fence }) {
     },
   }) : target);
   return {
-    store: guarded(store, { writeTableShards: 'write a table config', writeHeartbeatTimeout: 'change the heartbeat timeout' }),
+    store: guarded(store, {
+      writeTableShards: 'write a table config', writeHeartbeatTimeout: 'change the heartbeat timeout',
+      createProbeTable: 'create a disk probe table', placeProbeTable: 'place a disk probe table', dropProbeTable: 'drop a disk probe table',
+    }),
     kube: guarded(kube, {
       annotatePod: 'write pod annotations', createPodEvent: 'create Events', patchStatefulSetScale: 'scale the StatefulSet', setPodCondition: 'set a pod condition',
     }),

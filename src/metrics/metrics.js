@@ -57,8 +57,8 @@ export function createMetrics({ prefix = DEFAULT_METRICS_PREFIX, processMetrics 
   const suspicionHolds = counter('suspicion_holds_total', 'Holds of a silent server\'s tables on the query gates, by how they ended (failed_over: other servers act for them; dropped: RethinkDB no longer lists the server, its failover under way; answered: the server answers again; ttl: SUSPICION_HOLD_TTL_MS passed; not_taken: no gate held them).', ['how']);
   const suspicionHoldSeconds = counter('suspicion_hold_seconds_total', 'Seconds the suspicion holds lasted, by how they ended.', ['how']);
   const lostServers = gauge('lost_servers', 'Servers the table configs name that are disconnected, at the last look of the loss-restore key (each restored around after LOSS_RESTORE_AFTER_SECONDS).');
-  const probeLatency = gauge('probe_latency_seconds', 'The latency trigger\'s last window: how long each server took to answer the manager\'s direct probes (r.expr(1)), by server and quantile (0.5, 0.9).', ['server', 'quantile']);
-  const probeLatencyBaseline = gauge('probe_latency_baseline_seconds', 'Each server\'s learned baseline of its windows\' p90 probe latency (the latency trigger compares each window with it).', ['server']);
+  const probeLatency = gauge('probe_latency_seconds', 'The latency trigger\'s last window: how long each server took to answer the manager\'s probes, by server, signal (reply: r.expr(1); disk: a durable write to a table on it alone) and quantile (0.5, 0.9).', ['server', 'signal', 'quantile']);
+  const probeLatencyBaseline = gauge('probe_latency_baseline_seconds', 'Each server\'s learned baseline of its windows\' p90 probe latency, by signal (the latency trigger compares each window with it).', ['server', 'signal']);
   const latencyDecisions = counter('latency_decisions_total', 'The latency trigger\'s decisions (raise, clear), by whether applying them worked.', ['decision', 'outcome']);
   const lossRestores = counter('loss_restores_total', 'Lost servers whose replicas the manager started recreating on the other servers (LOSS_RESTORE_AFTER_SECONDS).');
   const setupFindings = gauge('setup_findings', 'What the manager needs from the RethinkDB StatefulSet\'s pod template and found missing at its last check (docs/existing-statefulset.md), 1 per missing piece, by check.', ['check']);
@@ -147,9 +147,10 @@ export function createMetrics({ prefix = DEFAULT_METRICS_PREFIX, processMetrics 
     recordLatencyWindow({ servers, decisions }) {
       for (const g of [probeLatency, probeLatencyBaseline]) g.reset();
       for (const s of servers) {
-        if (s.p50Ms !== null) probeLatency.set({ server: s.server, quantile: '0.5' }, s.p50Ms / 1000);
-        if (s.p90Ms !== null) probeLatency.set({ server: s.server, quantile: '0.9' }, s.p90Ms / 1000);
-        if (s.baselineMs !== null) probeLatencyBaseline.set({ server: s.server }, s.baselineMs / 1000);
+        const { server, signal } = s;
+        if (s.p50Ms !== null) probeLatency.set({ server, signal, quantile: '0.5' }, s.p50Ms / 1000);
+        if (s.p90Ms !== null) probeLatency.set({ server, signal, quantile: '0.9' }, s.p90Ms / 1000);
+        if (s.baselineMs !== null) probeLatencyBaseline.set({ server, signal }, s.baselineMs / 1000);
       }
       for (const d of decisions) latencyDecisions.inc({ decision: d.type, outcome: d.error ? 'error' : 'ok' });
     },

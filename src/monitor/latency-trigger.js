@@ -1,22 +1,29 @@
 // The latency trigger (src/policy/latency.js): every LATENCY_WINDOW_MS (the work queue's `latency` key, while this
-// replica leads) it takes the answer times of the prober's direct probes, asks the policy, and raises or ends the
-// PERFWARNINGs it decides, through the same events as the CPU rule's. Its view is /v1/monitor's `latency`.
+// replica leads) it takes the answer times of the prober's probes, asks the policy, and raises or ends the
+// PERFWARNINGs it decides, through the same events as the CPU rule's. Its view is /v1/monitor's `latency`. With the
+// disk probe on, it also keeps the probes' tables (src/policy/disk-probe.js): every PROBE_TABLES_EVERY windows it
+// makes the missing ones, places them, and drops those of servers gone for LOSS_RESTORE_AFTER_SECONDS.
 
 import {
   dataMoving, decideLatencyStep, initialLatencyState, summarizeLatencyWindow,
 } from '../policy/latency.js';
+import { planProbeTables } from '../policy/disk-probe.js';
 import { LATENCY, warningSourceOf } from '../policy/requesters.js';
 
 // The manager's work queue key (src/manager.js).
 export const LATENCY_KEY = 'latency';
 const DECISION_HISTORY_LENGTH = 20;
+export const PROBE_TABLES_EVERY = 10;
 
 export function createLatencyTrigger({
-  prober, events, marks, recentCluster, config, clock, logger, metrics = null,
+  prober, events, marks, store, recentCluster, config, clock, logger, metrics = null,
 }) {
   const log = logger.child({ module: 'latency-trigger' });
   const settings = config.latency;
+  const diskProbe = settings.diskProbeIntervalMs > 0;
+  const dropAfterMs = config.lossRestore.afterSeconds > 0 ? config.lossRestore.afterSeconds * 1000 : Infinity;
   let state = initialLatencyState();
+  let missingSince = new Map();
   const view = {
     enabled: settings.enabled && prober !== null,
     windowMs: settings.windowMs,
@@ -24,6 +31,7 @@ export function createLatencyTrigger({
       factor: settings.factor, minDeltaMs: settings.minDeltaMs, consecutiveWindows: settings.consecutiveWindows,
       warmupWindows: settings.warmupWindows, clearCooldownSeconds: settings.clearCooldownSeconds,
     },
+    diskProbe: diskProbe ? { db: settings.diskProbeDb, intervalMs: settings.diskProbeIntervalMs, lastTables: null, lastError: null } : null,
     windows: 0,
     lastWindowAt: null,
     held: null,
@@ -35,7 +43,9 @@ export function createLatencyTrigger({
   // state still counts it as taken (the next raise comes after the cooldown, as the CPU rule's).
   async function reconcile() {
     if (!view.enabled) return {};
-    const window = summarizeLatencyWindow(prober.takeLatencies());
+    const entries = prober.takeLatencies();
+    if (diskProbe && view.windows % PROBE_TABLES_EVERY === 0) await keepProbeTables([...new Set(entries.map((e) => e.name))]);
+    const window = summarizeLatencyWindow(entries);
     const warnings = await marks.perfWarnings();
     const step = decideLatencyStep(state, window, {
       now: clock.now(),
@@ -53,11 +63,14 @@ export function createLatencyTrigger({
     const results = [];
     for (const decision of step.decisions) results.push({ time: new Date(clock.now()).toISOString(), ...(await apply(decision)) });
     if (step.held && step.held !== view.held) log.info({ held: step.held }, 'latency trigger holds off');
-    const servers = window.map((w) => ({
-      server: w.name, pod: w.pod, probes: w.n, p50Ms: w.p50Ms, p90Ms: w.p90Ms,
-      baselineMs: state.servers[w.serverId]?.baselineMs ?? null, anomalous: state.servers[w.serverId]?.anomalous ?? null,
-      streak: state.servers[w.serverId]?.streak ?? 0, raised: state.servers[w.serverId]?.raised ?? false,
-    }));
+    const servers = window.map((w) => {
+      const server = state.servers[w.serverId];
+      const signal = server?.signals[w.signal];
+      return {
+        server: w.name, pod: w.pod, signal: w.signal, probes: w.n, p50Ms: w.p50Ms, p90Ms: w.p90Ms,
+        baselineMs: signal?.baselineMs ?? null, anomalous: signal?.anomalous ?? null, streak: signal?.streak ?? 0, raised: server?.raised ?? false,
+      };
+    });
     Object.assign(view, {
       windows: view.windows + 1, lastWindowAt: new Date(clock.now()).toISOString(), held: step.held, servers,
       lastDecisions: [...view.lastDecisions, ...results].slice(-DECISION_HISTORY_LENGTH),
@@ -78,6 +91,34 @@ export function createLatencyTrigger({
     } catch (err) {
       log.warn({ decision: decision.type, pod: decision.pod, err: err.message }, 'latency trigger decision failed');
       return { ...describe(decision), error: err.message };
+    }
+  }
+
+  // The probe tables of the servers probed now (names), made, placed and dropped as planProbeTables says. A failure is
+  // logged and shown; the next look tries again.
+  async function keepProbeTables(servers) {
+    const db = settings.diskProbeDb;
+    try {
+      const plan = (tables) => planProbeTables({
+        servers: servers.map((name) => ({ name })), tables, missingSince, now: clock.now(), dropAfterMs,
+      });
+      let step = plan(await store.readProbeTables(db));
+      for (const { table } of step.create) await store.createProbeTable(db, table);
+      if (step.create.length > 0) step = plan(await store.readProbeTables(db));
+      for (const { tableId, server } of step.place) await store.placeProbeTable(tableId, server);
+      for (const { tableId, table, reason } of step.drop) {
+        log.info({ table: `${db}.${table}`, reason }, 'dropping a disk probe table');
+        await store.dropProbeTable(tableId);
+      }
+      ({ missingSince } = step);
+      if (step.create.length + step.place.length + step.drop.length > 0) {
+        log.info({ created: step.create.map((c) => c.table), placed: step.place.map((p) => `${p.table} on ${p.server}`), dropped: step.drop.map((d) => d.table) }, 'disk probe tables kept');
+      }
+      view.diskProbe.lastTables = servers.length;
+      view.diskProbe.lastError = null;
+    } catch (err) {
+      log.warn({ err: err.message }, 'disk probe tables not kept; tried again later');
+      view.diskProbe.lastError = err.message;
     }
   }
 

@@ -1,12 +1,15 @@
 // Pure: the latency trigger (seed 001, Xu, Malladi, Awasthi: a monitor of each service's tail latency that flags an
-// anomaly when it departs from its own baseline). The manager's prober (src/rethinkdb/prober.js) already asks every
-// server `r.expr(1)` every SUSPICION_PROBE_INTERVAL_MS on a connection of its own; the time each answer takes is the
-// server's latency as a client sees it: a server starved of CPU by a neighbour, or behind a congested network link,
-// answers late, whatever its CPU metrics say. Each window (LATENCY_WINDOW_MS) gives every server a p90 of those
-// times; a server whose p90 is at least LATENCY_FACTOR times its own baseline, and LATENCY_MIN_DELTA_MS above it,
-// for LATENCY_CONSECUTIVE_WINDOWS windows in a row, is anomalous, and the trigger raises a PERFWARNING for its pod,
-// which demotes its primaries as the CPU rule's does. It ends once the server has been back under the thresholds for
-// LATENCY_CLEAR_COOLDOWN_SECONDS.
+// anomaly when it departs from its own baseline). Two signals per server, each measured by the manager's prober
+// (src/rethinkdb/prober.js) on its own connection to the server:
+// - 'reply': `r.expr(1)`, every SUSPICION_PROBE_INTERVAL_MS. A server starved of CPU by a neighbour, or behind a
+//   congested network link, answers late, whatever its CPU metrics say;
+// - 'disk' (LATENCY_DISK_PROBE_INTERVAL_MS): a durable write to a table whose one replica is on the server. RethinkDB
+//   does its disk I/O on threads of its own, so a server whose disk a neighbour saturates answers `r.expr(1)` in time,
+//   and only a write that waits for its own disk shows it.
+// Each window (LATENCY_WINDOW_MS) gives every server a p90 per signal; one whose p90 is at least LATENCY_FACTOR times
+// its own baseline, and LATENCY_MIN_DELTA_MS above it, for LATENCY_CONSECUTIVE_WINDOWS windows in a row, is anomalous,
+// and the trigger raises a PERFWARNING for its pod, which demotes its primaries as the CPU rule's does. It ends once
+// the server has been back under the thresholds for LATENCY_CLEAR_COOLDOWN_SECONDS.
 
 // Each window's p90 moves the baseline this much of the way towards it (an exponentially weighted mean: about the
 // last 20 windows count), only while the server is neither anomalous nor warned nor moving data: the baseline never
@@ -23,16 +26,16 @@ export function percentile(values, q) {
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];
 }
 
-// entries: [{ serverId, name, pod, samples: [ms], waitingMs }] for one window (the answers' times, and how long the
-// probe still unanswered at the window's end has waited, or null: a probe that waits counts as an answer that late,
-// so that a server answering in 2 s shows in the window it is slow in). -> [{ serverId, name, pod, n, p50Ms, p90Ms }],
-// the percentiles null with fewer than MIN_SAMPLES values.
+// entries: [{ serverId, name, pod, signal, samples: [ms], waitingMs }] for one window, one per server and signal
+// ('reply' or 'disk'): the answers' times, and how long the probe still unanswered at the window's end has waited, or
+// null (a probe that waits counts as an answer that late, so that a server answering in 2 s shows in the window it is
+// slow in). -> [{ serverId, name, pod, signal, n, p50Ms, p90Ms }], the percentiles null with fewer than MIN_SAMPLES values.
 export function summarizeLatencyWindow(entries) {
   return entries.map((e) => {
     const values = [...e.samples, ...(e.waitingMs === null || e.waitingMs === undefined ? [] : [e.waitingMs])];
     const enough = values.length >= MIN_SAMPLES;
     return {
-      serverId: e.serverId, name: e.name, pod: e.pod ?? null, n: values.length,
+      serverId: e.serverId, name: e.name, pod: e.pod ?? null, signal: e.signal ?? 'reply', n: values.length,
       p50Ms: enough ? round(percentile(values, 0.5)) : null, p90Ms: enough ? round(percentile(values, 0.9)) : null,
     };
   });
@@ -49,14 +52,25 @@ export function dataMoving({ cluster, migrations }) {
 
 export const initialLatencyState = () => ({ servers: {} });
 
-// previous: the state after the last window; window: summarizeLatencyWindow's answer. options:
+// What each signal measures, in a reason: 'reply' (the direct probe, r.expr(1)) and 'disk' (the disk probe, a durable
+// write to a table whose one replica is on the server: src/policy/disk-probe.js).
+const MEASURES = {
+  reply: "answers the manager's probes",
+  disk: 'writes its disk probe (a durable write to a table on it alone)',
+};
+
+// previous: the state after the last window; window: summarizeLatencyWindow's answer, an entry per server and signal.
+// options:
 //   now; factor, minDeltaMs, consecutiveWindows, warmupWindows, clearCooldownMs (the settings);
 //   warnedPods: the pods with a perf warning of any source (not raised again); ownWarnedPods: those the trigger
 //   raised itself, as persisted (a restarted manager or a new leader ends them too); silent: the serverIds the
 //   prober suspects (the suspicion acts on them: a silent server is no slow one); moving: dataMoving's reason or null.
 // -> { state, decisions: [{ type: 'raise' | 'clear', pod, serverId, reason, evidence? }], held: reason or null }.
-// Nothing is raised while half the servers with a verdict or more are anomalous at once (load everywhere, or the
-// manager's own host is slow: a demotion would only move primaries between slow servers), nor while data moves.
+// Each signal of each server has its own baseline and streak; a server is raised once, on the first signal anomalous
+// for consecutiveWindows windows, and cleared once every signal with a verdict has been under the thresholds for
+// clearCooldownMs. Nothing is raised on a signal while half the servers with a verdict on it or more are anomalous on
+// it at once (load everywhere, a disk they share, or the manager's own host: a demotion would only move primaries
+// between slow servers), nor while data moves.
 export function decideLatencyStep(previous, window, options) {
   const {
     now, factor, minDeltaMs, consecutiveWindows, warmupWindows, clearCooldownMs,
@@ -66,64 +80,76 @@ export function decideLatencyStep(previous, window, options) {
   const own = new Set(ownWarnedPods);
   const servers = {};
   const decisions = [];
-  const verdicts = [];
-  for (const w of window) {
-    const before = previous.servers[w.serverId] ?? {
-      baselineMs: null, learned: 0, streak: 0, raised: false, clearSince: null,
-    };
-    const raised = before.raised || (w.pod !== null && own.has(w.pod));
-    const state = { ...before, raised, p50Ms: w.p50Ms, p90Ms: w.p90Ms, anomalous: null };
-    if (w.p90Ms !== null) {
-      const ready = before.learned >= warmupWindows && before.baselineMs !== null;
-      const anomalous = ready && w.p90Ms >= factor * before.baselineMs && w.p90Ms - before.baselineMs >= minDeltaMs;
-      state.anomalous = anomalous;
-      verdicts.push({ w, anomalous });
-      if (anomalous) {
-        state.streak = before.streak + 1;
-        state.clearSince = null;
-      } else {
-        state.streak = 0;
-        if (!raised && !moving) {
-          state.baselineMs = round(before.baselineMs === null ? w.p90Ms : before.baselineMs + BASELINE_WEIGHT * (w.p90Ms - before.baselineMs));
-          state.learned = before.learned + 1;
+  const verdicts = []; // { w, anomalous } per server and signal with a verdict
+  const byServer = new Map();
+  for (const w of window) byServer.set(w.serverId, [...(byServer.get(w.serverId) ?? []), w]);
+  for (const [serverId, entries] of byServer) {
+    const { pod, name } = entries[0];
+    const before = previous.servers[serverId] ?? { raised: false, clearSince: null, signals: {} };
+    const raised = before.raised || (pod !== null && own.has(pod));
+    const signals = { ...before.signals };
+    for (const w of entries) {
+      const was = before.signals[w.signal] ?? { baselineMs: null, learned: 0, streak: 0 };
+      const sig = {
+        ...was, p50Ms: w.p50Ms, p90Ms: w.p90Ms, anomalous: null,
+      };
+      if (w.p90Ms !== null) {
+        const ready = was.learned >= warmupWindows && was.baselineMs !== null;
+        sig.anomalous = ready && w.p90Ms >= factor * was.baselineMs && w.p90Ms - was.baselineMs >= minDeltaMs;
+        sig.streak = sig.anomalous ? was.streak + 1 : 0;
+        if (!sig.anomalous && !raised && !moving) {
+          sig.baselineMs = round(was.baselineMs === null ? w.p90Ms : was.baselineMs + BASELINE_WEIGHT * (w.p90Ms - was.baselineMs));
+          sig.learned = was.learned + 1;
         }
-        if (raised) {
-          state.clearSince = before.clearSince ?? now;
-          if (now - state.clearSince >= clearCooldownMs) {
-            state.raised = false;
-            state.clearSince = null;
-            if (w.pod !== null) {
-              decisions.push({
-                type: 'clear', pod: w.pod, serverId: w.serverId,
-                reason: `${w.name} answers in ${ms(w.p90Ms)} (p90), under the thresholds for ${Math.round((now - (before.clearSince ?? now)) / 1000)} s (cooldown ${clearCooldownMs / 1000} s)`,
-              });
-            }
-          }
+        verdicts.push({ w, anomalous: sig.anomalous });
+      }
+      signals[w.signal] = sig;
+    }
+    const judged = entries.filter((w) => w.p90Ms !== null);
+    const anomalous = judged.some((w) => signals[w.signal].anomalous);
+    const state = { raised, clearSince: before.clearSince, signals };
+    if (anomalous) state.clearSince = null;
+    else if (raised && judged.length > 0) {
+      state.clearSince = before.clearSince ?? now;
+      if (now - state.clearSince >= clearCooldownMs) {
+        state.raised = false;
+        state.clearSince = null;
+        if (pod !== null) {
+          const shown = judged.map((w) => `${w.signal === 'reply' ? 'answers' : 'writes its disk probe'} in ${ms(w.p90Ms)}`).join(', ');
+          decisions.push({
+            type: 'clear', pod, serverId,
+            reason: `${name} ${shown} (p90), under the thresholds for ${Math.round((now - (before.clearSince ?? now)) / 1000)} s (cooldown ${clearCooldownMs / 1000} s)`,
+          });
         }
       }
     }
-    servers[w.serverId] = state;
+    servers[serverId] = state;
   }
-  const anomalousCount = verdicts.filter((v) => v.anomalous).length;
-  let held = null;
-  if (anomalousCount > 0 && anomalousCount * 2 >= verdicts.length) {
-    held = `${anomalousCount} of ${verdicts.length} servers answer slowly at once: load everywhere, or the manager's own host; nothing raised`;
-  } else if (anomalousCount > 0 && moving) {
-    held = `${moving}; nothing raised while data moves`;
+  // Per signal: too many servers slow at once holds that signal's raises.
+  const heldSignals = new Map();
+  for (const signal of new Set(verdicts.map((v) => v.w.signal))) {
+    const judged = verdicts.filter((v) => v.w.signal === signal);
+    const slow = judged.filter((v) => v.anomalous).length;
+    if (slow > 0 && slow * 2 >= judged.length) {
+      heldSignals.set(signal, `${slow} of ${judged.length} servers are slow at once on the ${signal} probe: load everywhere, a shared resource, or the manager's own host; nothing raised on it`);
+    }
   }
+  const anyAnomalous = verdicts.some((v) => v.anomalous);
+  const held = [...heldSignals.values(), ...(anyAnomalous && moving ? [`${moving}; nothing raised while data moves`] : [])].join('; ') || null;
   for (const { w, anomalous } of verdicts) {
     const state = servers[w.serverId];
-    if (held || !anomalous || state.raised || state.streak < consecutiveWindows) continue;
+    const sig = state.signals[w.signal];
+    if (!anomalous || moving || heldSignals.has(w.signal) || state.raised || sig.streak < consecutiveWindows) continue;
     if (w.pod === null || warned.has(w.pod) || silent.has(w.serverId)) continue;
     state.raised = true;
-    const base = state.baselineMs;
+    const base = sig.baselineMs;
     decisions.push({
       type: 'raise', pod: w.pod, serverId: w.serverId,
       evidence: {
-        p90Ms: w.p90Ms, p50Ms: w.p50Ms, probes: w.n, baselineMs: base, windows: state.streak,
+        signal: w.signal, p90Ms: w.p90Ms, p50Ms: w.p50Ms, probes: w.n, baselineMs: base, windows: sig.streak,
       },
-      reason: `${w.name} answers the manager's probes in ${ms(w.p90Ms)} (p90 of ${w.n} in the last window), ${(w.p90Ms / base).toFixed(1)}x its baseline of ${ms(base)}`
-        + ` for ${state.streak} windows in a row (thresholds ${factor}x and +${minDeltaMs} ms)`,
+      reason: `${w.name} ${MEASURES[w.signal]} in ${ms(w.p90Ms)} (p90 of ${w.n} in the last window), ${(w.p90Ms / base).toFixed(1)}x its baseline of ${ms(base)}`
+        + ` for ${sig.streak} windows in a row (thresholds ${factor}x and +${minDeltaMs} ms)`,
     });
   }
   // A server missing from this window (not listed for a moment, or gone) keeps its state if the trigger raised its

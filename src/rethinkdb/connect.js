@@ -3,7 +3,9 @@
 
 import { readFileSync } from 'node:fs';
 import { connect as tcpConnect } from 'node:net';
+import { probeTableOf } from '../policy/disk-probe.js';
 import { createDataStore } from './data-store.js';
+import { buildDiskProbe } from './queries.js';
 import { createConnectionManager, createQueryRunner, createRethinkDbSource } from './rethinkdb-source.js';
 
 // A reconnect dials the next address when the last has not answered within this: a frozen server (SIGSTOP, a hung
@@ -34,12 +36,13 @@ export function createRethinkDbStore({ r, config, clock, logger }) {
   connections.start();
   logger.info({ seeds: rc.seeds, user: rc.user, tls: rc.tls }, 'connecting to RethinkDB');
   const source = createRethinkDbSource({ r, runQuery: createQueryRunner({ connections, queryTimeoutMs: rc.queryTimeoutMs }), connections });
-  const store = createDataStore({ source, managedTables: config.managedTables });
+  const store = createDataStore({ source, managedTables: config.managedTables, excludedDb: config.latency.diskProbeDb });
   // What the manager's prober (./prober.js) needs: the servers last listed, a connection of its own to one, a probe.
   // probeVia: a server's row of rethinkdb.stats through another server's connection, which that server fetches over the
   // cluster's links (it waits for an answer up to 5 s: stats_backend.cc).
   const probeTargets = {
     listServers: () => connections.servers(), connect, probe: (c) => r.expr(1).run(c), probeVia: (c, serverId) => r.db('rethinkdb').table('stats').get(['server', serverId]).run(c),
+    probeDisk: (c, serverName) => buildDiskProbe(r, config.latency.diskProbeDb, probeTableOf(serverName)).run(c),
   };
   return {
     store, connections, probeTargets, close: () => connections.close(),

@@ -3,17 +3,18 @@
 // Each read and write is counted and timed in the request's trace (src/lib/trace.js).
 
 import { appError } from '../errors.js';
-import { filterManagedTables, normalizeSystemTables } from '../cluster/cluster-model.js';
+import { filterManagedTables, normalizeSystemTables, withoutDatabase } from '../cluster/cluster-model.js';
 import { timeQuery } from '../lib/trace.js';
 import { toRawShards } from './queries.js';
 
-export function createDataStore({ source, managedTables = [] }) {
+// excludedDb: a database whose tables the cluster read leaves out (the disk probes', LATENCY_DISK_PROBE_DB).
+export function createDataStore({ source, managedTables = [], excludedDb = null }) {
   // backfills: also read the backfills under way (rethinkdb.jobs, costly on a large cluster); `backfills` is null
   // in a snapshot read without them.
   async function readCluster({ backfills = false } = {}) {
     return timeQuery('read', async () => {
       const raw = await source.readSystemTables({ backfills });
-      const cluster = filterManagedTables(normalizeSystemTables(raw), managedTables);
+      const cluster = filterManagedTables(normalizeSystemTables(withoutDatabase(raw, excludedDb)), managedTables);
       return backfills ? cluster : { ...cluster, backfills: null };
     });
   }
@@ -47,6 +48,14 @@ export function createDataStore({ source, managedTables = [] }) {
       return row ? (row.shards ?? []).map((s) => [...(s.primary_replicas ?? [])]) : null;
     },
     readTableServerStats: async () => (source.readTableServerStats ? timeQuery('read', () => source.readTableServerStats()) : []),
+    // The disk probes' tables (src/policy/disk-probe.js): [{ id, name, replicas }] (replicas null when none is
+    // reachable); none where the source has no such tables (the sandbox).
+    readProbeTables: async (db) => (source.readProbeTables
+      ? (await timeQuery('read', () => source.readProbeTables(db))).map((t) => ({ id: t.id, name: t.name, replicas: Array.isArray(t.shards) ? [...(t.shards[0]?.replicas ?? [])] : null }))
+      : []),
+    createProbeTable: (db, table) => timeQuery('write', () => source.createProbeTable(db, table)),
+    placeProbeTable: async (tableId, server) => checkWriteResult(await timeQuery('write', () => source.placeProbeTable(tableId, server)), tableId),
+    dropProbeTable: (tableId) => timeQuery('write', () => source.dropProbeTable(tableId)),
     ping: () => source.ping(),
     // Moves the manager's own connection off servers about to stop or be drained (a no-op for the sandbox).
     steerAwayFrom: async (serverIds) => (source.steerAwayFrom ? source.steerAwayFrom(serverIds) : { moved: false, reason: 'one connection to every server' }),

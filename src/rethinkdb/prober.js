@@ -15,6 +15,9 @@
 // found busy (their servers are silent only after busyAfterMs: silentServers), matched to servers by hostname.
 // With latencies on, the time each direct probe on an open connection took to be answered is kept until
 // takeLatencies() takes it (the latency trigger, src/monitor/latency-trigger.js); a connect is not a probe's time.
+// probeDisk(conn, serverName) (with diskIntervalMs): the disk probe, a durable write to a table on that server alone
+// (src/policy/disk-probe.js), sent on the same connection at most every diskIntervalMs, one in flight per server; its
+// times are kept the same way (one that fails, a table not there yet, is no time).
 
 import { silentServers } from '../policy/suspicion.js';
 
@@ -27,6 +30,7 @@ const MAX_SAMPLES = 2500;
 export function createProber({
   connect, probe, probeVia = null, listServers, clock, logger, intervalMs, suspectAfterMs, onChange = () => {},
   busyPods = () => [], busyAfterMs = suspectAfterMs, timers = { setInterval, clearInterval }, latencies = false,
+  probeDisk = null, diskIntervalMs = 0,
 }) {
   const log = logger.child({ module: 'prober' });
   // serverId -> { serverId, name, conn, waitingSince, busy, next (address index), lastError, vias: Map viaId -> { waitingSince, busy } }
@@ -78,6 +82,21 @@ export function createProber({
     });
   }
 
+  function probeDiskOf(state) {
+    const { disk } = state;
+    const sentAt = clock.now();
+    disk.sentAt = sentAt;
+    disk.lastAt = sentAt;
+    probeDisk(state.conn, state.name).then(() => {
+      disk.lastError = null;
+      if (disk.samples.length < MAX_SAMPLES) disk.samples.push(clock.now() - sentAt);
+    }, (err) => {
+      disk.lastError = `${err?.name ?? 'Error'}: ${err?.msg ?? err?.message ?? err}`.slice(0, 200);
+    }).finally(() => {
+      disk.sentAt = null;
+    });
+  }
+
   // The server's row of rethinkdb.stats through each of its vias' connections, one in flight per via.
   function probeThroughCluster(state, vias) {
     for (const viaId of [...state.vias.keys()]) if (!vias.some((v) => v.serverId === viaId)) state.vias.delete(viaId);
@@ -121,12 +140,13 @@ export function createProber({
       if (!state) {
         state = {
           serverId: server.serverId, name: server.name, conn: null, waitingSince: null, busy: false, next: 0, lastError: null, vias: new Map(),
-          hostname: server.hostname ?? null, samples: [], timed: false,
+          hostname: server.hostname ?? null, samples: [], timed: false, disk: { samples: [], sentAt: null, lastAt: null, lastError: null },
         };
         states.set(server.serverId, state);
         names.set(server.serverId, server.name);
       }
       if (!state.busy) probeOne(state, server);
+      if (probeDisk && state.conn && state.disk.sentAt === null && (state.disk.lastAt === null || clock.now() - state.disk.lastAt >= diskIntervalMs)) probeDiskOf(state);
     }
     if (probeVia) {
       // By id, not server_status's order, which need not be the same at every read: each server keeps its vias.
@@ -172,11 +192,17 @@ export function createProber({
     round,
     // The answer times of each probed server's direct probes since the last call (taken: the next call starts afresh),
     // and how long the probe still unanswered has waited (null if none waits, or if what waits is a connect).
+    // With the disk probe, a second entry per server (signal 'disk'), its unanswered write's wait likewise.
     takeLatencies() {
       const now = clock.now();
-      return [...states.values()].map((s) => ({
-        serverId: s.serverId, name: s.name, pod: s.hostname, samples: s.samples.splice(0), waitingMs: s.timed && s.waitingSince !== null ? now - s.waitingSince : null,
-      }));
+      return [...states.values()].flatMap((s) => [
+        {
+          serverId: s.serverId, name: s.name, pod: s.hostname, signal: 'reply', samples: s.samples.splice(0), waitingMs: s.timed && s.waitingSince !== null ? now - s.waitingSince : null,
+        },
+        ...(probeDisk ? [{
+          serverId: s.serverId, name: s.name, pod: s.hostname, signal: 'disk', samples: s.disk.samples.splice(0), waitingMs: s.disk.sentAt === null ? null : now - s.disk.sentAt,
+        }] : []),
+      ]);
     },
     suspects: () => [...suspects],
     probed: () => states.size,
@@ -190,6 +216,7 @@ export function createProber({
       viasUnreachable: [...s.vias.values()].filter((v) => v.unreachable).length,
       viasLast: [...s.vias.values()].map((v) => v.last ?? null),
       lastError: s.lastError,
+      ...(probeDisk ? { diskLastError: s.disk.lastError } : {}),
     })),
   };
 }

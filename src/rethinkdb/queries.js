@@ -1,4 +1,5 @@
-// ReQL for the system tables the manager reads and the one table it writes. Builders only; nothing runs here.
+// ReQL for the system tables the manager reads and writes, and for its disk probes' tables (src/policy/disk-probe.js).
+// Builders only; nothing runs here.
 
 const UUID = { identifierFormat: 'uuid' };
 
@@ -47,4 +48,32 @@ export function buildPing(r) {
 // Our shard shape to table_config's.
 export function toRawShards(shards) {
   return shards.map((s) => ({ primary_replica: s.primary, replicas: [...s.replicas], nonvoting_replicas: [...s.nonvoting] }));
+}
+
+// The disk probes' tables (name format: replicas by server name): [{ id, name, shards }]; an unreachable one has no shards.
+export function buildReadProbeTables(r, db) {
+  return r.db('rethinkdb').table('table_config').filter({ db }).pluck('id', 'name', 'shards').coerceTo('array');
+}
+
+export function buildCreateDatabase(r, db) {
+  return r.branch(r.dbList().contains(db), { dbs_created: 0 }, r.dbCreate(db));
+}
+
+export function buildCreateProbeTable(r, db, table) {
+  return r.db(db).tableCreate(table, { shards: 1, replicas: 1 });
+}
+
+// One shard, one replica: on `server` alone.
+export function buildPlaceProbeTable(r, tableId, server) {
+  return r.db('rethinkdb').table('table_config').get(tableId).update({ shards: [{ primary_replica: server, replicas: [server], nonvoting_replicas: [] }] });
+}
+
+// Deleting a table's row of table_config drops the table, reachable or not.
+export function buildDropProbeTable(r, tableId) {
+  return r.db('rethinkdb').table('table_config').get(tableId).delete();
+}
+
+// The disk probe: one document written again, durably (the write waits for the server's disk).
+export function buildDiskProbe(r, db, table) {
+  return r.db(db).table(table).insert({ id: 'probe', at: r.now() }, { conflict: 'replace', durability: 'hard' });
 }

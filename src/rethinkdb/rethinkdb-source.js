@@ -3,7 +3,8 @@
 import { appError, AppError } from '../errors.js';
 import { withinMs } from '../lib/clock.js';
 import {
-  buildPing, buildReadSystemTables, buildReadTableServerStats, buildReadTableStatus, buildSetHeartbeatTimeout, buildUpdateTableShards,
+  buildCreateDatabase, buildCreateProbeTable, buildDropProbeTable, buildPing, buildPlaceProbeTable, buildReadProbeTables, buildReadSystemTables,
+  buildReadTableServerStats, buildReadTableStatus, buildSetHeartbeatTimeout, buildUpdateTableShards,
 } from './queries.js';
 
 // runQuery(term) -> Promise<result>. Tests pass a fake that records term.build() and replays fixtures.
@@ -21,6 +22,13 @@ export function createRethinkDbSource({ r, runQuery, connections = null }) {
     readTableServerStats: () => runQuery(buildReadTableServerStats(r), 'read table_server stats'),
     readTableStatus: (tableId) => runQuery(buildReadTableStatus(r, tableId), 'read table_status'),
     updateHeartbeatTimeout: (seconds) => runQuery(buildSetHeartbeatTimeout(r, seconds), 'update cluster_config heartbeat'),
+    readProbeTables: (db) => runQuery(buildReadProbeTables(r, db), 'read the disk probes\' tables'),
+    createProbeTable: async (db, table) => {
+      await runQuery(buildCreateDatabase(r, db), `create database ${db}`);
+      return runQuery(buildCreateProbeTable(r, db, table), `create table ${db}.${table}`);
+    },
+    placeProbeTable: (tableId, server) => runQuery(buildPlaceProbeTable(r, tableId, server), 'place a disk probe table'),
+    dropProbeTable: (tableId) => runQuery(buildDropProbeTable(r, tableId), 'drop a disk probe table'),
     ping: async () => { await runQuery(buildPing(r), 'ping'); return true; },
     close: async () => {},
   };

@@ -232,9 +232,10 @@ const LatencyView = closed({
   thresholds: closed({
     factor: number, minDeltaMs: integer, consecutiveWindows: integer, warmupWindows: integer, clearCooldownSeconds: integer,
   }),
+  diskProbe: nullable(closed({ db: string, intervalMs: integer, lastTables: nullable(integer), lastError: nullable(string) })),
   windows: integer, lastWindowAt: nullable(dateTime), held: nullable(string),
   servers: arrayOf(closed({
-    server: string, pod: nullable(string), probes: integer, p50Ms: nullable(number), p90Ms: nullable(number), baselineMs: nullable(number),
+    server: string, pod: nullable(string), signal: { enum: ['reply', 'disk'] }, probes: integer, p50Ms: nullable(number), p90Ms: nullable(number), baselineMs: nullable(number),
     anomalous: nullable(boolean), streak: integer, raised: boolean,
   })),
   lastDecisions: arrayOf(open({ time: dateTime, type: { type: 'string', enum: ['raise', 'clear'] }, pod: string, reason: string, error: string }, ['time', 'type', 'pod', 'reason'])),

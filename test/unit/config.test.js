@@ -79,14 +79,18 @@ describe('loadConfig', () => {
   test.each([
     [{ LATENCY_TRIGGER_ENABLED: 'true', SUSPICION_PROBE_INTERVAL_MS: '0' }, 'LATENCY_TRIGGER_ENABLED=true needs the probes: SUSPICION_PROBE_INTERVAL_MS is 0'],
     [{ LATENCY_TRIGGER_ENABLED: 'true', SUSPICION_PROBE_INTERVAL_MS: '400' }, 'LATENCY_WINDOW_MS (1000) must be at least 3 times SUSPICION_PROBE_INTERVAL_MS (400)'],
-  ])('when the latency trigger is on with %j, then start-up fails saying why', (env, message) => {
+    [{ LATENCY_TRIGGER_ENABLED: 'true', LATENCY_DISK_PROBE_INTERVAL_MS: '500' }, 'LATENCY_WINDOW_MS (1000) must be at least 3 times LATENCY_DISK_PROBE_INTERVAL_MS (500)'],
+    [{ LATENCY_DISK_PROBE_DB: 'rethinkdb' }, 'LATENCY_DISK_PROBE_DB="rethinkdb": must not be rethinkdb (the system database)'],
+    [{ LATENCY_DISK_PROBE_DB: 'my-db' }, 'LATENCY_DISK_PROBE_DB="my-db": must be a RethinkDB database name (letters, digits and _)'],
+  ])('when the latency trigger is set with %j, then start-up fails saying why', (env, message) => {
     expect(() => loadConfig(env)).toThrow(message);
   });
 
   test('when the latency trigger is on with probes every 50 ms and windows of 1 s, or off with the probes off, then it is accepted', () => {
     expect(loadConfig({ LATENCY_TRIGGER_ENABLED: 'true' }).latency).toEqual({
-      enabled: true, windowMs: 1000, factor: 4, minDeltaMs: 5, consecutiveWindows: 2, warmupWindows: 30, clearCooldownSeconds: 30,
+      enabled: true, windowMs: 1000, factor: 4, minDeltaMs: 5, consecutiveWindows: 2, warmupWindows: 30, clearCooldownSeconds: 30, diskProbeIntervalMs: 250, diskProbeDb: 'rethinkdb_manager',
     });
+    expect(loadConfig({ LATENCY_TRIGGER_ENABLED: 'true', LATENCY_DISK_PROBE_INTERVAL_MS: '0', LATENCY_WINDOW_MS: '200', SUSPICION_PROBE_INTERVAL_MS: '50' }).latency.diskProbeIntervalMs).toBe(0);
     expect(loadConfig({ SUSPICION_PROBE_INTERVAL_MS: '0' }).latency.enabled).toBe(false);
   });
 

@@ -1,10 +1,12 @@
-// The latency trigger: its policy (pure: percentiles, windows, the baseline, raise and clear), the prober's answer
-// times, and the trigger's use of both on fake events, on injected clocks.
+// The latency trigger: its policy (pure: percentiles, windows, the baseline, raise and clear, per signal), the prober's
+// answer times and disk probes, the disk probes' tables (pure), and the trigger's use of all on fakes, on injected clocks.
 
 import { EventEmitter } from 'node:events';
 import request from 'supertest';
 import { createVirtualClock } from '../../src/lib/clock.js';
-import { createLatencyTrigger } from '../../src/monitor/latency-trigger.js';
+import { normalizeSystemTables, withoutDatabase } from '../../src/cluster/cluster-model.js';
+import { PROBE_TABLES_EVERY, createLatencyTrigger } from '../../src/monitor/latency-trigger.js';
+import { planProbeTables, probeTableOf } from '../../src/policy/disk-probe.js';
 import {
   BASELINE_WEIGHT, MIN_SAMPLES, dataMoving, decideLatencyStep, initialLatencyState, percentile, summarizeLatencyWindow,
 } from '../../src/policy/latency.js';
@@ -17,10 +19,15 @@ const quiet = { child: () => quiet, info() {}, warn() {}, debug() {} };
 const SETTINGS = {
   factor: 4, minDeltaMs: 5, consecutiveWindows: 2, warmupWindows: 3, clearCooldownMs: 10000,
 };
-// One window's summary for servers a, b, c (pods rethinkdb-a...), each at the p90 given (p50 at half of it).
-const window = (p90s) => Object.entries(p90s).map(([id, p90Ms]) => ({
-  serverId: id, name: `rethinkdb_${id}`, pod: `rethinkdb-${id}`, n: 20, p50Ms: p90Ms === null ? null : p90Ms / 2, p90Ms,
-}));
+// One window's summary for servers a, b, c (pods rethinkdb-a...), each at the p90 given (p50 at half of it), on the
+// reply signal; a key `a:disk` gives server a's disk signal.
+const window = (p90s) => Object.entries(p90s).map(([key, p90Ms]) => {
+  const [id, signal = 'reply'] = key.split(':');
+  return {
+    serverId: id, name: `rethinkdb_${id}`, pod: `rethinkdb-${id}`, signal, n: 20, p50Ms: p90Ms === null ? null : p90Ms / 2, p90Ms,
+  };
+});
+const reply = (state, id) => state.servers[id].signals.reply;
 // Runs windows one second apart from `state`; returns the last step and every decision.
 function run(windows, options = {}, state = initialLatencyState(), start = 0) {
   let step = { state };
@@ -58,14 +65,14 @@ describe('the policy (pure)', () => {
 
   test('when a server answers within its baseline, then the baseline learns each window by BASELINE_WEIGHT, and nothing is raised', () => {
     const { state, decisions } = run([{ a: 1, b: 1, c: 1 }, { a: 3, b: 1, c: 1 }]);
-    expect(state.servers.a).toMatchObject({ baselineMs: 1 + BASELINE_WEIGHT * 2, learned: 2, anomalous: false });
+    expect(reply(state, 'a')).toMatchObject({ baselineMs: 1 + BASELINE_WEIGHT * 2, learned: 2, anomalous: false });
     expect(decisions).toEqual([]);
   });
 
   test('when the baseline has not seen warmupWindows windows yet, then no window is anomalous', () => {
     const { state, decisions } = run([{ a: 1, b: 1, c: 1 }, { a: 50, b: 1, c: 1 }, { a: 50, b: 1, c: 1 }]);
     expect(decisions).toEqual([]);
-    expect(state.servers.a.learned).toBe(3); // it learned them: no verdict of anomaly before the warm-up ends
+    expect(reply(state, 'a').learned).toBe(3); // it learned them: no verdict of anomaly before the warm-up ends
   });
 
   test('when one server answers at factor x its baseline and minDeltaMs above for consecutiveWindows windows, then its pod is raised once, with its evidence', () => {
@@ -73,11 +80,12 @@ describe('the policy (pure)', () => {
     expect(decisions).toEqual([expect.objectContaining({
       type: 'raise', pod: 'rethinkdb-a', serverId: 'a',
       evidence: {
-        p90Ms: 42, p50Ms: 21, probes: 20, baselineMs: 1, windows: 2,
+        signal: 'reply', p90Ms: 42, p50Ms: 21, probes: 20, baselineMs: 1, windows: 2,
       },
     })]);
     expect(decisions[0].reason).toMatch(/rethinkdb_a answers the manager's probes in 42 ms \(p90 of 20 in the last window\), 42.0x its baseline of 1.0 ms for 2 windows in a row \(thresholds 4x and \+5 ms\)/);
-    expect(state.servers.a).toMatchObject({ raised: true, baselineMs: 1 }); // the anomaly is not learned
+    expect(state.servers.a.raised).toBe(true);
+    expect(reply(state, 'a').baselineMs).toBe(1); // the anomaly is not learned
   });
 
   test.each([
@@ -86,19 +94,19 @@ describe('the policy (pure)', () => {
     ['at the factor and minDeltaMs above', 6, true],
   ])('when a server answers %s (%d ms, its baseline 1 ms), then it is anomalous: %s', (_, p90, expected) => {
     const { state } = run([...learned(), { a: p90, b: 1, c: 1 }]);
-    expect(state.servers.a.anomalous).toBe(expected);
+    expect(reply(state, 'a').anomalous).toBe(expected);
   });
 
   test('when an anomaly lasts fewer than consecutiveWindows windows, then nothing is raised and the streak starts again', () => {
     const { state, decisions } = run([...learned(), { a: 40, b: 1, c: 1 }, { a: 1, b: 1, c: 1 }, { a: 40, b: 1, c: 1 }]);
     expect(decisions).toEqual([]);
-    expect(state.servers.a.streak).toBe(1);
+    expect(reply(state, 'a').streak).toBe(1);
   });
 
   test('when half the servers with a verdict or more are anomalous at once, then nothing is raised, and it says why', () => {
     const { decisions, held } = run([...learned(), { a: 40, b: 40, c: 1 }, { a: 40, b: 40, c: 1 }]);
     expect(decisions).toEqual([]);
-    expect(held).toBe("2 of 3 servers answer slowly at once: load everywhere, or the manager's own host; nothing raised");
+    expect(held).toBe("2 of 3 servers are slow at once on the reply probe: load everywhere, a shared resource, or the manager's own host; nothing raised on it");
   });
 
   test('when a server has no verdict, then it counts neither way: one anomalous of two with verdicts holds everything', () => {
@@ -112,7 +120,7 @@ describe('the policy (pure)', () => {
     const { state, decisions, held } = run([{ a: 40, b: 2, c: 1 }, { a: 40, b: 2, c: 1 }], { moving: 'a backfill' }, before.state);
     expect(decisions).toEqual([]);
     expect(held).toBe('a backfill; nothing raised while data moves');
-    expect(state.servers.b.baselineMs).toBe(1);
+    expect(reply(state, 'b').baselineMs).toBe(1);
   });
 
   test.each([
@@ -135,7 +143,8 @@ describe('the policy (pure)', () => {
     const raised = run([...learned(), { a: 40, b: 1, c: 1 }, { a: 40, b: 1, c: 1 }]);
     const early = run([{ a: 1, b: 1, c: 1 }, { a: 1, b: 1, c: 1 }], {}, raised.state, 10000);
     expect(early.decisions).toEqual([]);
-    expect(early.state.servers.a).toMatchObject({ raised: true, clearSince: 10000, baselineMs: 1 });
+    expect(early.state.servers.a).toMatchObject({ raised: true, clearSince: 10000 });
+    expect(reply(early.state, 'a').baselineMs).toBe(1);
     const late = run([{ a: 1, b: 1, c: 1 }], {}, early.state, 20000);
     expect(late.decisions).toEqual([{
       type: 'clear', pod: 'rethinkdb-a', serverId: 'a', reason: 'rethinkdb_a answers in 1.0 ms (p90), under the thresholds for 10 s (cooldown 10 s)',
@@ -163,6 +172,34 @@ describe('the policy (pure)', () => {
     expect(state.servers.a).toMatchObject({ raised: true });
     const after = run([{ a: 1, b: 1 }], {}, state, 11000);
     expect(after.state.servers.c).toBeUndefined();
+  });
+
+  test('when one server\'s disk probe slows down while its replies do not, then it is raised on the disk signal, with the disk probe in its reason', () => {
+    const steady = { a: 1, b: 1, c: 1, 'a:disk': 2, 'b:disk': 2, 'c:disk': 2 };
+    const slowDisk = { ...steady, 'a:disk': 180 };
+    const { state, decisions } = run([steady, steady, steady, slowDisk, slowDisk]);
+    expect(decisions).toEqual([expect.objectContaining({ type: 'raise', pod: 'rethinkdb-a', evidence: expect.objectContaining({ signal: 'disk', p90Ms: 180, baselineMs: 2 }) })]);
+    expect(decisions[0].reason).toMatch(/^rethinkdb_a writes its disk probe \(a durable write to a table on it alone\) in 180 ms/);
+    expect(reply(state, 'a').anomalous).toBe(false);
+  });
+
+  test('when every server\'s disk probe slows down at once (a disk they share), then nothing is raised on it, while a reply anomaly still raises', () => {
+    const steady = { a: 1, b: 1, c: 1, 'a:disk': 2, 'b:disk': 2, 'c:disk': 2 };
+    const shared = { a: 1, b: 1, c: 1, 'a:disk': 90, 'b:disk': 90, 'c:disk': 90 };
+    const diskOnly = run([steady, steady, steady, shared, shared]);
+    expect(diskOnly.decisions).toEqual([]);
+    expect(diskOnly.held).toBe("3 of 3 servers are slow at once on the disk probe: load everywhere, a shared resource, or the manager's own host; nothing raised on it");
+    const alsoSlow = { ...shared, b: 40 };
+    const withReply = run([steady, steady, steady, alsoSlow, alsoSlow]);
+    expect(withReply.decisions).toEqual([expect.objectContaining({ type: 'raise', pod: 'rethinkdb-b', evidence: expect.objectContaining({ signal: 'reply' }) })]);
+  });
+
+  test('when a server raised on its disk answers in time on both signals for the cooldown, then it is cleared, naming both', () => {
+    const steady = { a: 1, b: 1, c: 1, 'a:disk': 2, 'b:disk': 2, 'c:disk': 2 };
+    const slowDisk = { ...steady, 'a:disk': 180 };
+    const raised = run([steady, steady, steady, slowDisk, slowDisk]);
+    const { decisions } = run([steady, steady], { clearCooldownMs: 1000 }, raised.state, 10000);
+    expect(decisions).toEqual([expect.objectContaining({ type: 'clear', reason: 'rethinkdb_a answers in 1.0 ms, writes its disk probe in 2.0 ms (p90), under the thresholds for 1 s (cooldown 1 s)' })]);
   });
 
   test.each([
@@ -207,8 +244,12 @@ describe('the prober\'s answer times', () => {
     clock.advance(5);
     const taken = prober.takeLatencies();
     expect(taken).toEqual([
-      { serverId: 'a', name: 'a', pod: 'pod-a', samples: [7], waitingMs: null },
-      { serverId: 'b', name: 'b', pod: 'pod-b', samples: [], waitingMs: 12 },
+      {
+        serverId: 'a', name: 'a', pod: 'pod-a', signal: 'reply', samples: [7], waitingMs: null,
+      },
+      {
+        serverId: 'b', name: 'b', pod: 'pod-b', signal: 'reply', samples: [], waitingMs: 12,
+      },
     ]);
     expect(prober.takeLatencies()[0].samples).toEqual([]);
   });
@@ -223,7 +264,103 @@ describe('the prober\'s answer times', () => {
     await flush();
     prober.round();
     await flush();
-    expect(prober.takeLatencies()).toEqual([{ serverId: 'a', name: 'a', pod: 'pod-a', samples: [], waitingMs: null }]);
+    expect(prober.takeLatencies()).toEqual([{
+      serverId: 'a', name: 'a', pod: 'pod-a', signal: 'reply', samples: [], waitingMs: null,
+    }]);
+  });
+});
+
+describe('the prober\'s disk probe', () => {
+  const flush = () => new Promise((resolve) => { setImmediate(resolve); });
+  test('when the disk probe is on, then each server gets one write in flight at a time, at most every diskIntervalMs, timed as its own signal; a failed one is no time', async () => {
+    const clock = createVirtualClock(0);
+    const writes = [];
+    const prober = createProber({
+      listServers: () => [{ serverId: 'a', name: 'rethinkdb_a', hostname: 'pod-a', addresses: [{ host: 'a', port: 1 }] }],
+      connect: async () => Object.assign(new EventEmitter(), { close: async () => {} }), probe: async () => 1,
+      probeDisk: (conn, server) => new Promise((resolve, reject) => { writes.push({ server, resolve, reject }); }),
+      diskIntervalMs: 200, clock, logger: quiet, intervalMs: 50, suspectAfterMs: 150, latencies: true,
+    });
+    prober.round(); // connects: no connection yet, no disk probe
+    await flush();
+    expect(writes).toEqual([]);
+    prober.round();
+    expect(writes.map((w) => w.server)).toEqual(['rethinkdb_a']);
+    clock.advance(30);
+    prober.round(); // one in flight: none more
+    expect(writes).toHaveLength(1);
+    writes[0].resolve();
+    await flush();
+    clock.advance(100);
+    prober.round(); // 130 ms after the last was sent: not yet
+    expect(writes).toHaveLength(1);
+    clock.advance(70);
+    prober.round();
+    expect(writes).toHaveLength(2);
+    writes[1].reject(Object.assign(new Error('Table `rethinkdb_manager.disk_probe_rethinkdb_a` does not exist.'), { name: 'ReqlOpFailedError' }));
+    await flush();
+    const [replyEntry, diskEntry] = prober.takeLatencies();
+    expect(replyEntry.signal).toBe('reply');
+    expect(diskEntry).toEqual({
+      serverId: 'a', name: 'rethinkdb_a', pod: 'pod-a', signal: 'disk', samples: [30], waitingMs: null,
+    });
+    expect(prober.view()[0].diskLastError).toBe('ReqlOpFailedError: Table `rethinkdb_manager.disk_probe_rethinkdb_a` does not exist.');
+  });
+});
+
+describe('the disk probes\' tables (pure)', () => {
+  const servers = [{ name: 'rethinkdb_0' }, { name: 'rethinkdb_1' }];
+  test('when servers lack their tables, then each is created; one elsewhere or with more replicas is placed; other tables are left alone', () => {
+    const plan = planProbeTables({
+      servers,
+      tables: [
+        { id: 't1', name: 'disk_probe_rethinkdb_1', replicas: ['rethinkdb_0'] },
+        { id: 'x', name: 'notes', replicas: ['rethinkdb_9'] },
+      ],
+      now: 0, dropAfterMs: 1000,
+    });
+    expect(plan).toEqual({
+      create: [{ table: 'disk_probe_rethinkdb_0', server: 'rethinkdb_0' }],
+      place: [{ tableId: 't1', table: 'disk_probe_rethinkdb_1', server: 'rethinkdb_1' }],
+      drop: [],
+      missingSince: new Map(),
+    });
+    expect(planProbeTables({ servers, tables: [{ id: 't0', name: probeTableOf('rethinkdb_0'), replicas: ['rethinkdb_0', 'rethinkdb_1'] }, { id: 't1', name: probeTableOf('rethinkdb_1'), replicas: ['rethinkdb_1'] }], now: 0, dropAfterMs: 1000 }).place)
+      .toEqual([{ tableId: 't0', table: 'disk_probe_rethinkdb_0', server: 'rethinkdb_0' }]);
+  });
+
+  test('when a table\'s server is not connected, then it is dropped only after dropAfterMs; a server back in time keeps it', () => {
+    const tables = [{ id: 't0', name: 'disk_probe_rethinkdb_0', replicas: ['rethinkdb_0'] }, { id: 't2', name: 'disk_probe_rethinkdb_2', replicas: null }];
+    const first = planProbeTables({ servers: [{ name: 'rethinkdb_0' }], tables, now: 1000, dropAfterMs: 5000 });
+    expect(first.drop).toEqual([]);
+    expect(first.missingSince).toEqual(new Map([['disk_probe_rethinkdb_2', 1000]]));
+    const later = planProbeTables({ servers: [{ name: 'rethinkdb_0' }], tables, missingSince: first.missingSince, now: 6000, dropAfterMs: 5000 });
+    expect(later.drop).toEqual([{ tableId: 't2', table: 'disk_probe_rethinkdb_2', reason: 'server rethinkdb_2 has not been connected for 5 s' }]);
+    const back = planProbeTables({ servers: [{ name: 'rethinkdb_0' }, { name: 'rethinkdb_2' }], tables, missingSince: first.missingSince, now: 6000, dropAfterMs: 5000 });
+    expect(back).toMatchObject({ drop: [], missingSince: new Map(), place: [{ tableId: 't2', table: 'disk_probe_rethinkdb_2', server: 'rethinkdb_2' }] });
+    expect(planProbeTables({ servers: [], tables, now: 1e12, dropAfterMs: Infinity }).drop).toEqual([]);
+  });
+
+  test('when the system tables hold the probe database, then withoutDatabase leaves out its tables, their status and jobs, and the servers only they name', () => {
+    const raw = {
+      dbConfig: [{ id: 'd1', name: 'app' }, { id: 'd2', name: 'rethinkdb_manager' }],
+      tableConfig: [
+        { id: 'a', db: 'd1', name: 't', shards: [{ primary_replica: 's0', replicas: ['s0'], nonvoting_replicas: [] }] },
+        { id: 'p', db: 'd2', name: 'disk_probe_gone', shards: [{ primary_replica: 'sX', replicas: ['sX'], nonvoting_replicas: [] }] },
+      ],
+      tableConfigByName: [{ id: 'a', shards: [{ replicas: ['rethinkdb_0'] }] }, { id: 'p', shards: [{ replicas: ['gone'] }] }],
+      tableStatus: [{ id: 'a', shards: [] }, { id: 'p', shards: [] }],
+      serverStatus: [{ id: 's0', name: 'rethinkdb_0', network: { hostname: 'rethinkdb-0' } }],
+      jobs: [{ type: 'backfill', info: { db: 'rethinkdb_manager', table: 'disk_probe_gone' } }, { type: 'backfill', info: { db: 'app', table: 't' } }],
+    };
+    const without = withoutDatabase(raw, 'rethinkdb_manager');
+    expect(without.tableConfig.map((t) => t.id)).toEqual(['a']);
+    expect(without.tableConfigByName.map((t) => t.id)).toEqual(['a']);
+    expect(without.tableStatus.map((t) => t.id)).toEqual(['a']);
+    expect(without.jobs).toEqual([raw.jobs[1]]);
+    expect(normalizeSystemTables(without).servers.map((x) => x.name)).toEqual(['rethinkdb_0']);
+    expect(normalizeSystemTables(raw).servers.map((x) => x.name)).toEqual(['gone', 'rethinkdb_0']);
+    expect(withoutDatabase(raw, 'other')).toBe(raw);
   });
 });
 
@@ -234,7 +371,7 @@ describe('the trigger', () => {
     const calls = [];
     const prober = {
       takeLatencies: () => Object.entries(times).map(([id, ms]) => ({
-        serverId: id, name: `rethinkdb_${id}`, pod: `rethinkdb-${id}`, samples: Array.from({ length: 10 }, () => ms), waitingMs: null,
+        serverId: id, name: `rethinkdb_${id}`, pod: `rethinkdb-${id}`, signal: 'reply', samples: Array.from({ length: 10 }, () => ms), waitingMs: null,
       })),
       suspects: () => [],
     };
@@ -246,8 +383,9 @@ describe('the trigger', () => {
     const marks = { perfWarnings: async () => warnings, migrations: async () => moving };
     const config = {
       latency: {
-        enabled: true, windowMs: 1000, factor: 4, minDeltaMs: 5, consecutiveWindows: 2, warmupWindows: 3, clearCooldownSeconds: 10,
+        enabled: true, windowMs: 1000, factor: 4, minDeltaMs: 5, consecutiveWindows: 2, warmupWindows: 3, clearCooldownSeconds: 10, diskProbeIntervalMs: 0,
       },
+      lossRestore: { afterSeconds: 0 },
     };
     const trigger = createLatencyTrigger({
       prober, events, marks, recentCluster: () => null, config, clock, logger: quiet,
@@ -282,6 +420,47 @@ describe('the trigger', () => {
     expect(checker.check({ method: 'GET', path: '/v1/monitor', status: 200, body: res.body })).toEqual([]);
     expect(checker.check({ method: 'GET', path: '/v1/monitor', status: 200, body: { ...res.body, latency: trigger.view() } })).toEqual([]);
     expect(checker.check({ method: 'GET', path: '/v1/monitor', status: 200, body: { ...res.body, latency: { ...trigger.view(), extra: 1 } } })).not.toEqual([]);
+  });
+
+  test('when the disk probe is on, then the first window makes the missing tables and places them, through the store, and says so in its view', async () => {
+    const clock = createVirtualClock(0);
+    const tables = [{ id: 'old', name: 'disk_probe_rethinkdb_a', replicas: ['rethinkdb_b'] }];
+    const calls = [];
+    const store = {
+      readProbeTables: async (db) => { calls.push(['read', db]); return tables; },
+      createProbeTable: async (db, table) => { calls.push(['create', db, table]); tables.push({ id: `new-${table}`, name: table, replicas: ['rethinkdb_a'] }); },
+      placeProbeTable: async (id, server) => { calls.push(['place', id, server]); },
+      dropProbeTable: async (id) => { calls.push(['drop', id]); },
+    };
+    const prober = {
+      takeLatencies: () => ['a', 'b'].flatMap((id) => ['reply', 'disk'].map((signal) => ({
+        serverId: id, name: `rethinkdb_${id}`, pod: `rethinkdb-${id}`, signal, samples: [1, 1, 1], waitingMs: null,
+      }))),
+      suspects: () => [],
+    };
+    const trigger = createLatencyTrigger({
+      prober, events: {}, marks: { perfWarnings: async () => [], migrations: async () => [] }, store, recentCluster: () => null, clock, logger: quiet,
+      config: {
+        latency: {
+          enabled: true, windowMs: 1000, factor: 4, minDeltaMs: 5, consecutiveWindows: 2, warmupWindows: 3, clearCooldownSeconds: 10, diskProbeIntervalMs: 250, diskProbeDb: 'rethinkdb_manager',
+        },
+        lossRestore: { afterSeconds: 1800 },
+      },
+    });
+    await trigger.reconcile();
+    expect(calls).toEqual([
+      ['read', 'rethinkdb_manager'], ['create', 'rethinkdb_manager', 'disk_probe_rethinkdb_b'], ['read', 'rethinkdb_manager'],
+      ['place', 'old', 'rethinkdb_a'], ['place', 'new-disk_probe_rethinkdb_b', 'rethinkdb_b'],
+    ]);
+    expect(trigger.view().diskProbe).toEqual({
+      db: 'rethinkdb_manager', intervalMs: 250, lastTables: 2, lastError: null,
+    });
+    calls.length = 0;
+    for (let i = 1; i < PROBE_TABLES_EVERY; i += 1) await trigger.reconcile();
+    expect(calls).toEqual([]);
+    store.readProbeTables = async () => { throw new Error('RethinkDB unavailable'); };
+    await trigger.reconcile();
+    expect(trigger.view()).toMatchObject({ diskProbe: { lastError: 'RethinkDB unavailable' }, windows: PROBE_TABLES_EVERY + 1 });
   });
 
   test('when raising fails, then the error is in the view and the next windows go on', async () => {
