@@ -4,6 +4,7 @@
 
 import r from 'rethinkdb';
 import { buildSetHeartbeatTimeout } from '../../src/rethinkdb/queries.js';
+import { createDiskNodes, processTree } from '../../test/lab/disk-nodes.js';
 import { pinRaftLeader, raftLeaderOn } from '../../test/lab/raft-leader.js';
 
 const RETURN_AFTER_SECONDS = 15;
@@ -339,6 +340,70 @@ SCENARIOS['hotspot-proxy-latency'] = {
   managerEnv: LATENCY_ENV,
 };
 
+// Interference the CPU rule cannot see, on the hot server's node from t=10 s to t=45 s (as in hotspot), found by the
+// latency trigger (the CPU rule off), and the same with the CPU rule alone (`-cpu-rule`), in one run set:
+//   io-hotspot   its disk held to 200 write operations a second, shared with a neighbour's dd writing with O_DSYNC
+//                (test/lab/disk-nodes.js): the clients' writes to its shards wait for it;
+//   net-hotspot  its link shaped to 20 Mbit/s and saturated by a neighbour's upload (test/lab/netns.js, congest):
+//                everything through it queues. Needs the netns network.
+const DISK_WRITE_IOPS = 200;
+const INTERFERENCE = {
+  disk: {
+    async start({ cluster, hotServer, notes }) {
+      const disk = createDiskNodes({ name: `rethinkdb-lab-disk-${process.pid}` });
+      const s = cluster.servers[hotServer];
+      disk.throttle(hotServer, { pids: processTree(cluster.pidOf(hotServer)), directory: s.dir, writeIops: DISK_WRITE_IOPS });
+      const before = disk.writes(hotServer);
+      const startedAt = performance.now();
+      return async () => {
+        notes.diskWritesPerSecond = Math.round((disk.writes(hotServer) - before) / ((performance.now() - startedAt) / 1000));
+        await disk.destroy();
+      };
+    },
+  },
+  network: {
+    async start({ cluster, hotServer, notes }) {
+      await cluster.congestNetwork(hotServer, { rate: '20mbit' });
+      const startedAt = performance.now();
+      return async () => {
+        const bytes = await cluster.uncongestNetwork(hotServer);
+        notes.neighbourMbitPerSecond = Math.round((bytes * 8) / ((performance.now() - startedAt) / 1000) / 1e4) / 100;
+      };
+    },
+  },
+};
+function unseenInterference(kind) {
+  return async (ctx) => {
+    const { at, mark, manager, notes } = ctx;
+    await at(10);
+    const stop = await INTERFERENCE[kind].start(ctx);
+    mark('interference on');
+    try {
+      await watchMonitor(ctx, 45);
+    } finally {
+      await stop();
+      mark('interference off');
+    }
+    if (manager) await watchMonitor(ctx, 58);
+    notes.latency = latencyNotes(manager);
+  };
+}
+for (const [name, kind, what, needs] of [
+  ['io-hotspot', 'disk', `one node's disk held to ${DISK_WRITE_IOPS} writes/s and a neighbour writing with O_DSYNC`, undefined],
+  ['net-hotspot', 'network', "one node's link shaped to 20 Mbit/s and saturated by a neighbour's upload", 'netns'],
+]) {
+  const base = {
+    name, durationSeconds: 60, coresPerNode: 0.5, needs,
+    window: { from: 'interference on', to: 'interference off', graceS: HOTSPOT_GRACE_SECONDS },
+    phases: [{ name: 'after the demotion', from: 'PERFWARNING raised and handled (rethinkdb-1)', to: 'interference off' }],
+    timeline: unseenInterference(kind),
+  };
+  SCENARIOS[name] = { ...base, title: `${what}, the latency trigger on (the CPU rule off)`, managerEnv: LATENCY_ENV };
+  SCENARIOS[`${name}-cpu-rule`] = {
+    ...base, name: `${name}-cpu-rule`, title: `${what}, the CPU rule alone`, managerEnv: SCENARIOS.hotspot.managerEnv,
+  };
+}
+
 // The latency trigger's false-alarm check: ten minutes of the steady load with the trigger on at its defaults (the
 // CPU rule off), and in the middle a planned migration: every replica of one server (not the entry's) moved off,
 // then given back (add-server), each a backfill. Any raise in the run's notes (`latency.decisions`) is a false alarm.
@@ -378,7 +443,7 @@ function latencyNotes(manager) {
   if (!latency) return undefined;
   return {
     decisions: latency.lastDecisions.map((d) => ({ time: d.time, type: d.type, pod: d.pod, evidence: d.evidence ?? null })),
-    baselines: Object.fromEntries(latency.servers.map((x) => [x.server, x.baselineMs])), windows: latency.windows,
+    baselines: Object.fromEntries(latency.servers.map((x) => [`${x.server} ${x.signal}`, x.baselineMs])), windows: latency.windows,
   };
 }
 

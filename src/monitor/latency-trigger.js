@@ -71,6 +71,7 @@ export function createLatencyTrigger({
         baselineMs: signal?.baselineMs ?? null, anomalous: signal?.anomalous ?? null, streak: signal?.streak ?? 0, raised: server?.raised ?? false,
       };
     });
+    log.debug({ window: servers.map((x) => `${x.server} ${x.signal} p90 ${x.p90Ms} base ${x.baselineMs}${x.anomalous ? ' !' : ''}`) }, 'latency window');
     Object.assign(view, {
       windows: view.windows + 1, lastWindowAt: new Date(clock.now()).toISOString(), held: step.held, servers,
       lastDecisions: [...view.lastDecisions, ...results].slice(-DECISION_HISTORY_LENGTH),

@@ -12,9 +12,13 @@
 // the server has been back under the thresholds for LATENCY_CLEAR_COOLDOWN_SECONDS.
 
 // Each window's p90 moves the baseline this much of the way towards it (an exponentially weighted mean: about the
-// last 20 windows count), only while the server is neither anomalous nor warned nor moving data: the baseline never
-// learns the anomaly it is there to find.
+// last 20 windows count), only while the server is neither anomalous nor warned nor moving data, and (after the
+// warm-up) only a window under LEARN_BELOW times it: the baseline never learns the anomaly it is there to find.
 export const BASELINE_WEIGHT = 0.05;
+// A window at this many times the baseline or more is not learned (once the warm-up is over), anomalous or not: an
+// interference that sets in over a few windows would otherwise raise the baseline ahead of itself and never reach
+// LATENCY_FACTOR times it. A lasting change below LATENCY_FACTOR is then never learned, and raises nothing.
+export const LEARN_BELOW = 2;
 // A window with fewer answers than this for a server gives it no verdict (a server answering in 400 ms gives two or
 // three a second; one that answers nothing is the suspicion's, src/policy/suspicion.js).
 export const MIN_SAMPLES = 3;
@@ -97,7 +101,7 @@ export function decideLatencyStep(previous, window, options) {
         const ready = was.learned >= warmupWindows && was.baselineMs !== null;
         sig.anomalous = ready && w.p90Ms >= factor * was.baselineMs && w.p90Ms - was.baselineMs >= minDeltaMs;
         sig.streak = sig.anomalous ? was.streak + 1 : 0;
-        if (!sig.anomalous && !raised && !moving) {
+        if (!sig.anomalous && !raised && !moving && (!ready || w.p90Ms <= LEARN_BELOW * was.baselineMs)) {
           sig.baselineMs = round(was.baselineMs === null ? w.p90Ms : was.baselineMs + BASELINE_WEIGHT * (w.p90Ms - was.baselineMs));
           sig.learned = was.learned + 1;
         }

@@ -275,6 +275,9 @@ export function createRethinkDbCluster({
   }
   function healPartition(index) { requireLab('healPartition').heal(servers[index].index); }
   function restoreNetwork(index) { requireLab('restoreNetwork').restore(servers[index].index); }
+  // A neighbour saturating server `index`'s link (./netns.js, congest), and its end (resolves with the bytes it sent).
+  const congestNetwork = (index, options) => requireLab('congestNetwork').congest(servers[index].index, options);
+  const uncongestNetwork = (index) => requireLab('uncongestNetwork').uncongest(servers[index].index);
   function requireLab(what) {
     if (!lab) throw new Error(`${what} needs network: 'netns' (a namespace per server)`);
     return lab;
@@ -294,7 +297,7 @@ export function createRethinkDbCluster({
 
   const api = {
     start, connect, withConnection, createTables, shardOfKeys, addProxy, stopServer, signalServer, restartServer, addServer, wipeServer, cutNetwork, restoreNetwork, partitionServer, healPartition,
-    waitForServers, destroy, servers, baseDir, network, cpu, pidOf: (i) => servers[i].child?.pid ?? null,
+    congestNetwork, uncongestNetwork, waitForServers, destroy, servers, baseDir, network, cpu, pidOf: (i) => servers[i].child?.pid ?? null,
     running: (i) => Boolean(servers[i].child),
   };
   return api;

@@ -8,7 +8,7 @@ import { normalizeSystemTables, withoutDatabase } from '../../src/cluster/cluste
 import { PROBE_TABLES_EVERY, createLatencyTrigger } from '../../src/monitor/latency-trigger.js';
 import { planProbeTables, probeTableOf } from '../../src/policy/disk-probe.js';
 import {
-  BASELINE_WEIGHT, MIN_SAMPLES, dataMoving, decideLatencyStep, initialLatencyState, percentile, summarizeLatencyWindow,
+  BASELINE_WEIGHT, LEARN_BELOW, MIN_SAMPLES, dataMoving, decideLatencyStep, initialLatencyState, percentile, summarizeLatencyWindow,
 } from '../../src/policy/latency.js';
 import { createProber } from '../../src/rethinkdb/prober.js';
 import { buildOpenApiDocument } from '../../src/routes/openapi.js';
@@ -67,6 +67,15 @@ describe('the policy (pure)', () => {
     const { state, decisions } = run([{ a: 1, b: 1, c: 1 }, { a: 3, b: 1, c: 1 }]);
     expect(reply(state, 'a')).toMatchObject({ baselineMs: 1 + BASELINE_WEIGHT * 2, learned: 2, anomalous: false });
     expect(decisions).toEqual([]);
+  });
+
+  test('when, after the warm-up, a window is at LEARN_BELOW times the baseline or more but not anomalous, then it is not learned: a slow onset cannot lift the baseline ahead of itself', () => {
+    const { state } = run([...learned(), { a: 3, b: 1, c: 1 }, { a: 3.5, b: 1, c: 1 }]);
+    expect(reply(state, 'a')).toMatchObject({ baselineMs: 1, learned: 3, anomalous: false });
+    const below = run([...learned(), { a: LEARN_BELOW * 0.95, b: 1, c: 1 }]);
+    expect(reply(below.state, 'a').learned).toBe(4);
+    const onset = run([...learned(), { a: 3, b: 1, c: 1 }, { a: 3.9, b: 1, c: 1 }, { a: 6, b: 1, c: 1 }, { a: 8, b: 1, c: 1 }]);
+    expect(onset.decisions).toEqual([expect.objectContaining({ type: 'raise', pod: 'rethinkdb-a' })]);
   });
 
   test('when the baseline has not seen warmupWindows windows yet, then no window is anomalous', () => {
