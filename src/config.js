@@ -81,6 +81,9 @@ const KEYS = [
   { env: 'LATENCY_CONSECUTIVE_WINDOWS', field: 'latency.consecutiveWindows', parse: integer(1, 100), default: 2 },
   { env: 'LATENCY_WARMUP_WINDOWS', field: 'latency.warmupWindows', parse: integer(1, 100000), default: 30 },
   { env: 'LATENCY_CLEAR_COOLDOWN_SECONDS', field: 'latency.clearCooldownSeconds', parse: integer(0, 86400), default: 30 },
+  { env: 'HEADROOM_TARGETS', field: 'headroom.enabled', parse: boolean, default: false },
+  { env: 'HEADROOM_WEIGHTS', field: 'headroom.weights', parse: headroomWeights, default: { cpu: 1, node: 1, latency: 1 } },
+  { env: 'HEADROOM_TOLERANCE', field: 'headroom.tolerance', parse: offOrFraction, default: 0.1 },
   { env: 'NODE_WATCH_ENABLED', field: 'maintenance.watchNodes', parse: boolean, default: true },
   { env: 'NODE_DRAIN_TAINTS', field: 'maintenance.taints', parse: taintKeys, default: [...DEFAULT_DRAIN_TAINTS] },
   { env: 'WEBHOOK_PORT', field: 'webhook.port', parse: integer(0, 65535), default: 8443 },
@@ -329,6 +332,21 @@ function oneOf(values) {
 
 function dnsLabel(raw) {
   return /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(raw.trim()) ? { value: raw.trim() } : { error: 'must be a DNS label (lowercase letters, digits and -)' };
+}
+
+// cpu=W,node=W,latency=W: the weight of each part of a target's headroom (src/planner/headroom.js); a part left out
+// weighs 0; at least one weighs more.
+function headroomWeights(raw) {
+  const weights = { cpu: 0, node: 0, latency: 0 };
+  for (const item of raw.split(',').map((x) => x.trim()).filter(Boolean)) {
+    const [part, value, extra] = item.split('=').map((x) => x.trim());
+    const w = Number(value);
+    if (!(part in weights) || extra !== undefined || value === undefined || value === '' || !Number.isFinite(w) || w < 0) {
+      return { error: `expected part=weight pairs of cpu, node and latency with weights of 0 or more (for example cpu=1,node=1,latency=2), got ${JSON.stringify(item)}` };
+    }
+    weights[part] = w;
+  }
+  return Object.values(weights).some((w) => w > 0) ? { value: weights } : { error: 'at least one part must weigh more than 0' };
 }
 
 // A RethinkDB database name ([A-Za-z0-9_]), not the system database.

@@ -88,7 +88,9 @@ export function createManager({
     store, locks, marks, clock, logger, waitPollIntervalMs: config.waitPollIntervalMs, writeConcurrency: config.tableWriteConcurrency, queryHolds,
   });
   const actions = {
-    ...createActions({ store, reconfigurer, marks, operations, clock, logger, config, audit }),
+    ...createActions({
+      store, reconfigurer, marks, operations, clock, logger, config, audit, headroom: () => headroomInputs(),
+    }),
     ...createRaftLeadership({ store, reconfigurer, marks, clock, logger, config, audit, retries }),
   };
   // The one writer of marks, shared by the events, the operator's commands and the start-up reconciliation.
@@ -170,6 +172,11 @@ export function createManager({
   const routes = [relay.router, createHookRoutes({ events, work, prestopDeadlineSeconds: config.deadlines.prestopSeconds, clock, logger })];
   routes.push(createMetricsRoutes({ metrics, store, marks, logger }));
   if (sandboxModel) routes.push(createSandboxRoutes({ model: sandboxModel, kube, store }));
+  // HEADROOM_TARGETS: what a demotion's targets are scored by (src/planner/headroom.js): the monitor's last poll while
+  // recent, the latency trigger's last window.
+  const headroomInputs = () => (config.headroom.enabled ? {
+    pods: monitor.recentPods(), latency: latencyTrigger?.view().servers ?? [], weights: config.headroom.weights, factor: config.latency.factor, tolerance: config.headroom.tolerance,
+  } : null);
   // /v1/monitor: the CPU rule's view, and the latency trigger's (null when it is off).
   const monitorView = { view: () => ({ ...monitor.view(), latency: latencyTrigger?.view() ?? null }) };
   const app = createApp({
@@ -182,6 +189,7 @@ export function createManager({
     }),
   });
   const log = logger.child({ module: 'manager' });
+  if (config.latency.enabled && !latencyTrigger) log.warn('LATENCY_TRIGGER_ENABLED is set, but this backend has no probes (the sandbox): the latency trigger is off');
 
   // The eviction webhook's app, served over TLS on its own port by src/webhook-server.js.
   const reviewRelay = config.webhook?.enabled ? createReviewRelay({

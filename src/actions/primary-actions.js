@@ -7,6 +7,7 @@ import { createDeadline, deadlineOr, withinMs } from '../lib/clock.js';
 import { timePlanning } from '../lib/trace.js';
 import { clusterOf, marksOf } from './operation-context.js';
 import { settledSkips } from '../planner/eligibility.js';
+import { headroomOption } from '../planner/headroom.js';
 import {
   needsWriteOrder, orderBusiestFirst, planAdoptActingPrimaries, planMovePrimariesFromServers, planRebalancePrimaries,
 } from '../planner/primary-planner.js';
@@ -22,9 +23,10 @@ const handoverRoundMs = 2000;
 // The share of an action's remaining time that reading the client traffic, to order its writes, may take.
 const TRAFFIC_READ_SHARE = 0.1;
 
-// podNameOf: see ./actions.js.
+// podNameOf: see ./actions.js. headroom() -> null (HEADROOM_TARGETS off) or what the targets' headroom is scored from
+// now: { pods, latency, weights, factor, tolerance } (src/planner/headroom.js).
 export function createPrimaryActions({
-  store, reconfigurer, marks, clock, logger, config, audit, podNameOf,
+  store, reconfigurer, marks, clock, logger, config, audit, podNameOf, headroom = () => null,
 }) {
   const log = logger.child({ module: 'actions' });
 
@@ -185,7 +187,11 @@ export function createPrimaryActions({
     const target = node ? { node, ...(pods ? { pods } : {}), servers: names } : { server: names.join(', ') };
     const action = node ? 'move-primaries-from-node' : 'move-primaries-from-server';
     const ids = resolved.map((s) => s.id);
-    const planFn = (c, draining, stalled = []) => planMovePrimariesFromServers(c, ids, { draining, stalled, prefer });
+    // The servers' headroom as measured when the action starts: every plan of it (a drain plans again) scores alike.
+    const room = headroomOption(headroom(), cluster.servers);
+    const planFn = (c, draining, stalled = []) => planMovePrimariesFromServers(c, ids, {
+      draining, stalled, prefer, headroom: room,
+    });
     const pod = resolved.length === 1 ? podNameOf(resolved[0]) : null;
     return runPrimaryPlan({
       action, target, planFn, reason, leaving: ids, pod, busiestFirst: true,

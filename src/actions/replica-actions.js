@@ -9,6 +9,7 @@ import { managerActor } from '../audit/actor.js';
 import { createDeadline, deadlineOr } from '../lib/clock.js';
 import { createKeyedMutex } from '../lib/keyed-mutex.js';
 import { timePlanning } from '../lib/trace.js';
+import { headroomOption } from '../planner/headroom.js';
 import { clusterOf, marksOf } from './operation-context.js';
 import { decideAfterRefusedFinalize, decideMigrationRetry } from '../policy/migrations.js';
 import {
@@ -23,9 +24,10 @@ import {
 export const MIGRATION_VERSION = 1;
 
 // rebalancePrimaries: the primary action (./primary-actions.js) that gives a new or replacement server its share of
-// primaries once its replicas are in. podNameOf: see ./actions.js.
+// primaries once its replicas are in. podNameOf: see ./actions.js. headroom: see ./primary-actions.js (a migration's
+// targets are chosen by it too).
 export function createReplicaActions({
-  store, reconfigurer, marks, operations, clock, logger, config, audit, rebalancePrimaries, podNameOf,
+  store, reconfigurer, marks, operations, clock, logger, config, audit, rebalancePrimaries, podNameOf, headroom = () => null,
 }) {
   const log = logger.child({ module: 'actions' });
   // One replica move of a shard at a time, held from its staging to its finalizing write: another move of the same
@@ -67,7 +69,8 @@ export function createReplicaActions({
     const cluster = await clusterOf(store, ctx);
     const s = resolveServer(cluster, server);
     const draining = await marksOf(ctx, marks).drainingIds([s.id]);
-    const plan = timePlanning(() => planMigrateReplicasOff(cluster, s.id, { draining }));
+    const headroomNow = headroomOption(headroom(), cluster.servers);
+    const plan = timePlanning(() => planMigrateReplicasOff(cluster, s.id, { draining, headroom: headroomNow }));
     return startReplicaMoves({
       action: 'migrate-replicas-off', target: { server: s.name }, intent: { type: 'migrate-replicas-off', serverId: s.id }, stateServer: s,
       cluster, plan, reason,

@@ -21,6 +21,7 @@ export function primaryChanges(cluster, written) {
         to: serverName(cluster, move.to),
         before: describeShard(cluster, before.shards[move.shard]),
         after: describeShard(cluster, change.shards[move.shard]),
+        ...(move.headroom ? { headroom: move.headroom } : {}),
         ...(hold ? { queryHold: hold } : {}),
       });
     }
@@ -50,6 +51,7 @@ export function plannedReplicaMoves(cluster, moves) {
       kind: 'replica',
       from: m.from ? serverName(cluster, m.from) : null,
       to: serverName(cluster, m.to),
+      ...(m.headroom ? { headroom: m.headroom } : {}),
     };
   });
 }

@@ -5,7 +5,7 @@
 // poll is logged and counted while the loop goes on.
 
 import {
-  busyPodsOf, decideMonitorStep, initialMonitorState, scaleOutSettled,
+  busyPodsOf, decideMonitorStep, freshPods, initialMonitorState, scaleOutSettled,
 } from '../policy/monitor.js';
 import { MONITOR, warningSourceOf } from '../policy/requesters.js';
 import { evaluateHotspots, utilizationSamples } from './hotspot.js';
@@ -131,7 +131,12 @@ export function createMonitor({ kube, events, marks, config, clock, logger, metr
     pods: view.pods, lastPollAt: view.lastPollAt, now: clock.now(), pollIntervalMs: settings.pollIntervalMs, hotUtilization: settings.hotUtilization,
   });
 
+  // The pods' load as the last poll found it, while it is recent (freshPods): what targets are chosen by (headroom).
+  const recentPods = () => freshPods({
+    pods: view.pods, lastPollAt: view.lastPollAt, now: clock.now(), pollIntervalMs: settings.pollIntervalMs,
+  });
+
   return {
-    pollOnce, reset, busyPods, view: () => structuredClone(view),
+    pollOnce, reset, busyPods, recentPods, view: () => structuredClone(view),
   };
 }

@@ -4,6 +4,7 @@
 import {
   compareNamesOf, countPrimaries, createView, mayElectOneOf, pickLeastLoaded, primaryIneligibility, votingReplicas,
 } from './eligibility.js';
+import { pickByHeadroom } from './headroom.js';
 
 // A plan is { changes: [{ tableId, shards, moves: [{ shard, from, to }] }], skipped: [{ tableId, shard, reason }] }.
 // `shards` is the table's whole new shards array: one write per table.
@@ -20,7 +21,12 @@ import {
 // prefer ({ targets: [serverId], homes: [{ tableId, shard, serverId }] }, during a rollout): of the eligible replicas,
 // those among `targets` (already restarted) are taken first, and of those a shard's home (the server it is owed
 // back to) before the least loaded.
-export function planMovePrimariesFromServers(cluster, serverIds, { draining = [], stalled = [], prefer = null } = {}) {
+// headroom ({ scores: Map serverId -> { score, parts }, tolerance }, HEADROOM_TARGETS): where no rollout preference
+// applies, the candidate is chosen by headroom (./headroom.js, pickByHeadroom), and the move says so (`headroom`:
+// its score, its parts, every candidate's score); with a candidate unmeasured, by counts as without.
+export function planMovePrimariesFromServers(cluster, serverIds, {
+  draining = [], stalled = [], prefer = null, headroom = null,
+} = {}) {
   const leaving = new Set(serverIds);
   const preferredTargets = new Set(prefer?.targets ?? []);
   const homes = new Map((prefer?.homes ?? []).map((h) => [`${h.tableId}:${h.shard}`, h.serverId]));
@@ -44,10 +50,15 @@ export function planMovePrimariesFromServers(cluster, serverIds, { draining = []
         skipped.push({ tableId: table.id, shard: shard.index, reason: `${acting}${explainNoCandidate(view, shard, from)}` });
         continue;
       }
-      const to = pickPreferred(view, candidates, counts, { targets: preferredTargets, home: homes.get(`${table.id}:${shard.index}`) });
+      const home = homes.get(`${table.id}:${shard.index}`);
+      const roomy = headroom && preferredTargets.size === 0 && home === undefined
+        ? pickByHeadroom(candidates, counts, headroom.scores, { tolerance: headroom.tolerance, nameOf: view.nameOf }) : null;
+      const to = roomy?.id ?? pickPreferred(view, candidates, counts, { targets: preferredTargets, home });
       bump(counts, from, -1);
       bump(counts, to, 1);
-      moves.push({ shard: shard.index, from, to });
+      moves.push({
+        shard: shard.index, from, to, ...(roomy ? { headroom: { score: roomy.score, parts: roomy.parts, among: roomy.among } } : {}),
+      });
     }
     if (moves.length > 0) changes.push(changeFor(table, moves));
   }

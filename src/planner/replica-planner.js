@@ -7,6 +7,7 @@ import {
   canHostReplica, compareNamesOf, countPrimaries, countReplicas, createView, hasLiveMajority, isLiveReady,
   pickLeastLoaded, primaryIneligibility, replicaHostIneligibility, votingReplicas,
 } from './eligibility.js';
+import { pickByHeadroom } from './headroom.js';
 import { configOf, explainNoCandidate } from './primary-planner.js';
 
 // A replica plan is { moves: [{ tableId, shard, from, to }], skipped: [{ tableId, shard, reason }] }.
@@ -30,8 +31,9 @@ export function planCreateReplica(cluster, tableId, shardIndex, serverId, { drai
 }
 
 // Move every replica off `serverId`, each to the connected, non-draining server holding the fewest replicas (or to the
-// server a half-done move already staged a nonvoting replica on).
-export function planMigrateReplicasOff(cluster, serverId, { draining = [] } = {}) {
+// server a half-done move already staged a nonvoting replica on). headroom (HEADROOM_TARGETS: see
+// planMovePrimariesFromServers): of those servers, by headroom first, the move carrying the scores.
+export function planMigrateReplicasOff(cluster, serverId, { draining = [], headroom = null } = {}) {
   const view = createView(cluster, { draining: [...draining, serverId] });
   const counts = countReplicas(cluster.tables);
   const hosts = cluster.servers.filter((s) => canHostReplica(view, s.id)).map((s) => s.id);
@@ -43,13 +45,17 @@ export function planMigrateReplicasOff(cluster, serverId, { draining = [] } = {}
       // A nonvoting replica staged by a move that did not finish (a manager that stopped between staging and
       // finalizing, its journal write lost): finish that move rather than look for a server the shard does not use.
       const staged = shard.nonvoting.find((id) => id !== serverId && hosts.includes(id));
-      const to = staged ?? pickLeastLoaded(view, hosts.filter((id) => !shard.replicas.includes(id)), counts);
+      const candidates = hosts.filter((id) => !shard.replicas.includes(id));
+      const roomy = !staged && headroom ? pickByHeadroom(candidates, counts, headroom.scores, { tolerance: headroom.tolerance, nameOf: view.nameOf }) : null;
+      const to = staged ?? roomy?.id ?? pickLeastLoaded(view, candidates, counts);
       if (to === null) {
         skipped.push({ tableId: table.id, shard: shard.index, reason: 'no connected server without a replica of this shard that the manager does not keep off (a server draining or under a performance warning is kept off)' });
         continue;
       }
       counts.set(to, (counts.get(to) ?? 0) + 1);
-      moves.push({ tableId: table.id, shard: shard.index, from: serverId, to });
+      moves.push({
+        tableId: table.id, shard: shard.index, from: serverId, to, ...(roomy ? { headroom: { score: roomy.score, parts: roomy.parts, among: roomy.among } } : {}),
+      });
     }
   }
   return { moves, skipped: [...skipped, ...unreadableTables(cluster.tables)] };

@@ -101,9 +101,18 @@ export function scaleOutSettled({ to, readyReplicas, poststartRunning }) {
 export function busyPodsOf({
   pods, lastPollAt, now, pollIntervalMs, hotUtilization,
 }) {
-  if (lastPollAt === null || now - Date.parse(lastPollAt) > 3 * pollIntervalMs) return [];
   const busy = (u) => u !== null && u !== undefined && u >= hotUtilization;
-  return pods.filter((p) => busy(p.own) || busy(p.interference)).map((p) => p.pod);
+  return freshPods({
+    pods, lastPollAt, now, pollIntervalMs,
+  }).filter((p) => busy(p.own) || busy(p.interference)).map((p) => p.pod);
+}
+
+// The monitor's pods of its last poll while that poll is at most three poll intervals old; none otherwise (no poll yet,
+// or polls failing): what others may still take as the pods' load now.
+export function freshPods({
+  pods, lastPollAt, now, pollIntervalMs,
+}) {
+  return lastPollAt === null || now - Date.parse(lastPollAt) > 3 * pollIntervalMs ? [] : pods;
 }
 
 export const initialMonitorState = () => ({ pods: {}, uniformStreak: 0 });

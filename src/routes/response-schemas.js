@@ -55,6 +55,10 @@ const ShardConfig = closed({ primary: string, replicas: arrayOf(string), nonvoti
 const Change = closed({
   table: string, tableId: string, shard: integer, kind: { type: 'string', enum: ['primary', 'replica'] }, from: nullable(string), to: string,
   before: nullable(ref('ShardConfig')), after: ref('ShardConfig'),
+  // src/planner/headroom.js: with HEADROOM_TARGETS, the chosen target's headroom score and parts, and every candidate's.
+  headroom: closed({
+    score: number, parts: closed({ cpu: number, node: number, latency: number }, []), among: arrayOf(closed({ server: string, score: number })),
+  }),
   // src/actions/query-holds.js: the hold taken on the query gates around the table's write (GATE_HOLD_TOKEN_FILE):
   // afterWriteMs after it returned (GATE_HOLD_DELAY_MS; absent when taken before it), or why none was taken.
   queryHold: {

@@ -117,11 +117,12 @@ describe('the Helm chart with test/helm/custom-values.yaml renders what the valu
     expect(rethinkdbPod.imagePullSecrets).toEqual([{ name: 'regcred' }]);
   });
 
-  test('when manager.config, monitor thresholds and the latency trigger are set, then the manager loads them (3600000 stays an integer, not 3.6e+06)', () => {
+  test('when manager.config, monitor thresholds, the latency trigger and headroom targets are set, then the manager loads them (3600000 stays an integer, not 3.6e+06)', () => {
     expect(loadCustomConfig()).toMatchObject({
       logLevel: 'debug', managedTables: ['ycsb.*'], deadlines: { prestopSeconds: 15 }, maintenance: { taints: ['node.kubernetes.io/unschedulable'] },
       monitor: { hotUtilization: 0.9, pollIntervalMs: 3600000, consecutivePolls: 3, immediateUtilization: 0, scaleOut: false, hotSkew: 1.3, maxReplicas: 16 },
       latency: { enabled: true, factor: 3, windowMs: 2000, minDeltaMs: 5 },
+      headroom: { enabled: true, weights: { cpu: 1, node: 2, latency: 1 }, tolerance: 0.1 },
     });
     expect(customObject('ConfigMap', 'rethinkdb-manager').data.MONITOR_POLL_INTERVAL_MS).toBe('3600000');
     expect(customObject('ConfigMap', 'rethinkdb-manager').data.MONITOR_IMMEDIATE_UTILIZATION).toBe('0');

@@ -472,6 +472,14 @@ describe('the trigger', () => {
     expect(trigger.view()).toMatchObject({ diskProbe: { lastError: 'RethinkDB unavailable' }, windows: PROBE_TABLES_EVERY + 1 });
   });
 
+  test('when the trigger is on for a backend without probes (the sandbox), then the manager says it is off, and /v1/monitor shows none', async () => {
+    const h = createSandboxHarness({ env: { LATENCY_TRIGGER_ENABLED: 'true' } });
+    expect(h.logs.filter((l) => /LATENCY_TRIGGER_ENABLED/.test(l.msg)).map((l) => [l.level, l.msg])).toEqual([
+      [40, 'LATENCY_TRIGGER_ENABLED is set, but this backend has no probes (the sandbox): the latency trigger is off'],
+    ]);
+    expect((await request(h.app).get('/v1/monitor')).body.latency).toBeNull();
+  });
+
   test('when raising fails, then the error is in the view and the next windows go on', async () => {
     const { trigger, windows, setTimes } = setup({ raise: async () => { throw new Error('cluster unreachable'); } });
     await windows(3);
