@@ -404,6 +404,45 @@ for (const [name, kind, what, needs] of [
   };
 }
 
+// Targets by counts or by headroom (HEADROOM_TARGETS): hotspot's starved server (CPU interference from t=10 s,
+// raised by the CPU rule), while from t=2 s the server a demotion by counts would give most of its primaries to is
+// busy too: a neighbour using 0.25 of its node's 0.5 cores, which leaves it under the hot threshold (not warned, so a
+// candidate either way). headroom-counts sends primaries there; headroom-targets should not. Compare the p99 after
+// the demotion (manager arm only; the run's notes name the busy candidate and the demotion's targets).
+const BUSY_CANDIDATE_CORES = 0.25;
+async function busyCandidateTimeline(ctx) {
+  const { cluster, at, mark, manager, notes, hotServer } = ctx;
+  await at(2);
+  const dry = await manager.hook('POST', '/v1/actions/move-primaries-from-server?dryRun=true', { server: cluster.servers[hotServer].name });
+  const targets = (dry.body?.changes ?? []).map((c) => c.to);
+  const [busyName] = [...new Set(targets)].sort((x, y) => targets.filter((t) => t === y).length - targets.filter((t) => t === x).length);
+  const busy = cluster.servers.findIndex((x) => x.name === busyName);
+  notes.countPlan = targets;
+  notes.busyCandidate = busyName ?? null;
+  if (busy >= 0) cluster.cpu.startNoise(busy, { cores: BUSY_CANDIDATE_CORES });
+  mark('candidate busy');
+  await interferenceAt(ctx, 10);
+  await watchMonitor(ctx, 45);
+  cluster.cpu.stopNoise(hotServer);
+  if (busy >= 0) await cluster.cpu.stopNoise(busy);
+  mark('interference off');
+  await watchMonitor(ctx, 50);
+  notes.demotions = manager.audit.list().filter((e) => e.action === 'move-primaries-from-server')
+    .map((e) => ({ to: e.plan.changes.map((c) => c.to), headroom: e.plan.changes.map((c) => c.headroom ?? null) }));
+}
+for (const [name, on] of [['headroom-counts', false], ['headroom-targets', true]]) {
+  SCENARIOS[name] = {
+    name,
+    title: `a starved server demoted while the candidate counts favour is busy, targets by ${on ? 'headroom' : 'counts'}`,
+    durationSeconds: 52,
+    coresPerNode: 0.5,
+    window: { from: 'interference on', to: 'interference off', graceS: HOTSPOT_GRACE_SECONDS },
+    phases: [{ name: 'after the demotion', from: 'PERFWARNING raised and handled (rethinkdb-1)', to: 'interference off' }],
+    managerEnv: { ...SCENARIOS.hotspot.managerEnv, HEADROOM_TARGETS: String(on) },
+    timeline: busyCandidateTimeline,
+  };
+}
+
 // The latency trigger's false-alarm check: ten minutes of the steady load with the trigger on at its defaults (the
 // CPU rule off), and in the middle a planned migration: every replica of one server (not the entry's) moved off,
 // then given back (add-server), each a backfill. Any raise in the run's notes (`latency.decisions`) is a false alarm.

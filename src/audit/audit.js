@@ -16,7 +16,11 @@ export function createAudit({ kube = null, clock, logger, metrics = null, maxRec
     const entry = {
       id: seq, time: new Date(clock.now()).toISOString(), actor: describeActor(who), actorLabel: actorLabel(who), action, target, pod, reason, outcome,
       plan: {
-        changes: changes.map(({ table, shard, kind, from, to }) => ({ table, shard, kind, from, to })),
+        changes: changes.map(({
+          table, shard, kind, from, to, headroom,
+        }) => ({
+          table, shard, kind, from, to, ...(headroom ? { headroom: headroom.score } : {}),
+        })),
         skipped, notDone,
       },
       durationMs, operation, event: pod && kube?.createPodEvent ? 'pending' : 'none',

@@ -205,7 +205,10 @@ const AuditRecord = closed({
   actorLabel: { type: 'string', description: 'who acted, as the metrics label it' }, action: string, target: object, pod: nullable(string), reason: nullable(string),
   outcome: { type: 'string', description: "an action's outcome (completed, nothing_to_do, partial, failed, timed_out), or a review's (allowed, refused...)" },
   plan: closed({
-    changes: arrayOf(closed({ table: string, shard: integer, kind: { type: 'string', enum: ['primary', 'replica', 'raft-leader', 'vote'] }, from: nullable(string), to: nullable(string) }, ['kind'])),
+    changes: arrayOf(closed({
+      table: string, shard: integer, kind: { type: 'string', enum: ['primary', 'replica', 'raft-leader', 'vote'] }, from: nullable(string), to: nullable(string),
+      headroom: { type: 'number', description: 'HEADROOM_TARGETS: the chosen target\'s headroom score' },
+    }, ['kind'])),
     skipped: arrayOf(object), notDone: arrayOf(object),
   }),
   durationMs: nullable(number), operation: nullable(string),

@@ -98,11 +98,16 @@ export function createCpuNodes({ name, coresPerNode, isolate = [] }) {
     return enterScript(index, 'pod');
   }
 
-  // Starts `processes` busy loops in node-i's noisy cgroup.
-  function startNoise(index, { processes = 2 } = {}) {
+  // Starts `processes` busy loops in node-i's noisy cgroup. cores: instead, one process busy that many cores on
+  // average (busy for cores x 100 ms, then asleep for the rest of each 100 ms): a neighbour that leaves the node part of
+  // its quota, so that the node is busy without being starved.
+  function startNoise(index, { processes = 2, cores = null } = {}) {
     ensure(index);
     const enter = enterScript(index, 'noisy');
-    const children = Array.from({ length: processes }, () => spawn('sh', ['-c', `${enter} && exec sh -c 'while :; do :; done'`], { stdio: 'ignore' }));
+    const duty = cores === null ? null
+      : `const b=Math.round(${cores}*100),w=new Int32Array(new SharedArrayBuffer(4));for(;;){const t=Date.now();while(Date.now()-t<b);Atomics.wait(w,0,0,100-b)}`;
+    const command = duty ? `exec ${JSON.stringify(process.execPath)} -e '${duty}'` : "exec sh -c 'while :; do :; done'";
+    const children = Array.from({ length: duty ? 1 : processes }, () => spawn('sh', ['-c', `${enter} && ${command}`], { stdio: 'ignore' }));
     for (const child of children) { running.add(child); child.once('exit', () => running.delete(child)); }
     noise.set(index, [...(noise.get(index) ?? []), ...children]);
   }

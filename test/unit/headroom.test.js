@@ -161,11 +161,13 @@ describe('the sandbox manager with HEADROOM_TARGETS', () => {
   const targets = (report) => report.changes.map((c) => c.to);
 
   test('when a candidate\'s node is busy, then no primary goes to it, each change says its headroom, and the dry run planned the same', async () => {
-    const { dry, real } = await demote({ headroom: true });
+    const { h, dry, real } = await demote({ headroom: true });
     expect(real.outcome).toBe('completed');
     expect(targets(real)).not.toContain('rethinkdb_2');
     expect(real.changes.every((c) => c.headroom && c.headroom.among.some((a) => a.server === 'rethinkdb_2' && a.score < c.headroom.score))).toBe(true);
     expect(dry.changes.map((c) => [c.table, c.shard, c.to, c.headroom])).toEqual(real.changes.map((c) => [c.table, c.shard, c.to, c.headroom]));
+    const [audited] = (await request(h.app).get('/v1/events')).body.events.filter((e) => e.action === 'move-primaries-from-server');
+    expect(audited.plan.changes.map((c) => c.headroom)).toEqual(real.changes.map((c) => c.headroom.score));
   });
 
   test('when HEADROOM_TARGETS is off, then the same demotion goes by counts, to the busy node, and says no headroom', async () => {
