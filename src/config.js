@@ -76,7 +76,7 @@ const KEYS = [
   { env: 'LATENCY_WINDOW_MS', field: 'latency.windowMs', parse: integer(200, 60000), default: 1000 },
   { env: 'LATENCY_DISK_PROBE_INTERVAL_MS', field: 'latency.diskProbeIntervalMs', parse: offOrInteger(50, 60000), default: 250 },
   { env: 'LATENCY_DISK_PROBE_DB', field: 'latency.diskProbeDb', parse: identifier, default: 'rethinkdb_manager' },
-  { env: 'LATENCY_FACTOR', field: 'latency.factor', parse: ratio, default: 4 },
+  { env: 'LATENCY_FACTOR', field: 'latency.factor', parse: ratioAbove(1.5), default: 4 },
   { env: 'LATENCY_MIN_DELTA_MS', field: 'latency.minDeltaMs', parse: integer(0, 60000), default: 5 },
   { env: 'LATENCY_CONSECUTIVE_WINDOWS', field: 'latency.consecutiveWindows', parse: integer(1, 100), default: 2 },
   { env: 'LATENCY_WARMUP_WINDOWS', field: 'latency.warmupWindows', parse: integer(1, 100000), default: 30 },
@@ -317,6 +317,13 @@ function ratio(raw) {
   return Number.isFinite(value) && value >= 1 && value <= 10 ? { value } : { error: 'must be a number from 1 to 10 (for example 1.3)' };
 }
 
+function ratioAbove(min) {
+  return (raw) => {
+    const value = Number(raw.trim());
+    return Number.isFinite(value) && value >= min && value <= 100 ? { value } : { error: `must be a number from ${min} to 100 (for example 4)` };
+  };
+}
+
 function boolean(raw) {
   const v = raw.trim().toLowerCase();
   if (['true', '1', 'yes'].includes(v)) return { value: true };
@@ -338,12 +345,15 @@ function dnsLabel(raw) {
 // weighs 0; at least one weighs more.
 function headroomWeights(raw) {
   const weights = { cpu: 0, node: 0, latency: 0 };
+  const seen = new Set();
   for (const item of raw.split(',').map((x) => x.trim()).filter(Boolean)) {
     const [part, value, extra] = item.split('=').map((x) => x.trim());
     const w = Number(value);
     if (!(part in weights) || extra !== undefined || value === undefined || value === '' || !Number.isFinite(w) || w < 0) {
       return { error: `expected part=weight pairs of cpu, node and latency with weights of 0 or more (for example cpu=1,node=1,latency=2), got ${JSON.stringify(item)}` };
     }
+    if (seen.has(part)) return { error: `${part} is given twice` };
+    seen.add(part);
     weights[part] = w;
   }
   return Object.values(weights).some((w) => w > 0) ? { value: weights } : { error: 'at least one part must weigh more than 0' };

@@ -175,7 +175,8 @@ export function createManager({
   // HEADROOM_TARGETS: what a demotion's targets are scored by (src/planner/headroom.js): the monitor's last poll while
   // recent, the latency trigger's last window.
   const headroomInputs = () => (config.headroom.enabled ? {
-    pods: monitor.recentPods(), latency: latencyTrigger?.view().servers ?? [], weights: config.headroom.weights, factor: config.latency.factor, tolerance: config.headroom.tolerance,
+    pods: monitor.recentPods(), latency: latencyTrigger?.view().servers ?? [], weights: config.headroom.weights, factor: config.latency.factor,
+    minDeltaMs: config.latency.minDeltaMs, tolerance: config.headroom.tolerance,
   } : null);
   // /v1/monitor: the CPU rule's view, and the latency trigger's (null when it is off).
   const monitorView = { view: () => ({ ...monitor.view(), latency: latencyTrigger?.view() ?? null }) };
@@ -190,6 +191,9 @@ export function createManager({
   });
   const log = logger.child({ module: 'manager' });
   if (config.latency.enabled && !latencyTrigger) log.warn('LATENCY_TRIGGER_ENABLED is set, but this backend has no probes (the sandbox): the latency trigger is off');
+  if (config.headroom.enabled && !monitor.view().enabled && !latencyTrigger) {
+    log.warn('HEADROOM_TARGETS is set, but neither the monitor (no metrics API) nor the latency trigger measures the servers: targets go by counts');
+  }
 
   // The eviction webhook's app, served over TLS on its own port by src/webhook-server.js.
   const reviewRelay = config.webhook?.enabled ? createReviewRelay({

@@ -352,7 +352,12 @@ const INTERFERENCE = {
     async start({ cluster, hotServer, notes }) {
       const disk = createDiskNodes({ name: `rethinkdb-lab-disk-${process.pid}` });
       const s = cluster.servers[hotServer];
-      disk.throttle(hotServer, { pids: processTree(cluster.pidOf(hotServer)), directory: s.dir, writeIops: DISK_WRITE_IOPS });
+      try {
+        disk.throttle(hotServer, { pids: processTree(cluster.pidOf(hotServer)), directory: s.dir, writeIops: DISK_WRITE_IOPS });
+      } catch (err) {
+        await disk.destroy();
+        throw err;
+      }
       const before = disk.writes(hotServer);
       const startedAt = performance.now();
       return async () => {
@@ -376,7 +381,7 @@ function unseenInterference(kind) {
   return async (ctx) => {
     const { at, mark, manager, notes } = ctx;
     await at(10);
-    const stop = await INTERFERENCE[kind].start(ctx);
+    const stop = await INTERFERENCE[kind].start(ctx); // each start undoes what it did if it fails
     mark('interference on');
     try {
       await watchMonitor(ctx, 45);
@@ -421,11 +426,14 @@ async function busyCandidateTimeline(ctx) {
   notes.busyCandidate = busyName ?? null;
   if (busy >= 0) cluster.cpu.startNoise(busy, { cores: BUSY_CANDIDATE_CORES });
   mark('candidate busy');
-  await interferenceAt(ctx, 10);
-  await watchMonitor(ctx, 45);
-  cluster.cpu.stopNoise(hotServer);
-  if (busy >= 0) await cluster.cpu.stopNoise(busy);
-  mark('interference off');
+  try {
+    await interferenceAt(ctx, 10);
+    await watchMonitor(ctx, 45);
+  } finally {
+    await cluster.cpu.stopNoise(hotServer);
+    if (busy >= 0) await cluster.cpu.stopNoise(busy);
+    mark('interference off');
+  }
   await watchMonitor(ctx, 50);
   notes.demotions = manager.audit.list().filter((e) => e.action === 'move-primaries-from-server')
     .map((e) => ({ to: e.plan.changes.map((c) => c.to), headroom: e.plan.changes.map((c) => c.headroom ?? null) }));

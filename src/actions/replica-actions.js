@@ -218,7 +218,10 @@ export function createReplicaActions({
   async function runReplicaMoves(op, { action, target, moves, planned, skipped, deadline: given = null, reason, afterMoves, track = async () => {} }) {
     const startedAt = clock.now();
     const deadline = deadlineOr(given, clock, config.deadlines.migrationSeconds * 1000);
-    op.steps = planned.map((p) => ({ ...p, status: 'pending', state: null, progress: null, error: null, startedAt: null, finishedAt: null }));
+    // A step keeps only its target's headroom score (the report has its parts and the other candidates').
+    op.steps = planned.map(({ headroom, ...p }) => ({
+      ...p, ...(headroom ? { headroom: headroom.score } : {}), status: 'pending', state: null, progress: null, error: null, startedAt: null, finishedAt: null,
+    }));
     const changes = [];
     const notDone = [];
     const unsettled = [];
@@ -229,7 +232,12 @@ export function createReplicaActions({
         notDone.push({ table: step.table, shard: step.shard, reason: 'deadline passed before this move started' });
         continue;
       }
-      await track(moves[i]);
+      const {
+        tableId, shard, from, to,
+      } = moves[i];
+      await track({
+        tableId, shard, from, to,
+      });
       const result = await moveOneReplica(moves[i], step, deadline);
       await track(null);
       if (!result.change) {

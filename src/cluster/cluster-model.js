@@ -186,20 +186,22 @@ export function tableLabel(table) {
 }
 
 // selectors: ['db.table', 'db.*']; empty means every user table.
-// The system-table documents without the tables of database `db` (the manager's own disk probes, src/policy/disk-probe.js):
-// nothing the manager plans, holds or counts sees them, nor the servers only they name.
-export function withoutDatabase(raw, db) {
+// The system-table documents without the tables of database `db` whose names start with `prefix` (the manager's own
+// disk probes, src/policy/disk-probe.js): nothing the manager plans, holds or counts sees them, nor the servers only
+// they name. Other tables of that database are kept.
+export function withoutProbeTables(raw, { db, prefix }) {
   if (!db) return raw;
   const dbIds = new Set((raw.dbConfig ?? []).filter((d) => d.name === db).map((d) => d.id));
   if (dbIds.size === 0) return raw;
-  const dropped = new Set((raw.tableConfig ?? []).filter((t) => dbIds.has(t.db)).map((t) => t.id));
+  const dropped = new Set((raw.tableConfig ?? []).filter((t) => dbIds.has(t.db) && t.name.startsWith(prefix)).map((t) => t.id));
+  if (dropped.size === 0) return raw;
   const keep = (t) => !dropped.has(t.id);
   return {
     ...raw,
     tableConfig: (raw.tableConfig ?? []).filter(keep),
     tableConfigByName: (raw.tableConfigByName ?? []).filter(keep),
     tableStatus: (raw.tableStatus ?? []).filter(keep),
-    ...(raw.jobs ? { jobs: raw.jobs.filter((j) => j.info?.db !== db) } : {}),
+    ...(raw.jobs ? { jobs: raw.jobs.filter((j) => !(j.info?.db === db && `${j.info?.table ?? ''}`.startsWith(prefix))) } : {}),
   };
 }
 

@@ -24,14 +24,14 @@ export function createPerfWarningEvents({
   // to a server the same warning is about to demote (a node-wide warning makes one handover per shard).
   // ctx (here and below): the operation context (src/actions/operation-context.js): actor and requester.
   async function perfwarning({
-    pod, node, durationSeconds = null, reason = null, signal = null,
+    pod, node, durationSeconds = null, reason = null, signal = null, baselines = null,
   }, { actor = 'operator', requester = OPERATOR } = {}) {
     const source = warningSourceOf(requester);
     const { cluster, targets: found } = pod ? await serversForPods([pod]) : await targets.serversOnNode(node);
     const servers = found.filter((t) => t.server).map((t) => t.server);
     const decision = decidePerfWarning({
       durationSeconds, longSeconds: config.perfwarning.longSeconds, servers, node: node ?? null, reason, now: clock.now(), source, signal,
-      moveRaftLeader: config.perfwarning.moveRaftLeader,
+      moveRaftLeader: config.perfwarning.moveRaftLeader, baselines,
     });
     const { warning } = decision;
     const done = await executor.run(decision.intents, { actor, pod: pod ?? null, snapshot: cluster });
@@ -171,7 +171,9 @@ export function createPerfWarningEvents({
   // The latency trigger's (src/monitor/latency-trigger.js): the same warning of unknown duration, its own source, so
   // that the CPU rule neither ends it nor is ended by it. Not escalated to the long path: that is the CPU rule's.
   const fromLatency = { actor: LATENCY_ACTOR, requester: LATENCY };
-  const raiseFromLatency = ({ pod, reason }) => perfwarning({ pod, signal: 'latency', reason: `latency: ${reason}` }, fromLatency);
+  const raiseFromLatency = ({ pod, reason, baselines = null }) => perfwarning({
+    pod, signal: 'latency', reason: `latency: ${reason}`, baselines,
+  }, fromLatency);
   const clearFromLatency = ({ pod, reason }) => endPerfWarning({ pod, reason: `latency: ${reason}` }, fromLatency);
 
   return {

@@ -5,7 +5,7 @@
 // makes the missing ones, places them, and drops those of servers gone for LOSS_RESTORE_AFTER_SECONDS.
 
 import {
-  dataMoving, decideLatencyStep, initialLatencyState, summarizeLatencyWindow,
+  dataMoving, decideLatencyStep, forgetRaise, initialLatencyState, summarizeLatencyWindow,
 } from '../policy/latency.js';
 import { planProbeTables } from '../policy/disk-probe.js';
 import { LATENCY, warningSourceOf } from '../policy/requesters.js';
@@ -43,9 +43,9 @@ export function createLatencyTrigger({
   // state still counts it as taken (the next raise comes after the cooldown, as the CPU rule's).
   async function reconcile() {
     if (!view.enabled) return {};
-    const entries = prober.takeLatencies();
+    const entries = prober.takeLatencies().map((e) => ({ ...e, pod: podOf(e) }));
     if (diskProbe && view.windows % PROBE_TABLES_EVERY === 0) await keepProbeTables([...new Set(entries.map((e) => e.name))]);
-    const window = summarizeLatencyWindow(entries);
+    const window = summarizeLatencyWindow(entries, { windowMs: settings.windowMs });
     const warnings = await marks.perfWarnings();
     const step = decideLatencyStep(state, window, {
       now: clock.now(),
@@ -55,23 +55,28 @@ export function createLatencyTrigger({
       warmupWindows: settings.warmupWindows,
       clearCooldownMs: settings.clearCooldownSeconds * 1000,
       warnedPods: warnings.map((w) => w.pod),
-      ownWarnedPods: warnings.filter((w) => w.source === warningSourceOf(LATENCY)).map((w) => w.pod),
+      ownWarnings: warnings.filter((w) => w.source === warningSourceOf(LATENCY)).map((w) => ({ pod: w.pod, baselines: w.baselines ?? null })),
       silent: new Set(prober.suspects()),
       moving: dataMoving({ cluster: recentCluster(), migrations: await marks.migrations() }),
     });
     state = step.state;
     const results = [];
-    for (const decision of step.decisions) results.push({ time: new Date(clock.now()).toISOString(), ...(await apply(decision)) });
+    for (const decision of step.decisions) {
+      const applied = await apply(decision);
+      // A raise whose warning was not written is forgotten: the next window raises again.
+      if (decision.type === 'raise' && applied.error) state = forgetRaise(state, decision.serverId);
+      results.push({ time: new Date(clock.now()).toISOString(), ...applied });
+    }
     if (step.held && step.held !== view.held) log.info({ held: step.held }, 'latency trigger holds off');
     const servers = window.map((w) => {
       const server = state.servers[w.serverId];
       const signal = server?.signals[w.signal];
       return {
-        server: w.name, pod: w.pod, signal: w.signal, probes: w.n, p50Ms: w.p50Ms, p90Ms: w.p90Ms,
+        server: w.name, pod: w.pod, signal: w.signal, probes: w.n, valueMs: signal?.valueMs ?? null, p50Ms: w.p50Ms, p90Ms: w.p90Ms,
         baselineMs: signal?.baselineMs ?? null, anomalous: signal?.anomalous ?? null, streak: signal?.streak ?? 0, raised: server?.raised ?? false,
       };
     });
-    log.debug({ window: servers.map((x) => `${x.server} ${x.signal} p90 ${x.p90Ms} base ${x.baselineMs}${x.anomalous ? ' !' : ''}`) }, 'latency window');
+    log.debug({ window: servers.map((x) => `${x.server} ${x.signal} ${x.valueMs} base ${x.baselineMs}${x.anomalous ? ' !' : ''}`) }, 'latency window');
     Object.assign(view, {
       windows: view.windows + 1, lastWindowAt: new Date(clock.now()).toISOString(), held: step.held, servers,
       lastDecisions: [...view.lastDecisions, ...results].slice(-DECISION_HISTORY_LENGTH),
@@ -86,7 +91,7 @@ export function createLatencyTrigger({
     }, 'latency trigger decision');
     try {
       const result = decision.type === 'raise'
-        ? await events.raiseFromLatency({ pod: decision.pod, reason: decision.reason })
+        ? await events.raiseFromLatency({ pod: decision.pod, reason: decision.reason, baselines: decision.baselines })
         : await events.clearFromLatency({ pod: decision.pod, reason: decision.reason });
       return { ...describe(decision), result: summarize(result) };
     } catch (err) {
@@ -95,37 +100,46 @@ export function createLatencyTrigger({
     }
   }
 
-  // The probe tables of the servers probed now (names), made, placed and dropped as planProbeTables says. A failure is
-  // logged and shown; the next look tries again.
+  // The probe tables of the servers probed now (names), made, placed and dropped as planProbeTables says, each on its
+  // own: one that fails (logged, shown) does not keep the others from being kept; the next look tries it again.
   async function keepProbeTables(servers) {
     const db = settings.diskProbeDb;
-    try {
-      const plan = (tables) => planProbeTables({
-        servers: servers.map((name) => ({ name })), tables, missingSince, now: clock.now(), dropAfterMs,
-      });
-      let step = plan(await store.readProbeTables(db));
-      for (const { table } of step.create) await store.createProbeTable(db, table);
-      if (step.create.length > 0) step = plan(await store.readProbeTables(db));
-      for (const { tableId, server } of step.place) await store.placeProbeTable(tableId, server);
+    const failed = [];
+    const attempt = async (what, fn) => {
+      try { await fn(); return true; } catch (err) { failed.push(`${what}: ${err.message}`); return false; }
+    };
+    const plan = (tables) => planProbeTables({
+      servers: servers.map((name) => ({ name })), tables, missingSince, now: clock.now(), dropAfterMs,
+    });
+    let step = null;
+    await attempt('read', async () => { step = plan(await store.readProbeTables(db)); });
+    if (step) {
+      ({ missingSince } = step);
+      for (const { table } of step.create) await attempt(`create ${table}`, () => store.createProbeTable(db, table));
+      if (step.create.length > 0) await attempt('read', async () => { step = { ...plan(await store.readProbeTables(db)), drop: step.drop }; });
+      for (const { tableId, table, server } of step.place) await attempt(`place ${table} on ${server}`, () => store.placeProbeTable(tableId, server));
       for (const { tableId, table, reason } of step.drop) {
         log.info({ table: `${db}.${table}`, reason }, 'dropping a disk probe table');
-        await store.dropProbeTable(tableId);
+        await attempt(`drop ${table}`, () => store.dropProbeTable(tableId));
       }
-      ({ missingSince } = step);
       if (step.create.length + step.place.length + step.drop.length > 0) {
         log.info({ created: step.create.map((c) => c.table), placed: step.place.map((p) => `${p.table} on ${p.server}`), dropped: step.drop.map((d) => d.table) }, 'disk probe tables kept');
       }
-      view.diskProbe.lastTables = servers.length;
-      view.diskProbe.lastError = null;
-    } catch (err) {
-      log.warn({ err: err.message }, 'disk probe tables not kept; tried again later');
-      view.diskProbe.lastError = err.message;
     }
+    if (failed.length > 0) log.warn({ failed }, 'disk probe tables not all kept; tried again later');
+    view.diskProbe.lastTables = servers.length;
+    view.diskProbe.lastError = failed.length > 0 ? failed.join('; ') : null;
   }
+
+  // The pod a probed server runs in: POD_SERVER_OVERRIDES' pod for its name, else its hostname (a StatefulSet pod's).
+  const overridden = new Map(Object.entries(config.podServerOverrides ?? {}).map(([pod, server]) => [server, pod]));
+  const podOf = (entry) => overridden.get(entry.name) ?? entry.pod ?? null;
 
   // A replica that stops leading forgets the baselines: whoever leads next learns its own (its probes, its network).
   function reset() {
     state = initialLatencyState();
+    Object.assign(view, { servers: [], held: null });
+    metrics?.recordLatencyWindow({ servers: [], decisions: [] });
   }
 
   return { reconcile, reset, view: () => structuredClone(view) };

@@ -7,8 +7,9 @@
 //   cpu      1 - its pod's CPU use over its limit (the monitor's last poll, `own`);
 //   node     1 - its node's CPU use over its allocatable CPU (the monitor's last poll, `interference`);
 //   latency  1 at its baseline, 0 at the latency trigger's threshold: 1 - (ratio - 1) / (LATENCY_FACTOR - 1), where
-//            ratio is the worst of its probes' last p90 over their baselines (the latency trigger's last window: a disk
-//            or network neighbour shows here and nowhere else).
+//            ratio is the worst of its probes' last value over their baselines (the latency trigger's last window: a
+//            disk or network neighbour shows here and nowhere else); a value less than LATENCY_MIN_DELTA_MS above its
+//            baseline counts as the baseline (a probe answered in 1 ms against 0.5 ms is no lack of room).
 // Each part is clamped to [0, 1]; the score is their weighted mean (HEADROOM_WEIGHTS) over the parts known for that
 // server. Memory, disk throughput and network throughput are not in the metrics API, so they are not parts.
 
@@ -23,7 +24,7 @@ export function headroomOf({ own = null, interference = null, latencyRatio = nul
   const parts = {};
   if (Number.isFinite(own)) parts.cpu = round(clamp(1 - own));
   if (Number.isFinite(interference)) parts.node = round(clamp(1 - interference));
-  if (Number.isFinite(latencyRatio)) parts.latency = round(clamp(1 - (latencyRatio - 1) / (factor - 1)));
+  if (Number.isFinite(latencyRatio) && factor > 1) parts.latency = round(clamp(1 - (latencyRatio - 1) / (factor - 1)));
   const known = HEADROOM_PARTS.filter((p) => p in parts && weights[p] > 0);
   const total = known.reduce((sum, p) => sum + weights[p], 0);
   return { score: total > 0 ? round(known.reduce((sum, p) => sum + weights[p] * parts[p], 0) / total) : null, parts };
@@ -31,14 +32,18 @@ export function headroomOf({ own = null, interference = null, latencyRatio = nul
 
 // The servers' signals joined from what the manager last measured: monitor pods ([{ pod, own, interference }], the
 // monitor's view, by pod) and latency rows ([{ server, signal, p90Ms, baselineMs }], the latency trigger's view, by
-// server name), for the cluster's servers ([{ id, name, hostname }]; a pod is a server's hostname). -> Map serverId ->
-// signals (servers with no measure are left out).
-export function headroomSignals({ servers, pods = [], latency = [] }) {
+// server name, each { server, signal, valueMs, baselineMs }), for the cluster's servers ([{ id, name, hostname }]; a
+// pod is a server's hostname). minDeltaMs: LATENCY_MIN_DELTA_MS. -> Map serverId -> signals (servers with no measure
+// are left out).
+export function headroomSignals({
+  servers, pods = [], latency = [], minDeltaMs = 0,
+}) {
   const byPod = new Map(pods.map((p) => [p.pod, p]));
   const signals = new Map();
   for (const s of servers) {
     const pod = s.hostname ? byPod.get(s.hostname) : undefined;
-    const ratios = latency.filter((l) => l.server === s.name && Number.isFinite(l.p90Ms) && l.baselineMs > 0).map((l) => l.p90Ms / l.baselineMs);
+    const ratios = latency.filter((l) => l.server === s.name && Number.isFinite(l.valueMs) && l.baselineMs > 0)
+      .map((l) => (l.valueMs - l.baselineMs < minDeltaMs ? 1 : l.valueMs / l.baselineMs));
     const entry = {
       own: pod?.own ?? null, interference: pod?.interference ?? null, latencyRatio: ratios.length > 0 ? round(Math.max(...ratios)) : null,
     };
@@ -49,9 +54,11 @@ export function headroomSignals({ servers, pods = [], latency = [] }) {
 
 // Each measured server's { score, parts } (headroomOf over headroomSignals): Map serverId -> { score, parts }.
 export function headroomScores({
-  servers, pods = [], latency = [], weights, factor,
+  servers, pods = [], latency = [], weights, factor, minDeltaMs = 0,
 }) {
-  return new Map([...headroomSignals({ servers, pods, latency })].map(([id, signals]) => [id, headroomOf(signals, weights, { factor })]));
+  return new Map([...headroomSignals({
+    servers, pods, latency, minDeltaMs,
+  })].map(([id, signals]) => [id, headroomOf(signals, weights, { factor })]));
 }
 
 // What a plan takes as its `headroom` option: inputs (null: HEADROOM_TARGETS off, or { pods, latency, weights, factor,
@@ -65,7 +72,7 @@ export function headroomOption(inputs, servers) {
 // Every candidate must have a score: with one unmeasured, null (the caller goes by counts alone, as without headroom).
 // -> { id, score, parts, among } or null.
 export function pickByHeadroom(candidates, counts, scores, { tolerance, nameOf }) {
-  if (candidates.length === 0 || candidates.some((id) => scores.get(id)?.score === null || scores.get(id)?.score === undefined)) return null;
+  if (candidates.length === 0 || candidates.some((id) => !Number.isFinite(scores.get(id)?.score))) return null;
   const best = Math.max(...candidates.map((id) => scores.get(id).score));
   const pool = candidates.filter((id) => scores.get(id).score >= best - tolerance);
   let pick = null;

@@ -9,13 +9,14 @@ import { MONITOR, warningSourceOf } from './requesters.js';
 // majority (IV-B5).
 // servers: the servers the warning names (one pod's, or all of a node's), demoted together in one plan;
 // reason: why it was raised (prefixed to the decision's own reason); now, source, signal: for the mark the
-// servers get (the decision's `warning`), which says when it expires.
+// servers get (the decision's `warning`), which says when it expires; baselines (the latency trigger's): kept on the
+// mark, so that a new leader judges the server against them (src/policy/latency.js).
 // moveRaftLeader: after the demotion, also move the Raft leadership of the tables a warned server leads
 // (PERFWARNING_MOVE_RAFT_LEADER): every write asks that leader for the table's config, so a starved leader keeps
 // the writes slow wherever the primaries went.
 export function decidePerfWarning({
   durationSeconds = null, longSeconds, servers = [], node = null, reason: given = null, now = 0, source = 'operator', signal = null,
-  moveRaftLeader = false,
+  moveRaftLeader = false, baselines = null,
 }) {
   const known = Number.isFinite(durationSeconds);
   const long = known && durationSeconds >= longSeconds;
@@ -26,6 +27,7 @@ export function decidePerfWarning({
   const warning = {
     source, signal, reason: given ?? null, durationSeconds, long, decision: reason,
     since: new Date(now).toISOString(), expiresAt: known ? new Date(now + durationSeconds * 1000).toISOString() : null,
+    ...(baselines ? { baselines } : {}),
   };
   const intents = servers.length === 0 ? [] : [
     { type: 'mark-perf-warning', servers, warning },

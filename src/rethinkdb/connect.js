@@ -36,7 +36,7 @@ export function createRethinkDbStore({ r, config, clock, logger }) {
   connections.start();
   logger.info({ seeds: rc.seeds, user: rc.user, tls: rc.tls }, 'connecting to RethinkDB');
   const source = createRethinkDbSource({ r, runQuery: createQueryRunner({ connections, queryTimeoutMs: rc.queryTimeoutMs }), connections });
-  const store = createDataStore({ source, managedTables: config.managedTables, excludedDb: config.latency.diskProbeDb });
+  const store = createDataStore({ source, managedTables: config.managedTables, probeDb: config.latency.diskProbeDb });
   // What the manager's prober (./prober.js) needs: the servers last listed, a connection of its own to one, a probe.
   // probeVia: a server's row of rethinkdb.stats through another server's connection, which that server fetches over the
   // cluster's links (it waits for an answer up to 5 s: stats_backend.cc).

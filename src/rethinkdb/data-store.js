@@ -3,18 +3,19 @@
 // Each read and write is counted and timed in the request's trace (src/lib/trace.js).
 
 import { appError } from '../errors.js';
-import { filterManagedTables, normalizeSystemTables, withoutDatabase } from '../cluster/cluster-model.js';
+import { filterManagedTables, normalizeSystemTables, withoutProbeTables } from '../cluster/cluster-model.js';
+import { PROBE_TABLE_PREFIX } from '../policy/disk-probe.js';
 import { timeQuery } from '../lib/trace.js';
 import { toRawShards } from './queries.js';
 
-// excludedDb: a database whose tables the cluster read leaves out (the disk probes', LATENCY_DISK_PROBE_DB).
-export function createDataStore({ source, managedTables = [], excludedDb = null }) {
+// probeDb: the disk probes' database (LATENCY_DISK_PROBE_DB), whose probe tables the cluster read leaves out.
+export function createDataStore({ source, managedTables = [], probeDb = null }) {
   // backfills: also read the backfills under way (rethinkdb.jobs, costly on a large cluster); `backfills` is null
   // in a snapshot read without them.
   async function readCluster({ backfills = false } = {}) {
     return timeQuery('read', async () => {
       const raw = await source.readSystemTables({ backfills });
-      const cluster = filterManagedTables(normalizeSystemTables(withoutDatabase(raw, excludedDb)), managedTables);
+      const cluster = filterManagedTables(normalizeSystemTables(withoutProbeTables(raw, { db: probeDb, prefix: PROBE_TABLE_PREFIX })), managedTables);
       return backfills ? cluster : { ...cluster, backfills: null };
     });
   }

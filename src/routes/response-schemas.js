@@ -176,6 +176,7 @@ const OperationStep = {
   anyOf: [
     closed({
       table: string, tableId: string, shard: integer, kind: { const: 'replica' }, from: nullable(string), to: string,
+      headroom: { type: 'number', description: 'HEADROOM_TARGETS: the target\'s headroom score' },
       status: { type: 'string', enum: MOVE_STEP_STATUSES }, state: nullable(string), progress: nullable(number), error: nullable(string),
       startedAt: nullable(dateTime), finishedAt: nullable(dateTime),
     }, ['table', 'shard', 'kind', 'to', 'status', 'state', 'progress', 'error']),
@@ -242,7 +243,7 @@ const LatencyView = closed({
   diskProbe: nullable(closed({ db: string, intervalMs: integer, lastTables: nullable(integer), lastError: nullable(string) })),
   windows: integer, lastWindowAt: nullable(dateTime), held: nullable(string),
   servers: arrayOf(closed({
-    server: string, pod: nullable(string), signal: { enum: ['reply', 'disk'] }, probes: integer, p50Ms: nullable(number), p90Ms: nullable(number), baselineMs: nullable(number),
+    server: string, pod: nullable(string), signal: { enum: ['reply', 'disk'] }, probes: integer, valueMs: nullable(number), p50Ms: nullable(number), p90Ms: nullable(number), baselineMs: nullable(number),
     anomalous: nullable(boolean), streak: integer, raised: boolean,
   })),
   lastDecisions: arrayOf(open({ time: dateTime, type: { type: 'string', enum: ['raise', 'clear'] }, pod: string, reason: string, error: string }, ['time', 'type', 'pod', 'reason'])),

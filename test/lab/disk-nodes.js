@@ -15,9 +15,11 @@ import { dirname, join, resolve } from 'node:path';
 
 const BLKIO = '/sys/fs/cgroup/blkio';
 
-// Neighbours still running: killed when this process exits, however it exits (a watchdog's process.exit too).
+// Neighbours still running: killed (the shell and its dd) when this process exits, however it exits (a watchdog's
+// process.exit too). They are in this process's group, so a Ctrl-C reaches them as well.
 const running = new Set();
-process.once('exit', () => { for (const child of running) { try { process.kill(-child.pid, 'SIGKILL'); } catch { /* gone */ } } });
+const killTree = (pid) => { for (const p of processTree(pid).reverse()) { try { process.kill(p, 'SIGKILL'); } catch { /* gone */ } } };
+process.once('exit', () => { for (const child of running) killTree(child.pid); });
 
 export function diskNodesAvailable() {
   return existsSync(join(BLKIO, 'cgroup.procs')) && existsSync(join(BLKIO, 'blkio.throttle.write_iops_device'));
@@ -62,13 +64,18 @@ export function createDiskNodes({ name }) {
     const device = diskOf(directory);
     const group = join(base, `node-${index}`);
     mkdirSync(group, { recursive: true });
-    writeFileSync(join(group, 'blkio.throttle.write_iops_device'), `${device} ${writeIops}`);
+    try {
+      writeFileSync(join(group, 'blkio.throttle.write_iops_device'), `${device} ${writeIops}`);
+    } catch (err) {
+      tryRmdir(group);
+      throw err;
+    }
     for (const pid of pids) {
       try { writeFileSync(join(group, 'cgroup.procs'), String(pid)); } catch { /* exited */ }
     }
     const file = join(directory, 'disk-neighbour');
     const neighbour = spawn('sh', ['-c', `echo $$ > ${group}/cgroup.procs && while :; do dd if=/dev/zero of=${file} bs=4k count=2000 oflag=direct,dsync 2>/dev/null; done`], {
-      stdio: 'ignore', detached: true,
+      stdio: 'ignore',
     });
     running.add(neighbour);
     neighbour.once('exit', () => running.delete(neighbour));
@@ -83,10 +90,13 @@ export function createDiskNodes({ name }) {
     if (!node) return;
     nodes.delete(index);
     const exited = node.neighbour.exitCode !== null ? Promise.resolve() : new Promise((res) => { node.neighbour.once('exit', res); });
-    try { process.kill(-node.neighbour.pid, 'SIGKILL'); } catch { /* gone */ }
+    killTree(node.neighbour.pid);
     await exited;
     try { writeFileSync(join(node.group, 'blkio.throttle.write_iops_device'), `${node.device} 0`); } catch { /* gone */ }
-    for (const pid of readFileSync(join(node.group, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean)) {
+    // What is left in the group (the server's processes, a dd that outlived its shell) goes back to the machine's.
+    let left = [];
+    try { left = readFileSync(join(node.group, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean); } catch { /* gone */ }
+    for (const pid of left) {
       try { writeFileSync(join(BLKIO, 'cgroup.procs'), pid); } catch { /* exited */ }
     }
     tryRmdir(node.group);

@@ -82,19 +82,33 @@ export function createNetworkLab({ labIndex = 0 } = {}) {
   // (tbf: this kernel has no netem, fq_codel or sfq), and a process in its namespace sending bulk TCP to a sink on the
   // bridge's address, as a co-located pod uploading would. Measured here at 20mbit: the neighbour reached 17.6 Mbit/s;
   // r.expr(1) to that server went from 0.3 to 10 ms at p50, clients' reads through it from 0.5 to 12 ms. The link
-  // alone at 20mbit changes nothing (the lab's load uses 1-2 Mbit/s). Resolves once the neighbour sends.
+  // alone at 20mbit changes nothing (the lab's load uses 1-2 Mbit/s). Resolves once the sink listens and the sender is
+  // started (it connects within a moment).
   async function congest(index, { rate = '20mbit' } = {}) {
     const { netns, hostSide } = hosts.get(index);
     const shape = ['root', 'tbf', 'rate', rate, 'burst', '32kb', 'latency', '200ms'];
-    execFileSync('tc', ['qdisc', 'replace', 'dev', hostSide, ...shape], { stdio: 'ignore' });
-    execFileSync('ip', ['netns', 'exec', netns, 'tc', 'qdisc', 'replace', 'dev', 'eth0', ...shape], { stdio: 'ignore' });
+    try {
+      execFileSync('tc', ['qdisc', 'replace', 'dev', hostSide, ...shape], { stdio: 'ignore' });
+      execFileSync('ip', ['netns', 'exec', netns, 'tc', 'qdisc', 'replace', 'dev', 'eth0', ...shape], { stdio: 'ignore' });
+    } catch (err) {
+      unshape(index);
+      throw err;
+    }
     let received = 0;
-    const sink = createServer((socket) => { socket.on('data', (chunk) => { received += chunk.length; }); socket.on('error', () => {}); });
+    const sockets = new Set();
+    const sink = createServer((socket) => {
+      sockets.add(socket);
+      socket.on('data', (chunk) => { received += chunk.length; });
+      socket.on('error', () => {});
+      socket.on('close', () => sockets.delete(socket));
+    });
     await new Promise((res) => { sink.listen(0, `${subnet}.1`, res); });
     const { port } = sink.address();
     const flood = `const s=require('net').connect(${port},'${subnet}.1');const b=Buffer.alloc(65536);const w=()=>{while(s.write(b));};s.on('drain',w);s.on('connect',w);s.on('error',()=>process.exit(0));`;
     const sender = spawn('ip', ['netns', 'exec', netns, process.execPath, '-e', flood], { stdio: 'ignore' });
-    congested.set(index, { sink, sender, received: () => received });
+    congested.set(index, {
+      sink, sockets, sender, received: () => received,
+    });
   }
 
   // Stops the neighbour and unshapes the link; resolves with the bytes the sink received.
@@ -102,18 +116,28 @@ export function createNetworkLab({ labIndex = 0 } = {}) {
     const entry = congested.get(index);
     if (!entry) return 0;
     congested.delete(index);
-    const { netns, hostSide } = hosts.get(index);
     const exited = entry.sender.exitCode !== null ? Promise.resolve() : new Promise((res) => { entry.sender.once('exit', res); });
     entry.sender.kill('SIGKILL');
     await exited;
-    await new Promise((res) => { entry.sink.close(res); for (const c of entry.sink.connections ?? []) c.destroy(); });
-    tryRun('tc', ['qdisc', 'del', 'dev', hostSide, 'root']);
-    tryRun('ip', ['netns', 'exec', netns, 'tc', 'qdisc', 'del', 'dev', 'eth0', 'root']);
+    for (const socket of entry.sockets) socket.destroy();
+    await new Promise((res) => { entry.sink.close(res); });
+    unshape(index);
     return entry.received();
   }
 
+  function unshape(index) {
+    const { netns, hostSide } = hosts.get(index);
+    tryRun('tc', ['qdisc', 'del', 'dev', hostSide, 'root']);
+    tryRun('ip', ['netns', 'exec', netns, 'tc', 'qdisc', 'del', 'dev', 'eth0', 'root']);
+  }
+
   function cleanup() {
-    for (const entry of congested.values()) entry.sender.kill('SIGKILL');
+    for (const entry of congested.values()) {
+      entry.sender.kill('SIGKILL');
+      for (const socket of entry.sockets) socket.destroy();
+      entry.sink.close();
+    }
+    congested.clear();
     for (const line of tryList()) {
       if (line.startsWith(`rk${labIndex}-`)) tryRun('ip', ['netns', 'del', line]);
     }

@@ -80,6 +80,8 @@ describe('loadConfig', () => {
     [{ LATENCY_TRIGGER_ENABLED: 'true', SUSPICION_PROBE_INTERVAL_MS: '0' }, 'LATENCY_TRIGGER_ENABLED=true needs the probes: SUSPICION_PROBE_INTERVAL_MS is 0'],
     [{ LATENCY_TRIGGER_ENABLED: 'true', SUSPICION_PROBE_INTERVAL_MS: '400' }, 'LATENCY_WINDOW_MS (1000) must be at least 3 times SUSPICION_PROBE_INTERVAL_MS (400)'],
     [{ LATENCY_TRIGGER_ENABLED: 'true', LATENCY_DISK_PROBE_INTERVAL_MS: '500' }, 'LATENCY_WINDOW_MS (1000) must be at least 3 times LATENCY_DISK_PROBE_INTERVAL_MS (500)'],
+    [{ LATENCY_FACTOR: '1' }, 'LATENCY_FACTOR="1": must be a number from 1.5 to 100'],
+    [{ HEADROOM_WEIGHTS: 'cpu=1,cpu=2' }, 'HEADROOM_WEIGHTS="cpu=1,cpu=2": cpu is given twice'],
     [{ LATENCY_DISK_PROBE_DB: 'rethinkdb' }, 'LATENCY_DISK_PROBE_DB="rethinkdb": must not be rethinkdb (the system database)'],
     [{ LATENCY_DISK_PROBE_DB: 'my-db' }, 'LATENCY_DISK_PROBE_DB="my-db": must be a RethinkDB database name (letters, digits and _)'],
   ])('when the latency trigger is set with %j, then start-up fails saying why', (env, message) => {

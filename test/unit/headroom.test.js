@@ -11,7 +11,9 @@ import {
 import { planMovePrimariesFromServers } from '../../src/planner/primary-planner.js';
 import { planMigrateReplicasOff } from '../../src/planner/replica-planner.js';
 import { fixtureCluster } from '../helpers/clusters.js';
-import { createSandboxHarness, postJson } from '../helpers/harness.js';
+import { createSandboxHarness, postJson, waitForOperation } from '../helpers/harness.js';
+import { createResponseChecker } from '../helpers/openapi-responses.js';
+import { buildOpenApiDocument } from '../../src/routes/openapi.js';
 
 const EQUAL = { cpu: 1, node: 1, latency: 1 };
 
@@ -25,10 +27,12 @@ describe('a server\'s headroom (pure)', () => {
     ['its probes at 2.5x (half way to the trigger at 4x)', { latencyRatio: 2.5 }, EQUAL, { score: 0.5, parts: { latency: 0.5 } }],
     ['its probes past the trigger', { latencyRatio: 9 }, EQUAL, { score: 0, parts: { latency: 0 } }],
     ['faster than its baseline (clamped to 1)', { latencyRatio: 0.5 }, EQUAL, { score: 1, parts: { latency: 1 } }],
+    ['a trigger factor of 1 (no latency part: no division by zero)', { latencyRatio: 1, factorOne: true }, EQUAL, { score: null, parts: {} }],
     ['weights 1, 0, 3', { own: 0.2, interference: 0.9, latencyRatio: 2.5 }, { cpu: 1, node: 0, latency: 3 }, { score: 0.575, parts: { cpu: 0.8, node: 0.1, latency: 0.5 } }],
     ['the only part measured weighs 0', { interference: 0.2 }, { cpu: 1, node: 0, latency: 1 }, { score: null, parts: { node: 0.8 } }],
   ])('when %s, then its score and parts are as documented', (_, signals, weights, expected) => {
-    expect(headroomOf(signals, weights, { factor: 4 })).toEqual(expected);
+    const { factorOne, ...measured } = signals;
+    expect(headroomOf(measured, weights, { factor: factorOne ? 1 : 4 })).toEqual(expected);
   });
 
   test('when the monitor\'s pods and the latency trigger\'s rows are joined to servers, then by hostname and by name, the worst probe counting; unmeasured servers are left out', () => {
@@ -39,14 +43,18 @@ describe('a server\'s headroom (pure)', () => {
       servers,
       pods: [{ pod: 'rethinkdb-0', own: 0.5, interference: 0.2 }, { pod: 'rethinkdb-9', own: 0.9, interference: 0.9 }],
       latency: [
-        { server: 'rethinkdb_1', signal: 'reply', p90Ms: 3, baselineMs: 2 }, { server: 'rethinkdb_1', signal: 'disk', p90Ms: 60, baselineMs: 20 },
-        { server: 'rethinkdb_0', signal: 'disk', p90Ms: null, baselineMs: 20 }, { server: 'rethinkdb_2', signal: 'reply', p90Ms: 5, baselineMs: null },
+        { server: 'rethinkdb_1', signal: 'reply', valueMs: 3, baselineMs: 2 }, { server: 'rethinkdb_1', signal: 'disk', valueMs: 60, baselineMs: 20 },
+        { server: 'rethinkdb_0', signal: 'disk', valueMs: null, baselineMs: 20 }, { server: 'rethinkdb_2', signal: 'reply', valueMs: 5, baselineMs: null },
       ],
+      minDeltaMs: 5,
     });
     expect(signals).toEqual(new Map([
       ['a', { own: 0.5, interference: 0.2, latencyRatio: null }],
+      // reply 3 ms against 2: less than minDeltaMs above, counts as 1; disk 60 against 20: 3.
       ['b', { own: null, interference: null, latencyRatio: 3 }],
     ]));
+    const small = headroomSignals({ servers, latency: [{ server: 'rethinkdb_1', signal: 'reply', valueMs: 1, baselineMs: 0.3 }], minDeltaMs: 5 });
+    expect(small.get('b').latencyRatio).toBe(1);
   });
 });
 
@@ -168,6 +176,24 @@ describe('the sandbox manager with HEADROOM_TARGETS', () => {
     expect(dry.changes.map((c) => [c.table, c.shard, c.to, c.headroom])).toEqual(real.changes.map((c) => [c.table, c.shard, c.to, c.headroom]));
     const [audited] = (await request(h.app).get('/v1/events')).body.events.filter((e) => e.action === 'move-primaries-from-server');
     expect(audited.plan.changes.map((c) => c.headroom)).toEqual(real.changes.map((c) => c.headroom.score));
+  });
+
+  test('when a migration\'s replicas are placed by headroom, then its dry run and its operation\'s steps say the scores, as /openapi.json documents them', async () => {
+    const h = createSandboxHarness({ env: { HEADROOM_TARGETS: 'true' } });
+    h.kube.setInterference('node-2', 1.3);
+    await h.monitor.pollOnce();
+    const dry = await postJson(h.app, '/v1/actions/migrate-replicas-off?dryRun=true', { server: 'rethinkdb_1' });
+    expect(dry.body.changes.length).toBeGreaterThan(0);
+    // rethinkdb_2 (its node busy) takes a replica only where it is the one server without one (the only candidate).
+    expect(dry.body.changes.every((c) => c.headroom && (c.to !== 'rethinkdb_2' || c.headroom.among.length === 1))).toBe(true);
+    const started = await postJson(h.app, '/v1/actions/migrate-replicas-off', { server: 'rethinkdb_1' });
+    expect(started.status).toBe(202);
+    const op = await request(h.app).get(started.body.operation.href);
+    expect(op.body.steps.map((st) => [st.to, st.headroom])).toEqual(dry.body.changes.map((c) => [c.to, c.headroom.score]));
+    const checker = createResponseChecker(buildOpenApiDocument());
+    expect(checker.checkResponse('GET', started.body.operation.href, op)).toEqual([]);
+    expect(checker.checkResponse('POST', '/v1/actions/migrate-replicas-off', dry)).toEqual([]);
+    await waitForOperation(h.app, started.body.operation.href);
   });
 
   test('when HEADROOM_TARGETS is off, then the same demotion goes by counts, to the busy node, and says no headroom', async () => {

@@ -4,11 +4,11 @@
 import { EventEmitter } from 'node:events';
 import request from 'supertest';
 import { createVirtualClock } from '../../src/lib/clock.js';
-import { normalizeSystemTables, withoutDatabase } from '../../src/cluster/cluster-model.js';
+import { normalizeSystemTables, withoutProbeTables } from '../../src/cluster/cluster-model.js';
 import { PROBE_TABLES_EVERY, createLatencyTrigger } from '../../src/monitor/latency-trigger.js';
 import { planProbeTables, probeTableOf } from '../../src/policy/disk-probe.js';
 import {
-  BASELINE_WEIGHT, LEARN_BELOW, MIN_SAMPLES, dataMoving, decideLatencyStep, initialLatencyState, percentile, summarizeLatencyWindow,
+  BASELINE_WEIGHT, LEARN_BELOW, MIN_SAMPLES, dataMoving, decideLatencyStep, forgetRaise, initialLatencyState, percentile, summarizeLatencyWindow,
 } from '../../src/policy/latency.js';
 import { createProber } from '../../src/rethinkdb/prober.js';
 import { buildOpenApiDocument } from '../../src/routes/openapi.js';
@@ -19,12 +19,13 @@ const quiet = { child: () => quiet, info() {}, warn() {}, debug() {} };
 const SETTINGS = {
   factor: 4, minDeltaMs: 5, consecutiveWindows: 2, warmupWindows: 3, clearCooldownMs: 10000,
 };
-// One window's summary for servers a, b, c (pods rethinkdb-a...), each at the p90 given (p50 at half of it), on the
-// reply signal; a key `a:disk` gives server a's disk signal.
-const window = (p90s) => Object.entries(p90s).map(([key, p90Ms]) => {
+// One window's summary for servers a, b, c (pods rethinkdb-a...), each judged at the value given (its p90; p50 at half
+// of it), on the reply signal; a key `a:disk` gives server a's disk signal; null: no verdict.
+const window = (values) => Object.entries(values).map(([key, valueMs]) => {
   const [id, signal = 'reply'] = key.split(':');
   return {
-    serverId: id, name: `rethinkdb_${id}`, pod: `rethinkdb-${id}`, signal, n: 20, p50Ms: p90Ms === null ? null : p90Ms / 2, p90Ms,
+    serverId: id, name: `rethinkdb_${id}`, pod: `rethinkdb-${id}`, signal, n: valueMs === null ? 0 : 20, quantile: signal === 'disk' ? 0.5 : 0.9, stalled: false,
+    valueMs, maxMs: valueMs, p50Ms: valueMs === null ? null : valueMs / 2, p90Ms: valueMs,
   };
 });
 const reply = (state, id) => state.servers[id].signals.reply;
@@ -51,16 +52,26 @@ describe('the policy (pure)', () => {
     expect(percentile(values, q)).toBe(expected);
   });
 
-  test('when a window holds fewer answers than MIN_SAMPLES, then the server has no verdict; a probe still waiting counts as an answer that late', () => {
-    const few = Array.from({ length: MIN_SAMPLES - 2 }, () => 1);
-    const [none, withWaiting, plenty] = summarizeLatencyWindow([
-      { serverId: 'a', name: 'a', pod: 'pa', samples: few, waitingMs: null },
-      { serverId: 'b', name: 'b', pod: 'pb', samples: [...few, 1], waitingMs: 900 },
-      { serverId: 'c', name: 'c', pod: null, samples: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10], waitingMs: null },
-    ]);
-    expect(none).toMatchObject({ n: MIN_SAMPLES - 2, p50Ms: null, p90Ms: null });
-    expect(withWaiting).toMatchObject({ n: MIN_SAMPLES, p90Ms: 900 });
-    expect(plenty).toMatchObject({ n: 10, p50Ms: 5, p90Ms: 9, pod: null });
+  test.each([
+    ['ten replies', 'reply', [1, 2, 3, 4, 5, 6, 7, 8, 9, 10], null, {
+      n: 10, quantile: 0.9, valueMs: 9, maxMs: 10, stalled: false,
+    }],
+    ['four disk writes, one slow: judged by their median, so one slow write is no slow window', 'disk', [2, 3, 150, 2], null, {
+      n: 4, quantile: 0.5, valueMs: 2, maxMs: 150,
+    }],
+    ['fewer answers than MIN_SAMPLES: no value, the slowest kept', 'reply', [1, 30], null, { n: 2, valueMs: null, maxMs: 30 }],
+    ['a probe waiting less than the window: not counted in the value (its answer counts, once, when it comes)', 'reply', [1, 1, 1, 1], 400, {
+      valueMs: 1, maxMs: 400, stalled: false,
+    }],
+    ['a probe waiting the whole window or more: stalled, the value at least that wait', 'disk', [], 1200, {
+      n: 0, valueMs: 1200, maxMs: 1200, stalled: true,
+    }],
+  ])('when a window holds %s, then it is summarized as documented', (_, signal, samples, waitingMs, expected) => {
+    const [entry] = summarizeLatencyWindow([{
+      serverId: 'a', name: 'a', pod: 'pa', signal, samples, waitingMs,
+    }], { windowMs: 1000 });
+    expect(entry).toMatchObject({ serverId: 'a', signal, ...expected });
+    expect(MIN_SAMPLES).toBe(3);
   });
 
   test('when a server answers within its baseline, then the baseline learns each window by BASELINE_WEIGHT, and nothing is raised', () => {
@@ -89,8 +100,9 @@ describe('the policy (pure)', () => {
     expect(decisions).toEqual([expect.objectContaining({
       type: 'raise', pod: 'rethinkdb-a', serverId: 'a',
       evidence: {
-        signal: 'reply', p90Ms: 42, p50Ms: 21, probes: 20, baselineMs: 1, windows: 2,
+        signal: 'reply', valueMs: 42, quantile: 0.9, p90Ms: 42, p50Ms: 21, probes: 20, baselineMs: 1, windows: 2,
       },
+      baselines: { reply: 1 },
     })]);
     expect(decisions[0].reason).toMatch(/rethinkdb_a answers the manager's probes in 42 ms \(p90 of 20 in the last window\), 42.0x its baseline of 1.0 ms for 2 windows in a row \(thresholds 4x and \+5 ms\)/);
     expect(state.servers.a.raised).toBe(true);
@@ -120,16 +132,26 @@ describe('the policy (pure)', () => {
 
   test('when a server has no verdict, then it counts neither way: one anomalous of two with verdicts holds everything', () => {
     const { decisions, held } = run([...learned(), { a: 40, b: 1, c: null }, { a: 40, b: 1, c: null }]);
+    // c without a verdict: a and b judge; a alone slow of two is half.
     expect(decisions).toEqual([]);
     expect(held).toMatch(/^1 of 2 servers/);
   });
 
-  test('when data moves, then nothing is raised and the baseline does not learn', () => {
+  test('when data moves, then nothing is raised, the baseline does not learn, and streaks start again after it', () => {
     const before = run(learned());
     const { state, decisions, held } = run([{ a: 40, b: 2, c: 1 }, { a: 40, b: 2, c: 1 }], { moving: 'a backfill' }, before.state);
     expect(decisions).toEqual([]);
     expect(held).toBe('a backfill; nothing raised while data moves');
     expect(reply(state, 'b').baselineMs).toBe(1);
+    expect(reply(state, 'a').streak).toBe(0);
+    const after = run([{ a: 40, b: 1, c: 1 }], {}, state, 10000);
+    expect(after.decisions).toEqual([]);
+  });
+
+  test('when the server was warned by another source, then its baseline does not learn; the others\' do', () => {
+    const { state } = run([{ a: 1, b: 1, c: 1 }, { a: 1.5, b: 1, c: 1 }], { warnedPods: ['rethinkdb-a'] });
+    expect(reply(state, 'a')).toMatchObject({ baselineMs: null, learned: 0 });
+    expect(reply(state, 'b')).toMatchObject({ baselineMs: 1, learned: 2 });
   });
 
   test.each([
@@ -155,8 +177,11 @@ describe('the policy (pure)', () => {
     expect(early.state.servers.a).toMatchObject({ raised: true, clearSince: 10000 });
     expect(reply(early.state, 'a').baselineMs).toBe(1);
     const late = run([{ a: 1, b: 1, c: 1 }], {}, early.state, 20000);
-    expect(late.decisions).toEqual([{
-      type: 'clear', pod: 'rethinkdb-a', serverId: 'a', reason: 'rethinkdb_a answers in 1.0 ms (p90), under the thresholds for 10 s (cooldown 10 s)',
+    expect(late.decisions).toEqual([]); // no warning of ours on record (the fake keeps none): nothing to end
+    expect(late.state.servers.a).toMatchObject({ raised: false, clearSince: null });
+    const withWarning = run([{ a: 1, b: 1, c: 1 }], { ownWarnings: [{ pod: 'rethinkdb-a' }] }, early.state, 20000);
+    expect(withWarning.decisions).toEqual([{
+      type: 'clear', pod: 'rethinkdb-a', serverId: 'a', reason: 'rethinkdb_a answers in 1.0 ms, under the thresholds for 10 s (cooldown 10 s)',
     }]);
     expect(late.state.servers.a).toMatchObject({ raised: false, clearSince: null });
   });
@@ -168,10 +193,38 @@ describe('the policy (pure)', () => {
     expect(state.servers.a.clearSince).toBe(12000);
   });
 
-  test('when the trigger\'s own warning is on a pod it does not remember (a new leader), then it counts as raised and is cleared in time', () => {
-    const fresh = run(learned());
-    const { decisions } = run([{ a: 1, b: 1, c: 1 }, { a: 1, b: 1, c: 1 }], { ownWarnedPods: ['rethinkdb-a'], clearCooldownMs: 1000 }, fresh.state, 5000);
-    expect(decisions).toEqual([expect.objectContaining({ type: 'clear', pod: 'rethinkdb-a' })]);
+  test('when the trigger\'s own warning is on a pod a new leader does not remember, then it judges against the warning\'s baselines: still slow, it stays; in time again, it is cleared', () => {
+    const ownWarnings = [{ pod: 'rethinkdb-a', baselines: { reply: 1 } }];
+    const stillSlow = run(Array.from({ length: 40 }, () => ({ a: 40, b: 1, c: 1 })), { ownWarnings, clearCooldownMs: 1000 });
+    expect(stillSlow.decisions).toEqual([]);
+    expect(stillSlow.state.servers.a).toMatchObject({ raised: true });
+    expect(reply(stillSlow.state, 'a')).toMatchObject({ baselineMs: 1, anomalous: true });
+    const fast = run([{ a: 1, b: 1, c: 1 }, { a: 1, b: 1, c: 1 }], { ownWarnings, clearCooldownMs: 1000 }, stillSlow.state, 50000);
+    expect(fast.decisions).toEqual([expect.objectContaining({ type: 'clear', pod: 'rethinkdb-a' })]);
+  });
+
+  test('when a new leader finds a warning of ours with no baselines, then it is not cleared before a baseline is learned, and the warned server learns none', () => {
+    const { decisions, state } = run(Array.from({ length: 20 }, () => ({ a: 40, b: 1, c: 1 })), { ownWarnings: [{ pod: 'rethinkdb-a' }], clearCooldownMs: 1000 });
+    expect(decisions).toEqual([]);
+    expect(reply(state, 'a')).toMatchObject({ baselineMs: null, learned: 0 });
+  });
+
+  test('when an operator ends the warning while the server is still slow, then the trigger does not raise it again until the server has been in time for the cooldown', () => {
+    const raised = run([...learned(), { a: 40, b: 1, c: 1 }, { a: 40, b: 1, c: 1 }]);
+    const slow = run(Array.from({ length: 5 }, () => ({ a: 40, b: 1, c: 1 })), {}, raised.state, 10000);
+    expect(slow.decisions).toEqual([]);
+    const recovered = run([{ a: 1, b: 1, c: 1 }, { a: 1, b: 1, c: 1 }], { clearCooldownMs: 1000 }, slow.state, 20000);
+    expect(recovered.state.servers.a.raised).toBe(false);
+    const again = run([{ a: 40, b: 1, c: 1 }, { a: 40, b: 1, c: 1 }], {}, recovered.state, 30000);
+    expect(again.decisions).toEqual([expect.objectContaining({ type: 'raise', pod: 'rethinkdb-a' })]);
+  });
+
+  test('when a raise failed (forgetRaise), then the next anomalous window raises again', () => {
+    const raised = run([...learned(), { a: 40, b: 1, c: 1 }, { a: 40, b: 1, c: 1 }]);
+    const forgotten = forgetRaise(raised.state, 'a');
+    expect(forgotten.servers.a.raised).toBe(false);
+    expect(run([{ a: 40, b: 1, c: 1 }], {}, forgotten, 10000).decisions).toEqual([expect.objectContaining({ type: 'raise', pod: 'rethinkdb-a' })]);
+    expect(forgetRaise(raised.state, 'zz')).toBe(raised.state);
   });
 
   test('when a raised server is missing from a window, then its state is kept; a server never raised is forgotten', () => {
@@ -187,8 +240,10 @@ describe('the policy (pure)', () => {
     const steady = { a: 1, b: 1, c: 1, 'a:disk': 2, 'b:disk': 2, 'c:disk': 2 };
     const slowDisk = { ...steady, 'a:disk': 180 };
     const { state, decisions } = run([steady, steady, steady, slowDisk, slowDisk]);
-    expect(decisions).toEqual([expect.objectContaining({ type: 'raise', pod: 'rethinkdb-a', evidence: expect.objectContaining({ signal: 'disk', p90Ms: 180, baselineMs: 2 }) })]);
-    expect(decisions[0].reason).toMatch(/^rethinkdb_a writes its disk probe \(a durable write to a table on it alone\) in 180 ms/);
+    expect(decisions).toEqual([expect.objectContaining({
+      type: 'raise', pod: 'rethinkdb-a', evidence: expect.objectContaining({ signal: 'disk', valueMs: 180, baselineMs: 2 }), baselines: { reply: 1, disk: 2 },
+    })]);
+    expect(decisions[0].reason).toMatch(/^rethinkdb_a writes its disk probe \(a durable write to a table on it alone\) in 180 ms \(median of 20 in the last window\)/);
     expect(reply(state, 'a').anomalous).toBe(false);
   });
 
@@ -207,14 +262,38 @@ describe('the policy (pure)', () => {
     const steady = { a: 1, b: 1, c: 1, 'a:disk': 2, 'b:disk': 2, 'c:disk': 2 };
     const slowDisk = { ...steady, 'a:disk': 180 };
     const raised = run([steady, steady, steady, slowDisk, slowDisk]);
-    const { decisions } = run([steady, steady], { clearCooldownMs: 1000 }, raised.state, 10000);
-    expect(decisions).toEqual([expect.objectContaining({ type: 'clear', reason: 'rethinkdb_a answers in 1.0 ms, writes its disk probe in 2.0 ms (p90), under the thresholds for 1 s (cooldown 1 s)' })]);
+    const { decisions } = run([steady, steady], { clearCooldownMs: 1000, ownWarnings: [{ pod: 'rethinkdb-a' }] }, raised.state, 10000);
+    expect(decisions).toEqual([expect.objectContaining({ type: 'clear', reason: 'rethinkdb_a answers in 1.0 ms, writes its disk probe in 2.0 ms, under the thresholds for 1 s (cooldown 1 s)' })]);
   });
 
+  test('when a server raised on its disk has its disk stalled (no verdict: too few writes answered), then it is not cleared on its replies alone', () => {
+    const steady = { a: 1, b: 1, c: 1, 'a:disk': 2, 'b:disk': 2, 'c:disk': 2 };
+    const slowDisk = { ...steady, 'a:disk': 180 };
+    const raised = run([steady, steady, steady, slowDisk, slowDisk]);
+    const stalled = { ...steady, 'a:disk': null };
+    const { decisions, state } = run(Array.from({ length: 5 }, () => stalled), { clearCooldownMs: 1000, ownWarnings: [{ pod: 'rethinkdb-a' }] }, raised.state, 10000);
+    expect(decisions).toEqual([]);
+    expect(state.servers.a.raised).toBe(true);
+  });
+
+  test('when a window has few answers because each took long, then the slowest judges it: few and slow is anomalous, few and fast is no verdict', () => {
+    const before = run(learned());
+    const few = (maxMs) => window({ a: 1, b: 1, c: 1 }).map((x) => (x.serverId === 'a' ? {
+      ...x, n: 2, valueMs: null, maxMs, p50Ms: null, p90Ms: null,
+    } : x));
+    const slowStep = decideLatencyStep(before.state, few(600), { ...SETTINGS, now: 5000 });
+    expect(reply(slowStep.state, 'a')).toMatchObject({ anomalous: true, valueMs: 600 });
+    const fastStep = decideLatencyStep(before.state, few(2), { ...SETTINGS, now: 5000 });
+    expect(reply(fastStep.state, 'a')).toMatchObject({ anomalous: null, valueMs: null, learned: 3 });
+  });
+
+  const tableWith = (states) => ({ tables: [{ db: 'd', name: 't', shards: [{ states }] }] });
   test.each([
-    ['nothing moves', { tables: [{ db: 'd', name: 't', shards: [{}], allReplicasReady: true }] }, [], null],
-    ['a replica is not ready', { tables: [{ db: 'd', name: 't', shards: [{}], allReplicasReady: false }] }, [], 'replicas of d.t are not all ready (a backfill or a reconfiguration)'],
-    ['a table has no shards (unavailable: no data moves)', { tables: [{ db: 'd', name: 't', shards: [], allReplicasReady: false }] }, [], null],
+    ['nothing moves', tableWith({ s1: 'ready', s2: 'ready' }), [], null],
+    ['a replica backfills', tableWith({ s1: 'ready', s2: 'backfilling' }), [], 'replicas of d.t are backfilling or transitioning'],
+    ['a replica transitions', tableWith({ s1: 'transitioning' }), [], 'replicas of d.t are backfilling or transitioning'],
+    ['a replica is only disconnected (an outage, not data moving)', tableWith({ s1: 'ready', s2: 'disconnected' }), [], null],
+    ['a table has no shards (unavailable: no data moves)', { tables: [{ db: 'd', name: 't', shards: [] }] }, [], null],
     ['a migration is on record', { tables: [] }, [{ server: 'rethinkdb_1' }], "a migration of rethinkdb_1's replicas is under way"],
     ['no cluster read yet', null, [], null],
   ])('dataMoving when %s', (_, cluster, migrations, expected) => {
@@ -345,12 +424,16 @@ describe('the disk probes\' tables (pure)', () => {
     expect(first.missingSince).toEqual(new Map([['disk_probe_rethinkdb_2', 1000]]));
     const later = planProbeTables({ servers: [{ name: 'rethinkdb_0' }], tables, missingSince: first.missingSince, now: 6000, dropAfterMs: 5000 });
     expect(later.drop).toEqual([{ tableId: 't2', table: 'disk_probe_rethinkdb_2', reason: 'server rethinkdb_2 has not been connected for 5 s' }]);
-    const back = planProbeTables({ servers: [{ name: 'rethinkdb_0' }, { name: 'rethinkdb_2' }], tables, missingSince: first.missingSince, now: 6000, dropAfterMs: 5000 });
-    expect(back).toMatchObject({ drop: [], missingSince: new Map(), place: [{ tableId: 't2', table: 'disk_probe_rethinkdb_2', server: 'rethinkdb_2' }] });
+    const reachable = tables.map((t) => (t.id === 't2' ? { ...t, replicas: ['rethinkdb_2'] } : t));
+    const back = planProbeTables({ servers: [{ name: 'rethinkdb_0' }, { name: 'rethinkdb_2' }], tables: reachable, missingSince: first.missingSince, now: 6000, dropAfterMs: 5000 });
+    expect(back).toEqual({ create: [], place: [], drop: [], missingSince: new Map() });
+    // Connected, yet its table unreachable: the server that holds it is gone, and a new one has its name. Made again.
+    const replaced = planProbeTables({ servers: [{ name: 'rethinkdb_0' }, { name: 'rethinkdb_2' }], tables, now: 6000, dropAfterMs: 5000 });
+    expect(replaced.drop).toEqual([{ tableId: 't2', table: 'disk_probe_rethinkdb_2', reason: 'no replica of it is reachable while rethinkdb_2 is connected (a server that replaced one of that name)' }]);
     expect(planProbeTables({ servers: [], tables, now: 1e12, dropAfterMs: Infinity }).drop).toEqual([]);
   });
 
-  test('when the system tables hold the probe database, then withoutDatabase leaves out its tables, their status and jobs, and the servers only they name', () => {
+  test('when the system tables hold the probe database, then withoutProbeTables leaves out its probe tables, their status and jobs, and the servers only they name; another table of that database stays', () => {
     const raw = {
       dbConfig: [{ id: 'd1', name: 'app' }, { id: 'd2', name: 'rethinkdb_manager' }],
       tableConfig: [
@@ -362,14 +445,17 @@ describe('the disk probes\' tables (pure)', () => {
       serverStatus: [{ id: 's0', name: 'rethinkdb_0', network: { hostname: 'rethinkdb-0' } }],
       jobs: [{ type: 'backfill', info: { db: 'rethinkdb_manager', table: 'disk_probe_gone' } }, { type: 'backfill', info: { db: 'app', table: 't' } }],
     };
-    const without = withoutDatabase(raw, 'rethinkdb_manager');
+    const options = { db: 'rethinkdb_manager', prefix: 'disk_probe_' };
+    const without = withoutProbeTables(raw, options);
     expect(without.tableConfig.map((t) => t.id)).toEqual(['a']);
     expect(without.tableConfigByName.map((t) => t.id)).toEqual(['a']);
     expect(without.tableStatus.map((t) => t.id)).toEqual(['a']);
     expect(without.jobs).toEqual([raw.jobs[1]]);
     expect(normalizeSystemTables(without).servers.map((x) => x.name)).toEqual(['rethinkdb_0']);
     expect(normalizeSystemTables(raw).servers.map((x) => x.name)).toEqual(['gone', 'rethinkdb_0']);
-    expect(withoutDatabase(raw, 'other')).toBe(raw);
+    expect(withoutProbeTables(raw, { db: 'other', prefix: 'disk_probe_' })).toBe(raw);
+    const mine = { ...raw, tableConfig: [...raw.tableConfig, { id: 'n', db: 'd2', name: 'notes', shards: [] }] };
+    expect(withoutProbeTables(mine, options).tableConfig.map((t) => t.id)).toEqual(['a', 'n']);
   });
 });
 
@@ -410,7 +496,7 @@ describe('the trigger', () => {
     await windows(3);
     setTimes({ a: 40, b: 1, c: 1 });
     await windows(2);
-    expect(calls).toEqual([['raise', { pod: 'rethinkdb-a', reason: expect.stringMatching(/^rethinkdb_a answers the manager's probes in 40 ms/) }]]);
+    expect(calls).toEqual([['raise', { pod: 'rethinkdb-a', reason: expect.stringMatching(/^rethinkdb_a answers the manager's probes in 40 ms/), baselines: { reply: 1 } }]]);
     const view = trigger.view();
     expect(view).toMatchObject({ enabled: true, windows: 5, held: null });
     expect(view.servers.find((s) => s.server === 'rethinkdb_a')).toMatchObject({ p90Ms: 40, baselineMs: 1, anomalous: true, raised: true });
@@ -469,7 +555,7 @@ describe('the trigger', () => {
     expect(calls).toEqual([]);
     store.readProbeTables = async () => { throw new Error('RethinkDB unavailable'); };
     await trigger.reconcile();
-    expect(trigger.view()).toMatchObject({ diskProbe: { lastError: 'RethinkDB unavailable' }, windows: PROBE_TABLES_EVERY + 1 });
+    expect(trigger.view()).toMatchObject({ diskProbe: { lastError: 'read: RethinkDB unavailable' }, windows: PROBE_TABLES_EVERY + 1 });
   });
 
   test('when the trigger is on for a backend without probes (the sandbox), then the manager says it is off, and /v1/monitor shows none', async () => {
@@ -480,13 +566,24 @@ describe('the trigger', () => {
     expect((await request(h.app).get('/v1/monitor')).body.latency).toBeNull();
   });
 
-  test('when raising fails, then the error is in the view and the next windows go on', async () => {
-    const { trigger, windows, setTimes } = setup({ raise: async () => { throw new Error('cluster unreachable'); } });
+  test('when raising fails, then the error is in the view, the raise is forgotten, and the next window raises again', async () => {
+    let fail = true;
+    const { trigger, windows, setTimes } = setup({
+      raise: async () => {
+        if (fail) throw new Error('cluster unreachable');
+        return { event: 'PERFWARNING', pods: [{ pod: 'rethinkdb-a', outcome: 'completed' }] };
+      },
+    });
     await windows(3);
     setTimes({ a: 40, b: 1, c: 1 });
     await windows(3);
-    expect(trigger.view().lastDecisions).toEqual([expect.objectContaining({ type: 'raise', error: 'cluster unreachable' })]);
-    expect(trigger.view().windows).toBe(6);
+    expect(trigger.view().lastDecisions).toEqual([
+      expect.objectContaining({ type: 'raise', error: 'cluster unreachable' }), expect.objectContaining({ type: 'raise', error: 'cluster unreachable' }),
+    ]);
+    fail = false;
+    await windows(2);
+    expect(trigger.view().lastDecisions.map((d) => d.error ?? d.result.event)).toEqual(['cluster unreachable', 'cluster unreachable', 'PERFWARNING']);
+    expect(trigger.view().windows).toBe(8);
   });
 
   test('when a migration is on record, then nothing is raised and the view says why', async () => {
@@ -502,8 +599,8 @@ describe('the trigger', () => {
   });
 
   test('when its own warning is on record and the server answers in time for the cooldown, then it clears it', async () => {
-    const { calls, windows } = setup({ warnings: [{ pod: 'rethinkdb-a', source: 'latency' }] });
+    const { calls, windows } = setup({ warnings: [{ pod: 'rethinkdb-a', source: 'latency', baselines: { reply: 1 } }] });
     await windows(12);
-    expect(calls).toEqual([['clear', { pod: 'rethinkdb-a', reason: expect.stringMatching(/^rethinkdb_a answers in 1.0 ms \(p90\)/) }]]);
+    expect(calls).toEqual([['clear', { pod: 'rethinkdb-a', reason: expect.stringMatching(/^rethinkdb_a answers in 1.0 ms, under the thresholds/) }]]);
   });
 });
