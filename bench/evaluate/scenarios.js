@@ -327,18 +327,11 @@ SCENARIOS['hotspot-proxy'] = {
 const LATENCY_ENV = {
   MONITOR_ENABLED: 'false', LATENCY_TRIGGER_ENABLED: 'true', LATENCY_WARMUP_WINDOWS: '5', LATENCY_CLEAR_COOLDOWN_SECONDS: '10',
 };
-SCENARIOS['hotspot-latency'] = {
-  ...SCENARIOS.hotspot,
-  name: 'hotspot-latency',
-  title: 'IV-B3 CPU interference on one node, found by the latency trigger (the CPU rule off)',
-  managerEnv: LATENCY_ENV,
-};
-SCENARIOS['hotspot-proxy-latency'] = {
-  ...SCENARIOS['hotspot-proxy'],
-  name: 'hotspot-proxy-latency',
-  title: 'IV-B3 through a rethinkdb proxy, found by the latency trigger (the CPU rule off)',
-  managerEnv: LATENCY_ENV,
-};
+for (const base of ['hotspot', 'hotspot-proxy']) {
+  SCENARIOS[`${base}-latency`] = {
+    ...SCENARIOS[base], name: `${base}-latency`, title: `${SCENARIOS[base].title}, found by the latency trigger (the CPU rule off)`, managerEnv: LATENCY_ENV,
+  };
+}
 
 // Interference the CPU rule cannot see, on the hot server's node from t=10 s to t=45 s (as in hotspot), found by the
 // latency trigger (the CPU rule off), and the same with the CPU rule alone (`-cpu-rule`), in one run set:
@@ -489,7 +482,9 @@ function latencyNotes(manager) {
   const latency = manager?.latency?.();
   if (!latency) return undefined;
   return {
-    decisions: latency.lastDecisions.map((d) => ({ time: d.time, type: d.type, pod: d.pod, evidence: d.evidence ?? null })),
+    decisions: latency.lastDecisions.map((d) => ({
+      decidedAt: d.decidedAt, time: d.time, type: d.type, pod: d.pod, evidence: d.evidence ?? null,
+    })),
     baselines: Object.fromEntries(latency.servers.map((x) => [`${x.server} ${x.signal}`, x.baselineMs])), windows: latency.windows,
   };
 }

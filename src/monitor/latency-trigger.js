@@ -62,10 +62,12 @@ export function createLatencyTrigger({
     state = step.state;
     const results = [];
     for (const decision of step.decisions) {
+      const decidedAt = new Date(clock.now()).toISOString();
       const applied = await apply(decision);
       // A raise whose warning was not written is forgotten: the next window raises again.
       if (decision.type === 'raise' && applied.error) state = forgetRaise(state, decision.serverId);
-      results.push({ time: new Date(clock.now()).toISOString(), ...applied });
+      // time: when it was handled (the demotion or the restore done); decidedAt: when the window decided it.
+      results.push({ time: new Date(clock.now()).toISOString(), decidedAt, ...applied });
     }
     if (step.held && step.held !== view.held) log.info({ held: step.held }, 'latency trigger holds off');
     const servers = window.map((w) => {

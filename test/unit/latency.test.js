@@ -500,7 +500,9 @@ describe('the trigger', () => {
     const view = trigger.view();
     expect(view).toMatchObject({ enabled: true, windows: 5, held: null });
     expect(view.servers.find((s) => s.server === 'rethinkdb_a')).toMatchObject({ p90Ms: 40, baselineMs: 1, anomalous: true, raised: true });
-    expect(view.lastDecisions).toEqual([expect.objectContaining({ type: 'raise', pod: 'rethinkdb-a', result: { event: 'PERFWARNING', outcomes: ['rethinkdb-a: completed'] } })]);
+    expect(view.lastDecisions).toEqual([expect.objectContaining({
+      type: 'raise', pod: 'rethinkdb-a', result: { event: 'PERFWARNING', outcomes: ['rethinkdb-a: completed'] }, decidedAt: view.lastWindowAt, time: view.lastWindowAt,
+    })]);
   });
 
   test('when GET /v1/monitor carries the trigger\'s view (a raise, its evidence, its result), then it is what /openapi.json documents; off, it is null', async () => {
