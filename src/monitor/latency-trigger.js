@@ -39,8 +39,9 @@ export function createLatencyTrigger({
     lastDecisions: [],
   };
 
-  // One window: its decisions applied, one at a time. A decision that fails is logged and kept in the view; the
-  // state still counts it as taken (the next raise comes after the cooldown, as the CPU rule's).
+  // One window: its decisions applied, one at a time. A decision that fails is logged and kept in the view: a raise
+  // is forgotten (the next anomalous window raises again); an end is tried again after another cooldown, since the
+  // warning of ours is still on record.
   async function reconcile() {
     if (!view.enabled) return {};
     const entries = prober.takeLatencies().map((e) => ({ ...e, pod: podOf(e) }));
@@ -137,7 +138,8 @@ export function createLatencyTrigger({
   const overridden = new Map(Object.entries(config.podServerOverrides ?? {}).map(([pod, server]) => [server, pod]));
   const podOf = (entry) => overridden.get(entry.name) ?? entry.pod ?? null;
 
-  // A replica that stops leading forgets the baselines: whoever leads next learns its own (its probes, its network).
+  // A replica that stops leading forgets the baselines: whoever leads next learns its own (its probes, its network),
+  // and judges a server under a warning of ours by the baselines the warning carries.
   function reset() {
     state = initialLatencyState();
     Object.assign(view, { servers: [], held: null });

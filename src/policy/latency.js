@@ -12,8 +12,9 @@
 // It ends once the server has been back under the thresholds for LATENCY_CLEAR_COOLDOWN_SECONDS.
 
 // Each window's value moves the baseline this much of the way towards it (an exponentially weighted mean: about the
-// last 20 windows count), only while the server is neither anomalous nor warned (by anyone) nor moving data, and (after the
-// warm-up) only a window under LEARN_BELOW times it: the baseline never learns the anomaly it is there to find.
+// last 20 windows count), only while the server is neither anomalous nor warned (by anyone) nor moving data, and
+// (after the warm-up) only a window under LEARN_BELOW times it: the baseline never learns the anomaly it is there to
+// find.
 export const BASELINE_WEIGHT = 0.05;
 // A window at this many times the baseline or more is not learned (once the warm-up is over), anomalous or not: an
 // interference that sets in over a few windows would otherwise raise the baseline ahead of itself and never reach
