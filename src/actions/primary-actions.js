@@ -24,7 +24,7 @@ const handoverRoundMs = 2000;
 const TRAFFIC_READ_SHARE = 0.1;
 
 // podNameOf: see ./actions.js. headroom() -> null (HEADROOM_TARGETS off) or what the targets' headroom is scored from
-// now: { pods, latency, weights, factor, tolerance } (src/planner/headroom.js).
+// now: { pods, latency, weights, factor, minDeltaMs, tolerance } (src/planner/headroom.js).
 export function createPrimaryActions({
   store, reconfigurer, marks, clock, logger, config, audit, podNameOf, headroom = () => null,
 }) {

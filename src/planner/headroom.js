@@ -31,10 +31,10 @@ export function headroomOf({ own = null, interference = null, latencyRatio = nul
 }
 
 // The servers' signals joined from what the manager last measured: monitor pods ([{ pod, own, interference }], the
-// monitor's view, by pod) and latency rows ([{ server, signal, p90Ms, baselineMs }], the latency trigger's view, by
-// server name, each { server, signal, valueMs, baselineMs }), for the cluster's servers ([{ id, name, hostname }]; a
-// pod is a server's hostname). minDeltaMs: LATENCY_MIN_DELTA_MS. -> Map serverId -> signals (servers with no measure
-// are left out).
+// monitor's view, by pod) and latency rows ([{ server, signal, valueMs, baselineMs }], the latency trigger's view, by
+// server name), for the cluster's servers ([{ id, name, hostname }]; a pod is a server's hostname, as in a
+// StatefulSet: POD_SERVER_OVERRIDES are not applied here). minDeltaMs: LATENCY_MIN_DELTA_MS. -> Map serverId ->
+// signals (servers with no measure are left out).
 export function headroomSignals({
   servers, pods = [], latency = [], minDeltaMs = 0,
 }) {
