@@ -65,7 +65,7 @@ const KEYS = [
   { env: 'MONITOR_ENABLED', field: 'monitor.enabled', parse: boolean, default: true },
   { env: 'MONITOR_POLL_INTERVAL_MS', field: 'monitor.pollIntervalMs', parse: integer(1000, 3600000), default: 15000 },
   { env: 'MONITOR_HOT_UTILIZATION', field: 'monitor.hotUtilization', parse: fraction, default: 0.8 },
-  { env: 'MONITOR_HOT_SKEW', field: 'monitor.hotSkew', parse: ratio, default: 1.3 },
+  { env: 'MONITOR_HOT_SKEW', field: 'monitor.hotSkew', parse: ratio(1, 10, 1.3), default: 1.3 },
   { env: 'MONITOR_CONSECUTIVE_POLLS', field: 'monitor.consecutivePolls', parse: integer(1, 100), default: 2 },
   { env: 'MONITOR_IMMEDIATE_UTILIZATION', field: 'monitor.immediateUtilization', parse: offOrFraction, default: 0.95 },
   { env: 'MONITOR_CLEAR_COOLDOWN_SECONDS', field: 'monitor.clearCooldownSeconds', parse: integer(0, 86400), default: 60 },
@@ -76,7 +76,7 @@ const KEYS = [
   { env: 'LATENCY_WINDOW_MS', field: 'latency.windowMs', parse: integer(200, 60000), default: 1000 },
   { env: 'LATENCY_DISK_PROBE_INTERVAL_MS', field: 'latency.diskProbeIntervalMs', parse: offOrInteger(50, 60000), default: 250 },
   { env: 'LATENCY_DISK_PROBE_DB', field: 'latency.diskProbeDb', parse: identifier, default: 'rethinkdb_manager' },
-  { env: 'LATENCY_FACTOR', field: 'latency.factor', parse: ratioAbove(1.5), default: 4 },
+  { env: 'LATENCY_FACTOR', field: 'latency.factor', parse: ratio(1.5, 100, 4), default: 4 },
   { env: 'LATENCY_MIN_DELTA_MS', field: 'latency.minDeltaMs', parse: integer(0, 60000), default: 5 },
   { env: 'LATENCY_CONSECUTIVE_WINDOWS', field: 'latency.consecutiveWindows', parse: integer(1, 100), default: 2 },
   { env: 'LATENCY_WARMUP_WINDOWS', field: 'latency.warmupWindows', parse: integer(1, 100000), default: 30 },
@@ -312,15 +312,11 @@ function offOrFraction(raw) {
   return fraction(raw).error ? { error: 'must be 0 (off) or a number above 0 and at most 1 (for example 0.95)' } : fraction(raw);
 }
 
-function ratio(raw) {
-  const value = Number(raw.trim());
-  return Number.isFinite(value) && value >= 1 && value <= 10 ? { value } : { error: 'must be a number from 1 to 10 (for example 1.3)' };
-}
-
-function ratioAbove(min) {
+// A ratio between min and max (a threshold times a reference); example: a value to show in the message.
+function ratio(min, max, example) {
   return (raw) => {
     const value = Number(raw.trim());
-    return Number.isFinite(value) && value >= min && value <= 100 ? { value } : { error: `must be a number from ${min} to 100 (for example 4)` };
+    return Number.isFinite(value) && value >= min && value <= max ? { value } : { error: `must be a number from ${min} to ${max} (for example ${example})` };
   };
 }
 
